@@ -1,0 +1,191 @@
+//! `temper`: build agent JavaScript into tool components and run them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use temper::{Limits, Runtime};
+
+#[derive(Parser)]
+#[command(name = "temper", version, about = "Build and run forged tools as WebAssembly components")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a JS tool (`function execute(input) {...}`) into a component.
+    Build {
+        /// The tool's JavaScript source.
+        source: PathBuf,
+        /// Where to write the component (default: SOURCE with `.wasm`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run a tool (a `.wasm` component, or a `.js` source built in memory).
+    Run {
+        /// A `.wasm` component or a `.js` source.
+        tool: PathBuf,
+        /// The JSON input.
+        #[arg(long, default_value = "{}")]
+        input: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Args)]
+struct Common {
+    /// Wall-clock limit per call, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+    /// Memory cap per call, in MiB.
+    #[arg(long, default_value_t = 128)]
+    memory_mb: usize,
+    /// Output cap per call, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_output_bytes: usize,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Compiled-component cache directory (default: the platform cache dir).
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+}
+
+impl Common {
+    fn runtime(&self) -> Result<Runtime, String> {
+        let limits = Limits::default()
+            .with_timeout(Duration::from_millis(self.timeout_ms))
+            .with_memory_bytes(self.memory_mb << 20)
+            .with_output_bytes(self.max_output_bytes);
+        let mut builder = Runtime::builder().limits(limits);
+        if let Some(dir) = &self.cache_dir {
+            builder = builder.cache_dir(Some(dir.clone()));
+        }
+        builder.build().map_err(|e| e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("temper: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("temper: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Build {
+            source,
+            output,
+            common,
+        } => {
+            let runtime = common.runtime()?;
+            let js = read_source(&source)?;
+            let artifact = runtime.build(&js).await.map_err(|e| e.to_string())?;
+            let output = output.unwrap_or_else(|| source.with_extension("wasm"));
+            write_atomically(&output, &artifact.bytes)?;
+            if common.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "id": artifact.id,
+                        "path": output,
+                        "bytes": artifact.bytes.len(),
+                        "shim": temper::shim::shim_id(),
+                    })
+                );
+            } else {
+                println!(
+                    "built {} ({} bytes)\nid    {}",
+                    output.display(),
+                    artifact.bytes.len(),
+                    artifact.id
+                );
+            }
+            Ok(())
+        }
+        Command::Run {
+            tool,
+            input,
+            common,
+        } => {
+            let runtime = common.runtime()?;
+            let is_js = tool.extension().is_some_and(|e| e == "js" || e == "mjs");
+            let loaded = if is_js {
+                let js = read_source(&tool)?;
+                let artifact = runtime.build(&js).await.map_err(|e| e.to_string())?;
+                runtime.tool(&artifact)
+            } else {
+                let bytes = std::fs::read(&tool)
+                    .map_err(|e| format!("cannot read {}: {e}", tool.display()))?;
+                runtime.load(bytes).await.map_err(|e| e.to_string())?
+            };
+            let result = runtime.call(&loaded, &input).await;
+            if common.json {
+                let doc = match &result {
+                    Ok(out) => serde_json::json!({
+                        "ok": true,
+                        "id": loaded.id(),
+                        "output": serde_json::from_str::<serde_json::Value>(&out.output).unwrap_or(serde_json::Value::Null),
+                        "logs": out.logs,
+                    }),
+                    Err(failure) => serde_json::json!({
+                        "ok": false,
+                        "id": loaded.id(),
+                        "error": failure.error,
+                        "message": failure.error.to_string(),
+                        "logs": failure.logs,
+                    }),
+                };
+                println!("{doc}");
+            } else {
+                let logs = match &result {
+                    Ok(out) => &out.logs,
+                    Err(failure) => &failure.logs,
+                };
+                for line in logs {
+                    eprintln!("[console.{}] {}", line.level, line.message);
+                }
+                if let Ok(out) = &result {
+                    println!("{}", out.output);
+                }
+            }
+            result.map(|_| ()).map_err(|f| f.error.to_string())
+        }
+    }
+}
+
+fn read_source(path: &PathBuf) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn write_atomically(path: &PathBuf, bytes: &[u8]) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let tmp = dir.join(format!(".temper-{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", path.display())
+        })
+}

@@ -1,0 +1,232 @@
+//! The per-call store state: a locked-down WASI context, the memory limiter,
+//! the console buffer, and the capability imports.
+//!
+//! Secure defaults, written down: no environment variables, no arguments, no
+//! preopened directories, stdin closed, stdout/stderr discarded, no sockets
+//! (TCP, UDP and name lookup all refused), and every capability import
+//! (`fetch`, `crypto`) denies with `capability not granted: NAME` until a
+//! later grant links a real implementation.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings::temper::tool::{crypto, fetch, log, types};
+
+/// One captured console line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogLine {
+    /// `debug`, `info`, `warn` or `error`.
+    pub level: &'static str,
+    /// The text as the tool printed it (possibly truncated).
+    pub message: String,
+}
+
+/// Console lines of one call, bounded by bytes.
+#[derive(Debug, Default)]
+pub struct ConsoleBuffer {
+    lines: Vec<LogLine>,
+    bytes: usize,
+    limit: usize,
+    dropped: usize,
+}
+
+impl ConsoleBuffer {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+
+    fn push(&mut self, level: &'static str, message: String) {
+        if self.bytes + message.len() > self.limit {
+            self.dropped += 1;
+            return;
+        }
+        self.bytes += message.len();
+        self.lines.push(LogLine { level, message });
+    }
+
+    /// The kept lines, plus a last line saying how many were dropped.
+    pub fn into_lines(mut self) -> Vec<LogLine> {
+        if self.dropped > 0 {
+            self.lines.push(LogLine {
+                level: "warn",
+                message: format!(
+                    "[temper: {} console line(s) dropped over the {}-byte limit]",
+                    self.dropped, self.limit
+                ),
+            });
+        }
+        self.lines
+    }
+}
+
+/// Memory limiter that remembers whether the cap was hit, so a trap after a
+/// refused growth is reported as a memory error.
+#[derive(Debug)]
+pub struct MemoryCap {
+    limit: usize,
+    /// Set when a growth past `limit` was refused.
+    pub hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// How the WASI clocks and random sources behave in a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clocks {
+    /// The host's real clocks and random sources.
+    Real,
+    /// Fixed clocks and seeded random: used while snapshotting a tool so the
+    /// artifact's bytes do not depend on when or where it was built.
+    Fixed,
+}
+
+/// Everything one store owns.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    /// The memory cap for this store.
+    pub memory: MemoryCap,
+    /// Console lines captured so far.
+    pub console: ConsoleBuffer,
+    /// The first capability the guest asked for and was refused.
+    pub denied: Option<String>,
+}
+
+impl HostState {
+    /// A fresh state with the secure defaults above.
+    pub fn new(memory_limit: usize, console_limit: usize, clocks: Clocks) -> Self {
+        let mut builder = WasiCtxBuilder::new();
+        builder
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        if clocks == Clocks::Fixed {
+            use rand::SeedableRng;
+            builder
+                .wall_clock(FixedWallClock)
+                .monotonic_clock(FixedMonotonicClock)
+                .secure_random(rand::rngs::StdRng::seed_from_u64(0x7e3b_e5))
+                .insecure_random(rand::rngs::StdRng::seed_from_u64(0x7e3b_e6))
+                .insecure_random_seed(0x7e3b_e7);
+        }
+        Self {
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            memory: MemoryCap {
+                limit: memory_limit,
+                hit: false,
+            },
+            console: ConsoleBuffer::new(console_limit),
+            denied: None,
+        }
+    }
+
+    fn deny(&mut self, capability: &str) -> String {
+        if self.denied.is_none() {
+            self.denied = Some(capability.to_string());
+        }
+        format!("capability not granted: {capability}")
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Wall clock fixed at the Unix epoch (snapshots only).
+struct FixedWallClock;
+impl wasmtime_wasi::HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// Monotonic clock that never advances (snapshots only).
+struct FixedMonotonicClock;
+impl wasmtime_wasi::HostMonotonicClock for FixedMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+impl types::Host for HostState {}
+
+impl log::Host for HostState {
+    async fn log(&mut self, level: types::LogLevel, message: String) -> wasmtime::Result<()> {
+        let level = match level {
+            types::LogLevel::Debug => "debug",
+            types::LogLevel::Info => "info",
+            types::LogLevel::Warn => "warn",
+            types::LogLevel::Error => "error",
+        };
+        self.console.push(level, message);
+        Ok(())
+    }
+}
+
+impl fetch::Host for HostState {
+    async fn fetch(
+        &mut self,
+        _req: fetch::Request,
+    ) -> wasmtime::Result<Result<fetch::Response, String>> {
+        Ok(Err(self.deny("fetch")))
+    }
+}
+
+impl crypto::Host for HostState {
+    async fn hash(&mut self, _alg: String, _data: Vec<u8>) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        Ok(Err(self.deny("crypto")))
+    }
+    async fn hmac(
+        &mut self,
+        _alg: String,
+        _key: Vec<u8>,
+        _data: Vec<u8>,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        Ok(Err(self.deny("crypto")))
+    }
+    async fn random_bytes(&mut self, _len: u32) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        Ok(Err(self.deny("crypto")))
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what Temper's build needs on a fresh Debian machine, idempotently:
+# the wasm32-wasip2 Rust target, Debian's clang-14 / lld-14 / wasi-libc, and
+# the sysroot folder QuickJS's C build uses. Safe to run again: it only
+# installs what is missing.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+  echo "setup: adding Rust target wasm32-wasip2" >&2
+  rustup target add wasm32-wasip2
+fi
+
+need=()
+command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
+command -v llvm-ar-14 >/dev/null 2>&1 || need+=(llvm-14)
+dpkg -s lld-14 >/dev/null 2>&1 || need+=(lld-14)
+[ -e /usr/lib/llvm-14/lib/libclang.so ] || [ -e /usr/lib/llvm-14/lib/libclang-14.so.1 ] || need+=(libclang-14-dev)
+[ -d /usr/include/wasm32-wasi ] || need+=(wasi-libc)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need[*]}" >&2
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# Debian's wasi-libc is not laid out as one sysroot: make one out of links.
+sysroot="$root/target/wasi-sysroot"
+mkdir -p "$sysroot/lib"
+ln -sfn /usr/include/wasm32-wasi "$sysroot/include"
+ln -sfn /usr/lib/wasm32-wasi "$sysroot/lib/wasm32-wasi"
