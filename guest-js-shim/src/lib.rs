@@ -152,9 +152,9 @@ fn load_tool(prelude: &[u8], bytecode: &[u8]) -> Result<Loaded, ToolError> {
     let runtime = tool_runtime()?;
     let execute = runtime.context().with(|ctx| -> Result<_, ToolError> {
         install_console(&ctx).map_err(|e| ToolError::Internal(format!("console: {e}")))?;
-        eval_bytecode(&runtime, &ctx, prelude)
+        eval_bytecode(&ctx, prelude)
             .map_err(|e| ToolError::Internal(format!("prelude: {}", e.message)))?;
-        let namespace = eval_bytecode(&runtime, &ctx, bytecode).map_err(ToolError::Compile)?;
+        let namespace = eval_bytecode(&ctx, bytecode).map_err(ToolError::Compile)?;
         let execute: Value = namespace
             .get(EXECUTE_EXPORT)
             .map_err(|e| ToolError::Compile(js_error_from(&ctx, e)))?;
@@ -174,7 +174,6 @@ fn load_tool(prelude: &[u8], bytecode: &[u8]) -> Result<Loaded, ToolError> {
 /// Loads a bytecode module, runs its top level to completion, and returns
 /// its namespace.
 fn eval_bytecode<'js>(
-    runtime: &Runtime,
     ctx: &Ctx<'js>,
     bytecode: &[u8],
 ) -> Result<Object<'js>, JsError> {
@@ -182,7 +181,7 @@ fn eval_bytecode<'js>(
     // (the host checks the shim hash before passing bytecode in).
     let module = unsafe { Module::load(ctx.clone(), bytecode) }.map_err(|e| js_error_from(ctx, e))?;
     let (module, promise) = module.eval().map_err(|e| js_error_from(ctx, e))?;
-    settle(runtime, ctx, promise)?;
+    settle(ctx, promise)?;
     module.namespace().map_err(|e| js_error_from(ctx, e))
 }
 
@@ -201,7 +200,7 @@ fn run_execute(loaded: &Loaded, input: &str) -> Result<String, ToolError> {
             .call((input,))
             .map_err(|e| classify(js_error_from(&ctx, e)))?;
         let result = match result.as_promise() {
-            Some(promise) => settle(&loaded.runtime, &ctx, promise.clone()).map_err(classify)?,
+            Some(promise) => settle(&ctx, promise.clone()).map_err(classify)?,
             None => result,
         };
         let json = ctx
@@ -219,7 +218,6 @@ fn run_execute(loaded: &Loaded, input: &str) -> Result<String, ToolError> {
 /// Drives the job queue and the prelude's virtual timers until `promise`
 /// settles; a promise that can no longer settle is an error, not a hang.
 fn settle<'js>(
-    runtime: &Runtime,
     ctx: &Ctx<'js>,
     promise: Promise<'js>,
 ) -> Result<Value<'js>, JsError> {
@@ -237,13 +235,8 @@ fn settle<'js>(
                 return Err(js_error_from(ctx, err));
             }
             PromiseState::Pending => {
-                if runtime.has_pending_jobs() {
-                    runtime.resolve_pending_jobs().map_err(|e| JsError {
-                        message: e.to_string(),
-                        line: None,
-                        column: None,
-                        stack: None,
-                    })?;
+                // Runs one job; the runtime is already locked by `with`.
+                if ctx.execute_pending_job() {
                     continue;
                 }
                 let fired = match &fire_timer {

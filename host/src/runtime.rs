@@ -534,6 +534,13 @@ impl Runtime {
                     logs,
                 })
             }
+            Err(RunError::Memory { detail, .. }) => Err(CallFailure {
+                error: RunError::Memory {
+                    limit_bytes: limits.memory_bytes,
+                    detail,
+                },
+                logs,
+            }),
             Err(error) => Err(CallFailure { error, logs }),
         }
     }

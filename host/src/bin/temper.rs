@@ -80,7 +80,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match rt.block_on(run(cli)) {
+    let result = rt.block_on(run(cli));
+    // Do not wait for background compiles of tools this process won't call.
+    rt.shutdown_background();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("temper: {message}");
