@@ -21,10 +21,12 @@ pub mod engine;
 pub mod error;
 pub mod host_state;
 pub mod limits;
+pub mod request;
 pub mod runtime;
 pub mod shim;
 mod snapshot;
 pub mod static_check;
+pub mod testcase;
 
 pub use error::{BuildError, JsLocation, LoadError, RunError};
 pub use host_state::LogLine;

@@ -26,6 +26,13 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Build a forge request's sandbox code and run its test cases.
+    Test {
+        /// A forge request (JSON, the `forge_tool` shape).
+        request: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Run a tool (a `.wasm` component, or a `.js` source built in memory).
     Run {
         /// A `.wasm` component or a `.js` source.
@@ -121,6 +128,59 @@ async fn run(cli: Cli) -> Result<(), String> {
                     artifact.bytes.len(),
                     artifact.id
                 );
+            }
+            Ok(())
+        }
+        Command::Test { request, common } => {
+            let runtime = common.runtime()?;
+            let text = read_source(&request)?;
+            let req = temper::request::ForgeRequest::from_json(&text)
+                .map_err(|e| format!("{}: not a forge request: {e}", request.display()))?;
+            let code = match &req.implementation {
+                temper::request::Implementation::Sandbox { code, .. } => code,
+                temper::request::Implementation::Compose { .. } => {
+                    return Err(format!(
+                        "{}: compose mode is not supported yet",
+                        req.name
+                    ));
+                }
+            };
+            let artifact = runtime
+                .build(code)
+                .await
+                .map_err(|e| format!("{}: {e}", req.name))?;
+            let tool = runtime.tool(&artifact);
+            let results = temper::testcase::run_cases(&runtime, &tool, &req.test_cases).await;
+            let passed = results.iter().filter(|r| r.passed).count();
+            let failed = results.len() - passed;
+            if common.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "name": req.name,
+                        "id": artifact.id,
+                        "bytes": artifact.bytes.len(),
+                        "passed": passed,
+                        "failed": failed,
+                        "results": results,
+                    })
+                );
+            } else {
+                println!("{} ({} bytes, id {})", req.name, artifact.bytes.len(), &artifact.id[..16]);
+                for r in &results {
+                    match &r.failure {
+                        None => println!(
+                            "  case {}: pass  {}",
+                            r.index + 1,
+                            r.output.as_ref().map(|v| v.to_string()).unwrap_or_default()
+                        ),
+                        Some(why) => println!("  case {}: FAIL  {why}", r.index + 1),
+                    }
+                }
+                println!("  {passed} passed, {failed} failed");
+            }
+            if failed > 0 {
+                return Err(format!("{}: {failed} test case(s) failed", req.name));
             }
             Ok(())
         }
