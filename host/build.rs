@@ -46,7 +46,13 @@ fn main() {
     );
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&guest)
-        .args(["build", "--release", "--locked", "--target", "wasm32-wasip2"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            "wasm32-wasip2",
+        ])
         .arg("--target-dir")
         .arg(&target_dir);
     for var in [
@@ -74,9 +80,7 @@ fn main() {
             format!("--sysroot={}", sysroot.display()),
         )
         .env("SOURCE_DATE_EPOCH", "0");
-    let status = cmd
-        .status()
-        .expect("failed to run cargo for guest-js-shim");
+    let status = cmd.status().expect("failed to run cargo for guest-js-shim");
     if !status.success() {
         panic!(
             "building guest-js-shim for wasm32-wasip2 failed ({status}); run scripts/setup.sh to install clang-14, lld-14, wasi-libc and the wasm32-wasip2 target"
@@ -91,7 +95,10 @@ fn main() {
 fn make_sysroot(sysroot: &Path) {
     let lib = sysroot.join("lib");
     std::fs::create_dir_all(&lib).expect("create sysroot");
-    link(Path::new("/usr/include/wasm32-wasi"), &sysroot.join("include"));
+    link(
+        Path::new("/usr/include/wasm32-wasi"),
+        &sysroot.join("include"),
+    );
     link(Path::new("/usr/lib/wasm32-wasi"), &lib.join("wasm32-wasi"));
 }
 

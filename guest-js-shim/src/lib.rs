@@ -15,7 +15,8 @@ use std::fmt::Write as _;
 
 use javy::quickjs::{
     Ctx, Function, Module, Object, Persistent, Promise, Value, WriteOptions,
-    function::{MutFn, Rest}, promise::PromiseState,
+    function::{MutFn, Rest},
+    promise::PromiseState,
 };
 use javy::{Config, Runtime};
 
@@ -24,8 +25,8 @@ wit_bindgen::generate!({
     path: "../wit",
 });
 
-use exports::temper::tool::shim::Guest as ShimGuest;
 use exports::temper::tool::run::Guest as ToolGuest;
+use exports::temper::tool::shim::Guest as ShimGuest;
 use temper::tool::log::log as host_log;
 use temper::tool::types::{JsError, LogLevel, ToolError};
 
@@ -125,8 +126,9 @@ fn prelude_bytecode() -> Result<Vec<u8>, ToolError> {
     let rt = compiler_runtime()?;
     rt.context().with(|ctx| {
         let source = format!("{PRELUDE}\n;\n{LOCKDOWN}");
-        let declared = Module::declare(ctx.clone(), "temper:prelude", source)
-            .map_err(|e| ToolError::Internal(format!("prelude: {}", js_error_from(&ctx, e).message)))?;
+        let declared = Module::declare(ctx.clone(), "temper:prelude", source).map_err(|e| {
+            ToolError::Internal(format!("prelude: {}", js_error_from(&ctx, e).message))
+        })?;
         declared
             .write(WriteOptions {
                 strip_source: true,
@@ -173,13 +175,11 @@ fn load_tool(prelude: &[u8], bytecode: &[u8]) -> Result<Loaded, ToolError> {
 
 /// Loads a bytecode module, runs its top level to completion, and returns
 /// its namespace.
-fn eval_bytecode<'js>(
-    ctx: &Ctx<'js>,
-    bytecode: &[u8],
-) -> Result<Object<'js>, JsError> {
+fn eval_bytecode<'js>(ctx: &Ctx<'js>, bytecode: &[u8]) -> Result<Object<'js>, JsError> {
     // SAFETY: the bytecode was produced by `compile_module` of this same shim
     // (the host checks the shim hash before passing bytecode in).
-    let module = unsafe { Module::load(ctx.clone(), bytecode) }.map_err(|e| js_error_from(ctx, e))?;
+    let module =
+        unsafe { Module::load(ctx.clone(), bytecode) }.map_err(|e| js_error_from(ctx, e))?;
     let (module, promise) = module.eval().map_err(|e| js_error_from(ctx, e))?;
     settle(ctx, promise)?;
     module.namespace().map_err(|e| js_error_from(ctx, e))
@@ -188,9 +188,12 @@ fn eval_bytecode<'js>(
 fn run_execute(loaded: &Loaded, input: &str) -> Result<String, ToolError> {
     CONSOLE_USED.with(|used| *used.borrow_mut() = 0);
     loaded.runtime.context().with(|ctx| {
-        let input = ctx
-            .json_parse(input)
-            .map_err(|e| ToolError::BadInput(format!("input is not valid JSON: {}", js_error_from(&ctx, e).message)))?;
+        let input = ctx.json_parse(input).map_err(|e| {
+            ToolError::BadInput(format!(
+                "input is not valid JSON: {}",
+                js_error_from(&ctx, e).message
+            ))
+        })?;
         let execute = loaded
             .execute
             .clone()
@@ -217,10 +220,7 @@ fn run_execute(loaded: &Loaded, input: &str) -> Result<String, ToolError> {
 
 /// Drives the job queue and the prelude's virtual timers until `promise`
 /// settles; a promise that can no longer settle is an error, not a hang.
-fn settle<'js>(
-    ctx: &Ctx<'js>,
-    promise: Promise<'js>,
-) -> Result<Value<'js>, JsError> {
+fn settle<'js>(ctx: &Ctx<'js>, promise: Promise<'js>) -> Result<Value<'js>, JsError> {
     let fire_timer: Option<Function> = ctx.globals().get("__temper_fire_next_timer").ok();
     loop {
         match promise.state() {
@@ -240,7 +240,9 @@ fn settle<'js>(
                     continue;
                 }
                 let fired = match &fire_timer {
-                    Some(fire) => fire.call::<_, bool>(()).map_err(|e| js_error_from(ctx, e))?,
+                    Some(fire) => fire
+                        .call::<_, bool>(())
+                        .map_err(|e| js_error_from(ctx, e))?,
                     None => false,
                 };
                 if !fired {
@@ -289,10 +291,7 @@ fn js_error_from_value<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> JsError {
             Some(name) if !name.is_empty() => format!("{name}: {message}"),
             _ => message,
         };
-        let (line, column) = stack
-            .as_deref()
-            .and_then(position_in_stack)
-            .unzip();
+        let (line, column) = stack.as_deref().and_then(position_in_stack).unzip();
         return JsError {
             message,
             line,

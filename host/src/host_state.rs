@@ -7,7 +7,9 @@
 //! (`fetch`, `crypto`) denies with `capability not granted: NAME` until a
 //! later grant links a real implementation.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use wasmtime::ResourceLimiter;
@@ -105,8 +107,26 @@ pub enum Clocks {
     /// The host's real clocks and random sources.
     Real,
     /// Fixed clocks and seeded random: used while snapshotting a tool so the
-    /// artifact's bytes do not depend on when or where it was built.
+    /// artifact's bytes do not depend on when or where it was built, and
+    /// while replaying that snapshot's `load` on the warm-up path.
     Fixed,
+}
+
+/// A switch shared by a store's clocks and random sources: while set, wall
+/// clock reads 0 (the Unix epoch), the monotonic clock does not advance and
+/// random bytes come from a fixed seed.
+#[derive(Debug, Clone, Default)]
+pub struct FixedSwitch(Arc<AtomicBool>);
+
+impl FixedSwitch {
+    /// Whether the fixed sources are in force.
+    pub fn is_fixed(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    /// Switches between fixed and real sources.
+    pub fn set_fixed(&self, fixed: bool) {
+        self.0.store(fixed, Ordering::Relaxed)
+    }
 }
 
 /// Everything one store owns.
@@ -119,6 +139,8 @@ pub struct HostState {
     pub console: ConsoleBuffer,
     /// The first capability the guest asked for and was refused.
     pub denied: Option<String>,
+    /// Fixed or real clocks and random (see [`FixedSwitch`]).
+    pub fixed: FixedSwitch,
 }
 
 impl HostState {
@@ -130,14 +152,15 @@ impl HostState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
+        let fixed = FixedSwitch::default();
+        fixed.set_fixed(clocks == Clocks::Fixed);
+        builder
+            .wall_clock(SwitchWallClock(fixed.clone()))
+            .monotonic_clock(SwitchMonotonicClock(fixed.clone(), Instant::now()))
+            .secure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e5))
+            .insecure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e6));
         if clocks == Clocks::Fixed {
-            use rand::SeedableRng;
-            builder
-                .wall_clock(FixedWallClock)
-                .monotonic_clock(FixedMonotonicClock)
-                .secure_random(rand::rngs::StdRng::seed_from_u64(0x7e3b_e5))
-                .insecure_random(rand::rngs::StdRng::seed_from_u64(0x7e3b_e6))
-                .insecure_random_seed(0x7e3b_e7);
+            builder.insecure_random_seed(0x7e3b_e7);
         }
         Self {
             wasi: builder.build(),
@@ -148,6 +171,7 @@ impl HostState {
             },
             console: ConsoleBuffer::new(console_limit),
             denied: None,
+            fixed,
         }
     }
 
@@ -168,25 +192,73 @@ impl WasiView for HostState {
     }
 }
 
-/// Wall clock fixed at the Unix epoch (snapshots only).
-struct FixedWallClock;
-impl wasmtime_wasi::HostWallClock for FixedWallClock {
+/// The wall clock: the Unix epoch while fixed, else the host's.
+struct SwitchWallClock(FixedSwitch);
+impl wasmtime_wasi::HostWallClock for SwitchWallClock {
     fn resolution(&self) -> Duration {
         Duration::from_millis(1)
     }
     fn now(&self) -> Duration {
-        Duration::ZERO
+        if self.0.is_fixed() {
+            return Duration::ZERO;
+        }
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
     }
 }
 
-/// Monotonic clock that never advances (snapshots only).
-struct FixedMonotonicClock;
-impl wasmtime_wasi::HostMonotonicClock for FixedMonotonicClock {
+/// The monotonic clock: stands still while fixed, else counts from the
+/// store's creation.
+struct SwitchMonotonicClock(FixedSwitch, Instant);
+impl wasmtime_wasi::HostMonotonicClock for SwitchMonotonicClock {
     fn resolution(&self) -> u64 {
-        1_000_000
+        1_000
     }
     fn now(&self) -> u64 {
-        0
+        if self.0.is_fixed() {
+            return 0;
+        }
+        self.1.elapsed().as_nanos() as u64
+    }
+}
+
+/// Random bytes: from a fixed seed while fixed, else from the thread RNG.
+struct SwitchRng {
+    fixed: FixedSwitch,
+    seeded: rand::rngs::StdRng,
+}
+
+impl SwitchRng {
+    fn new(fixed: FixedSwitch, seed: u64) -> Self {
+        use rand::SeedableRng;
+        Self {
+            fixed,
+            seeded: rand::rngs::StdRng::seed_from_u64(seed),
+        }
+    }
+}
+
+impl rand::TryRng for SwitchRng {
+    type Error = std::convert::Infallible;
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        let mut b = [0; 4];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        let mut b = [0; 8];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        use rand::Rng;
+        if self.fixed.is_fixed() {
+            self.seeded.fill_bytes(dst);
+        } else {
+            rand::rng().fill_bytes(dst);
+        }
+        Ok(())
     }
 }
 
@@ -215,7 +287,11 @@ impl fetch::Host for HostState {
 }
 
 impl crypto::Host for HostState {
-    async fn hash(&mut self, _alg: String, _data: Vec<u8>) -> wasmtime::Result<Result<Vec<u8>, String>> {
+    async fn hash(
+        &mut self,
+        _alg: String,
+        _data: Vec<u8>,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
         Ok(Err(self.deny("crypto")))
     }
     async fn hmac(

@@ -235,10 +235,11 @@ impl Runtime {
                     .instrument_component(shim::SHIM_WASM)
                     .map_err(internal("instrument shim"))?;
                 let rt = self.inner.clone();
-                let component = tokio::task::spawn_blocking(move || rt.engine.compile(&instrumented))
-                    .await
-                    .map_err(internal("compile shim"))?
-                    .map_err(internal("compile shim"))?;
+                let component =
+                    tokio::task::spawn_blocking(move || rt.engine.compile(&instrumented))
+                        .await
+                        .map_err(internal("compile shim"))?
+                        .map_err(internal("compile shim"))?;
                 let pre = self
                     .inner
                     .linker
@@ -329,7 +330,13 @@ impl Runtime {
                 Ok(Ok(bytecode)) => bytecode,
                 Ok(Err(ToolError::Compile(js))) => return Err(BuildError::Compile(js.into())),
                 Ok(Err(other)) => return Err(top_level_error(other)),
-                Err(trap) => return Err(BuildError::TopLevel(describe_trap(&store, &trap, &self.inner.limits))),
+                Err(trap) => {
+                    return Err(BuildError::TopLevel(describe_trap(
+                        &store,
+                        &trap,
+                        &self.inner.limits,
+                    )));
+                }
             }
         };
 
@@ -470,8 +477,14 @@ impl Runtime {
             }
             None => None,
         };
-        let mut store = self.new_store(Clocks::Real);
         let compiled_path = ready.is_some() || tool.inner.bytecode.is_none();
+        // The warm-up path replays the snapshot's `load` under the same fixed
+        // clocks and random the build used, then switches to real ones.
+        let mut store = self.new_store(if compiled_path {
+            Clocks::Real
+        } else {
+            Clocks::Fixed
+        });
         let outcome = tokio::time::timeout(limits.timeout, async {
             if compiled_path {
                 let compiled = match ready {
@@ -487,18 +500,30 @@ impl Runtime {
                 };
                 let instance = compiled.pre.instantiate_async(&mut store).await?;
                 let run = compiled.run.load(&mut store, &instance)?;
-                run.call_call(&mut store, input).await.map(|r| r.map_err(RunError::from))
+                run.call_call(&mut store, input)
+                    .await
+                    .map(|r| r.map_err(RunError::from))
             } else {
                 self.start_background_compile(tool);
                 let shim = self.shim().await.map_err(wasmtime::Error::msg)?;
                 let instance = shim.pre.instantiate_async(&mut store).await?;
                 let exports = shim.shim.load(&mut store, &instance)?;
-                let bytecode = tool.inner.bytecode.as_deref().expect("warm-up path has bytecode");
-                if let Err(e) = exports.call_load(&mut store, &shim.prelude, bytecode).await? {
+                let bytecode = tool
+                    .inner
+                    .bytecode
+                    .as_deref()
+                    .expect("warm-up path has bytecode");
+                if let Err(e) = exports
+                    .call_load(&mut store, &shim.prelude, bytecode)
+                    .await?
+                {
                     return Ok(Err(RunError::from(e)));
                 }
+                store.data().fixed.set_fixed(false);
                 let run = shim.run.load(&mut store, &instance)?;
-                run.call_call(&mut store, input).await.map(|r| r.map_err(RunError::from))
+                run.call_call(&mut store, input)
+                    .await
+                    .map(|r| r.map_err(RunError::from))
             }
         })
         .await;
@@ -526,7 +551,9 @@ impl Runtime {
                 logs,
                 compiled: compiled_path,
             }),
-            Err(RunError::Js { error }) if denied.is_some() && error.message.contains("capability not granted") => {
+            Err(RunError::Js { error })
+                if denied.is_some() && error.message.contains("capability not granted") =>
+            {
                 Err(CallFailure {
                     error: RunError::CapabilityDenied {
                         capability: denied.unwrap_or_default(),
@@ -566,9 +593,9 @@ fn check_tool_world(component: &Component, engine: &wasmtime::Engine) -> Result<
             return Err(LoadError::ImportNotAllowed(name.to_string()));
         }
     }
-    let exports_run = ty
-        .exports(engine)
-        .any(|(name, item)| name == RUN_EXPORT && matches!(item.ty, ComponentItem::ComponentInstance(_)));
+    let exports_run = ty.exports(engine).any(|(name, item)| {
+        name == RUN_EXPORT && matches!(item.ty, ComponentItem::ComponentInstance(_))
+    });
     if !exports_run {
         return Err(LoadError::MissingExport(RUN_EXPORT.into()));
     }

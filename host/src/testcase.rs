@@ -143,7 +143,13 @@ mod tests {
     #[test]
     fn extra_keys_allowed_missing_keys_not() {
         let expected = json!({"status": 200, "ok": true});
-        assert!(output_matches(&expected, &json!({"status": 200, "ok": true, "redirected": false})).is_ok());
+        assert!(
+            output_matches(
+                &expected,
+                &json!({"status": 200, "ok": true, "redirected": false})
+            )
+            .is_ok()
+        );
         let err = output_matches(&expected, &json!({"status": 200})).unwrap_err();
         assert_eq!(err.path, "$.ok");
         assert_eq!(err.actual, "nothing");
@@ -152,10 +158,20 @@ mod tests {
     #[test]
     fn arrays_match_exactly_and_recursively() {
         let expected = json!({"rows": [{"name": "Alice"}, {"name": "Bob"}]});
-        assert!(output_matches(&expected, &json!({"rows": [{"name": "Alice", "age": "30"}, {"name": "Bob"}]})).is_ok());
+        assert!(
+            output_matches(
+                &expected,
+                &json!({"rows": [{"name": "Alice", "age": "30"}, {"name": "Bob"}]})
+            )
+            .is_ok()
+        );
         let err = output_matches(&expected, &json!({"rows": [{"name": "Alice"}]})).unwrap_err();
         assert_eq!(err.path, "$.rows");
-        let err = output_matches(&expected, &json!({"rows": [{"name": "Alice"}, {"name": "Eve"}]})).unwrap_err();
+        let err = output_matches(
+            &expected,
+            &json!({"rows": [{"name": "Alice"}, {"name": "Eve"}]}),
+        )
+        .unwrap_err();
         assert_eq!(err.path, "$.rows[1].name");
     }
 

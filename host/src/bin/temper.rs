@@ -8,7 +8,11 @@ use clap::{Args, Parser, Subcommand};
 use temper::{Limits, Runtime};
 
 #[derive(Parser)]
-#[command(name = "temper", version, about = "Build and run forged tools as WebAssembly components")]
+#[command(
+    name = "temper",
+    version,
+    about = "Build and run forged tools as WebAssembly components"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -80,7 +84,10 @@ impl Common {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("temper: cannot start the async runtime: {e}");
@@ -139,10 +146,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let code = match &req.implementation {
                 temper::request::Implementation::Sandbox { code, .. } => code,
                 temper::request::Implementation::Compose { .. } => {
-                    return Err(format!(
-                        "{}: compose mode is not supported yet",
-                        req.name
-                    ));
+                    return Err(format!("{}: compose mode is not supported yet", req.name));
                 }
             };
             let artifact = runtime
@@ -166,7 +170,12 @@ async fn run(cli: Cli) -> Result<(), String> {
                     })
                 );
             } else {
-                println!("{} ({} bytes, id {})", req.name, artifact.bytes.len(), &artifact.id[..16]);
+                println!(
+                    "{} ({} bytes, id {})",
+                    req.name,
+                    artifact.bytes.len(),
+                    &artifact.id[..16]
+                );
                 for r in &results {
                     match &r.failure {
                         None => println!(
