@@ -20,6 +20,8 @@ use javy::quickjs::{
 };
 use javy::{Config, Runtime};
 
+mod host_bridge;
+
 wit_bindgen::generate!({
     world: "js-shim",
     path: "../wit",
@@ -35,6 +37,8 @@ use temper::tool::types::{JsError, LogLevel, ToolError};
 const MODULE_NAME: &str = "tool.js";
 /// Web globals QuickJS lacks (URL, TextEncoder, timers, ...).
 const PRELUDE: &str = include_str!("prelude.js");
+/// The JS surfaces of `fetch`, `crypto` and `fs` over `__temper_host`.
+const CAPABILITIES: &str = include_str!("capabilities.js");
 /// Runs after the prelude: removes `eval` and the `constructor` of every
 /// function kind (defence in depth beyond the missing eval intrinsic).
 const LOCKDOWN: &str = include_str!("lockdown.js");
@@ -125,7 +129,7 @@ fn compile_module(source: &str) -> Result<Vec<u8>, ToolError> {
 fn prelude_bytecode() -> Result<Vec<u8>, ToolError> {
     let rt = compiler_runtime()?;
     rt.context().with(|ctx| {
-        let source = format!("{PRELUDE}\n;\n{LOCKDOWN}");
+        let source = format!("{PRELUDE}\n;\n{CAPABILITIES}\n;\n{LOCKDOWN}");
         let declared = Module::declare(ctx.clone(), "temper:prelude", source).map_err(|e| {
             ToolError::Internal(format!("prelude: {}", js_error_from(&ctx, e).message))
         })?;
@@ -154,6 +158,7 @@ fn load_tool(prelude: &[u8], bytecode: &[u8]) -> Result<Loaded, ToolError> {
     let runtime = tool_runtime()?;
     let execute = runtime.context().with(|ctx| -> Result<_, ToolError> {
         install_console(&ctx).map_err(|e| ToolError::Internal(format!("console: {e}")))?;
+        host_bridge::install(&ctx).map_err(|e| ToolError::Internal(format!("host bridge: {e}")))?;
         eval_bytecode(&ctx, prelude)
             .map_err(|e| ToolError::Internal(format!("prelude: {}", e.message)))?;
         let namespace = eval_bytecode(&ctx, bytecode).map_err(ToolError::Compile)?;

@@ -15,6 +15,12 @@
 //!
 //! Every run uses a fresh compile cache under `target/`, so the shim is
 //! compiled from scratch at warm-up and results do not depend on earlier runs.
+//! The load average is printed at start and end: figures taken while other
+//! work runs on the machine (e.g. a build) are not comparable.
+//!
+//! `FOUNDATION_PROFILE_SECS=5` instead only loops compiled slugify calls for
+//! that long (after warm-up and compile) and prints the mean, for profiling
+//! the call path, e.g. under `perf record`.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -277,6 +283,29 @@ fn unique_slugify(tag: &str) -> String {
     format!("const FORGE_TAG = '{tag}';\n{SLUGIFY}")
 }
 
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// `FOUNDATION_PROFILE_SECS` mode: compiled slugify calls in a loop.
+fn profile_calls(rt: &tokio::runtime::Runtime, runtime: &Runtime, secs: f64) {
+    rt.block_on(async {
+        runtime.warm_up().await.expect("warm_up");
+        let artifact = runtime.build(SLUGIFY).await.expect("build");
+        let tool = runtime.load(artifact.bytes.to_vec()).await.expect("load");
+        eprintln!("profiling compiled calls for {secs} s (pid {})", std::process::id());
+        let start = Instant::now();
+        let mut calls = 0u32;
+        while start.elapsed().as_secs_f64() < secs {
+            call_ok(runtime, &tool).await;
+            calls += 1;
+        }
+        eprintln!("{calls} calls, mean {}", fmt_dur(start.elapsed() / calls.max(1)));
+    });
+}
+
 fn multi_thread_runtime(max_blocking: Option<usize>) -> tokio::runtime::Runtime {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.enable_all();
@@ -306,8 +335,9 @@ fn main() {
     let mut report = Report::default();
     let rss_start = proc_status_kib("VmRSS");
 
+    let load_start = load_average();
     println!(
-        "Temper foundation benchmark — {cores} cores ({}), fresh cache {}",
+        "Temper foundation benchmark — {cores} cores ({}), load average {load_start}, fresh cache {}",
         cpu_model(),
         cache.path().display()
     );
@@ -317,21 +347,8 @@ fn main() {
         .cache_dir(Some(cache.path().to_path_buf()))
         .build()
         .expect("runtime");
-    if let Ok(secs) = std::env::var("PROFILE_CALLS") {
-        let secs: f64 = secs.parse().unwrap();
-        rt.block_on(async {
-            runtime.warm_up().await.unwrap();
-            let a = runtime.build(SLUGIFY).await.unwrap();
-            let tool = runtime.load(a.bytes.to_vec()).await.unwrap();
-            eprintln!("PROFILE START pid {}", std::process::id());
-            let t = Instant::now();
-            let mut n = 0u64;
-            while t.elapsed().as_secs_f64() < secs {
-                call_ok(&runtime, &tool).await;
-                n += 1;
-            }
-            eprintln!("PROFILE {n} calls, {:?}/call", t.elapsed() / n as u32);
-        });
+    if let Ok(secs) = std::env::var("FOUNDATION_PROFILE_SECS") {
+        profile_calls(&rt, &runtime, secs.parse().expect("FOUNDATION_PROFILE_SECS: seconds"));
         return;
     }
 
@@ -667,10 +684,12 @@ fn main() {
     );
 
     let total = started.elapsed();
-    println!("\nTotal bench time: {}", fmt_dur(total));
+    let load_end = load_average();
+    println!("\nTotal bench time: {}; load average at start {load_start}, at end {load_end}", fmt_dur(total));
 
     let header = format!(
-        "Host: {cores} cores ({}). Fresh compile cache per run. Total bench time {}. Unix time {}.",
+        "Host: {cores} cores ({}); load average {load_start} at start, {load_end} at end. \
+         Fresh compile cache per run. Total bench time {}. Unix time {}.",
         cpu_model(),
         fmt_dur(total),
         nonce / 1_000_000_000

@@ -17,6 +17,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::temper::tool::{crypto, fetch, log, types};
+use crate::capabilities::fetch::FetchTransport;
 
 /// One captured console line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -141,12 +142,39 @@ pub struct HostState {
     pub denied: Option<String>,
     /// Fixed or real clocks and random (see [`FixedSwitch`]).
     pub fixed: FixedSwitch,
+    granted: Granted,
+    random: SwitchRng,
+}
+
+/// What one call is granted: built from the tool's grants and the runtime's
+/// policy. The default grants nothing.
+#[derive(Clone, Default)]
+pub struct Granted {
+    /// The fetch transport, when `fetch` is granted.
+    pub fetch: Option<Arc<FetchTransport>>,
+    /// Whether `crypto` is granted.
+    pub crypto: bool,
+    /// Read-only directories (host path, guest path), when `fs.readFile` is
+    /// granted.
+    pub read_dirs: Vec<(std::path::PathBuf, String)>,
+    /// When the call must be over (fetch requests end by then).
+    pub deadline: Option<Instant>,
 }
 
 impl HostState {
     /// A fresh state with the secure defaults above.
-    pub fn new(memory_limit: usize, console_limit: usize, clocks: Clocks) -> Self {
+    pub fn new(
+        memory_limit: usize,
+        console_limit: usize,
+        clocks: Clocks,
+        granted: Granted,
+    ) -> Result<Self, String> {
         let mut builder = WasiCtxBuilder::new();
+        for (host, guest) in &granted.read_dirs {
+            builder
+                .preopened_dir(host, guest, wasmtime_wasi::FsPerms::ReadOnly)
+                .map_err(|e| format!("fs.readFile: cannot open {}: {e}", host.display()))?;
+        }
         builder
             .allow_tcp(false)
             .allow_udp(false)
@@ -162,7 +190,9 @@ impl HostState {
         if clocks == Clocks::Fixed {
             builder.insecure_random_seed(0x7e3b_e7);
         }
-        Self {
+        Ok(Self {
+            random: SwitchRng::new(fixed.clone(), 0x7e3b_e8),
+            granted,
             wasi: builder.build(),
             table: ResourceTable::new(),
             memory: MemoryCap {
@@ -172,7 +202,7 @@ impl HostState {
             console: ConsoleBuffer::new(console_limit),
             denied: None,
             fixed,
-        }
+        })
     }
 
     fn deny(&mut self, capability: &str) -> String {
@@ -280,29 +310,53 @@ impl log::Host for HostState {
 impl fetch::Host for HostState {
     async fn fetch(
         &mut self,
-        _req: fetch::Request,
+        req: fetch::Request,
     ) -> wasmtime::Result<Result<fetch::Response, String>> {
-        Ok(Err(self.deny("fetch")))
+        let Some(transport) = self.granted.fetch.clone() else {
+            return Ok(Err(self.deny("fetch")));
+        };
+        let deadline = self
+            .granted
+            .deadline
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(30));
+        Ok(transport.fetch(req, deadline).await)
     }
 }
 
 impl crypto::Host for HostState {
     async fn hash(
         &mut self,
-        _alg: String,
-        _data: Vec<u8>,
+        alg: String,
+        data: Vec<u8>,
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
-        Ok(Err(self.deny("crypto")))
+        if !self.granted.crypto {
+            return Ok(Err(self.deny("crypto")));
+        }
+        Ok(crate::capabilities::crypto::hash(&alg, &data))
     }
     async fn hmac(
         &mut self,
-        _alg: String,
-        _key: Vec<u8>,
-        _data: Vec<u8>,
+        alg: String,
+        key: Vec<u8>,
+        data: Vec<u8>,
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
-        Ok(Err(self.deny("crypto")))
+        if !self.granted.crypto {
+            return Ok(Err(self.deny("crypto")));
+        }
+        Ok(crate::capabilities::crypto::hmac(&alg, &key, &data))
     }
-    async fn random_bytes(&mut self, _len: u32) -> wasmtime::Result<Result<Vec<u8>, String>> {
-        Ok(Err(self.deny("crypto")))
+    async fn random_bytes(&mut self, len: u32) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        if !self.granted.crypto {
+            return Ok(Err(self.deny("crypto")));
+        }
+        if len > 65536 {
+            return Ok(Err(format!(
+                "crypto: at most 65536 random bytes per call, asked for {len}"
+            )));
+        }
+        use rand::Rng;
+        let mut bytes = vec![0; len as usize];
+        self.random.fill_bytes(&mut bytes);
+        Ok(Ok(bytes))
     }
 }

@@ -17,10 +17,12 @@
 //! ```
 
 mod bindings;
+pub mod capabilities;
 pub mod engine;
 pub mod error;
 pub mod host_state;
 pub mod limits;
+pub mod policy;
 pub mod request;
 pub mod runtime;
 pub mod shim;

@@ -25,7 +25,10 @@ use crate::bindings::{JsShim, RunIndices, ShimIndices, ToolError};
 use crate::engine::{EngineOptions, TemperEngine};
 use crate::error::{BuildError, JsLocation, LoadError, RunError};
 use crate::host_state::{Clocks, HostState, LogLine};
+use crate::capabilities::fetch::{FetchTransport, TransportOptions};
+use crate::host_state::Granted;
 use crate::limits::Limits;
+use crate::policy::{Capability, Grants, HostPolicy, PolicyError};
 use crate::shim;
 use crate::static_check;
 
@@ -101,6 +104,7 @@ pub struct CallFailure {
 #[derive(Clone)]
 pub struct Tool {
     inner: Arc<ToolInner>,
+    grants: Grants,
 }
 
 struct ToolInner {
@@ -126,6 +130,10 @@ impl Tool {
     pub fn artifact(&self) -> &[u8] {
         &self.inner.artifact
     }
+    /// What this tool is granted (nothing unless [`Runtime::grant`] said so).
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
     /// Whether calls now run on the compiled artifact.
     pub fn is_compiled(&self) -> bool {
         matches!(self.inner.compiled.get(), Some(Ok(_)))
@@ -147,12 +155,26 @@ struct ShimRuntime {
 pub struct RuntimeBuilder {
     limits: Limits,
     engine: EngineOptions,
+    policy: HostPolicy,
+    transport: TransportOptions,
 }
 
 impl RuntimeBuilder {
     /// Per-call limits (default: [`Limits::default`]).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+    /// The host policy: which capabilities tools may be granted at all, which
+    /// domains, which readable directories (default: deny everything).
+    pub fn policy(mut self, policy: HostPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+    /// Transport settings for `fetch` that are not policy (test resolver
+    /// overrides, extra TLS roots).
+    pub fn transport(mut self, options: TransportOptions) -> Self {
+        self.transport = options;
         self
     }
     /// Where compiled components are cached; `None` disables the cache.
@@ -176,12 +198,24 @@ impl RuntimeBuilder {
             |state| state,
         )
         .map_err(internal("linker"))?;
+        let fetch = if self.policy.allowed.contains(&Capability::Fetch) {
+            let transport = FetchTransport::new(self.policy.fetch.clone(), &self.transport)
+                .map_err(|message| BuildError::Internal {
+                    stage: "fetch transport",
+                    message,
+                })?;
+            Some(Arc::new(transport))
+        } else {
+            None
+        };
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 engine,
                 linker,
                 limits: self.limits,
                 shim: OnceCell::new(),
+                policy: self.policy,
+                fetch,
             }),
         })
     }
@@ -198,6 +232,8 @@ struct RuntimeInner {
     linker: Linker<HostState>,
     limits: Limits,
     shim: OnceCell<ShimRuntime>,
+    policy: HostPolicy,
+    fetch: Option<Arc<FetchTransport>>,
 }
 
 fn internal<E: std::fmt::Display>(stage: &'static str) -> impl Fn(E) -> BuildError {
@@ -261,12 +297,49 @@ impl Runtime {
             .await
     }
 
+    /// The host policy tools are granted from.
+    pub fn policy(&self) -> &HostPolicy {
+        &self.inner.policy
+    }
+
+    /// Grants `tool` the capabilities in `allowlist` that the host policy
+    /// allows; a listed capability the policy does not allow is an error
+    /// naming it. The result is the intersection, never more.
+    pub fn grant(&self, tool: &Tool, allowlist: &[String]) -> Result<Tool, PolicyError> {
+        let grants = self.inner.policy.grants(allowlist)?;
+        Ok(Tool {
+            inner: tool.inner.clone(),
+            grants,
+        })
+    }
+
+    fn granted(&self, grants: &Grants, deadline: Instant) -> Granted {
+        let policy = &self.inner.policy;
+        Granted {
+            fetch: if grants.fetch { self.inner.fetch.clone() } else { None },
+            crypto: grants.crypto,
+            read_dirs: if grants.fs_read {
+                policy
+                    .read_dirs
+                    .iter()
+                    .map(|d| (d.host.clone(), d.guest.clone()))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            deadline: Some(deadline),
+        }
+    }
+
     fn new_store(&self, clocks: Clocks) -> Store<HostState> {
+        self.new_store_granted(clocks, Granted::default())
+            .expect("a store without grants opens no directories")
+    }
+
+    fn new_store_granted(&self, clocks: Clocks, granted: Granted) -> Result<Store<HostState>, String> {
         let limits = &self.inner.limits;
-        let mut store = Store::new(
-            self.inner.engine.engine(),
-            HostState::new(limits.memory_bytes, limits.console_bytes, clocks),
-        );
+        let state = HostState::new(limits.memory_bytes, limits.console_bytes, clocks, granted)?;
+        let mut store = Store::new(self.inner.engine.engine(), state);
         store.limiter(|state| &mut state.memory);
         let deadline = Instant::now() + limits.timeout;
         store.set_epoch_deadline(1);
@@ -277,7 +350,7 @@ impl Runtime {
                 Ok(UpdateDeadline::Yield(1))
             }
         });
-        store
+        Ok(store)
     }
 
     async fn compile_prelude(&self, shim: &ShimRuntime) -> Result<Vec<u8>, BuildError> {
@@ -395,6 +468,7 @@ impl Runtime {
                 compiled: OnceCell::new(),
                 compiling: AtomicBool::new(false),
             }),
+            grants: Grants::default(),
         }
     }
 
@@ -410,6 +484,7 @@ impl Runtime {
                 compiled: OnceCell::new(),
                 compiling: AtomicBool::new(true),
             }),
+            grants: Grants::default(),
         };
         match self.compiled(&tool).await {
             Ok(_) => Ok(tool),
@@ -480,11 +555,12 @@ impl Runtime {
         let compiled_path = ready.is_some() || tool.inner.bytecode.is_none();
         // The warm-up path replays the snapshot's `load` under the same fixed
         // clocks and random the build used, then switches to real ones.
-        let mut store = self.new_store(if compiled_path {
-            Clocks::Real
-        } else {
-            Clocks::Fixed
-        });
+        let granted = self.granted(&tool.grants, Instant::now() + limits.timeout);
+        let clocks = if compiled_path { Clocks::Real } else { Clocks::Fixed };
+        let mut store = match self.new_store_granted(clocks, granted) {
+            Ok(store) => store,
+            Err(message) => return Err(fail(RunError::Instantiate { message })),
+        };
         let outcome = tokio::time::timeout(limits.timeout, async {
             if compiled_path {
                 let compiled = match ready {

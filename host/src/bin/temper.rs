@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use temper::policy::HostPolicy;
 use temper::{Limits, Runtime};
 
 #[derive(Parser)]
@@ -51,15 +52,29 @@ enum Command {
 
 #[derive(Args)]
 struct Common {
-    /// Wall-clock limit per call, in milliseconds.
-    #[arg(long, default_value_t = 5000)]
-    timeout_ms: u64,
-    /// Memory cap per call, in MiB.
-    #[arg(long, default_value_t = 128)]
-    memory_mb: usize,
-    /// Output cap per call, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    max_output_bytes: usize,
+    /// Host policy file (TOML): allowed capabilities, fetch domains,
+    /// readable directories, limits. Default: deny everything.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Allow fetch to these domain rules (comma-separated; `*.suffix`
+    /// wildcards, optional scheme and port), as Deno's --allow-net.
+    #[arg(long, value_name = "RULES")]
+    allow_net: Option<String>,
+    /// Allow reading files under a directory (`HOST[:GUEST]`); repeatable.
+    #[arg(long, value_name = "DIR[:GUEST]")]
+    allow_read: Vec<String>,
+    /// Allow the crypto capability (hashes, HMAC, random).
+    #[arg(long)]
+    allow_crypto: bool,
+    /// Wall-clock limit per call, in milliseconds (default 5000).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Memory cap per call, in MiB (default 128).
+    #[arg(long)]
+    memory_mb: Option<usize>,
+    /// Output cap per call, in bytes (default 1 MiB).
+    #[arg(long)]
+    max_output_bytes: Option<usize>,
     /// Print machine-readable JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -69,12 +84,45 @@ struct Common {
 }
 
 impl Common {
+    fn policy(&self) -> Result<HostPolicy, String> {
+        let mut policy = match &self.policy {
+            Some(path) => HostPolicy::from_file(path).map_err(|e| e.to_string())?,
+            None => HostPolicy::deny_all(),
+        };
+        if let Some(rules) = &self.allow_net {
+            policy = policy.with_allow_net(rules).map_err(|e| e.to_string())?;
+        }
+        for spec in &self.allow_read {
+            policy = policy.with_allow_read(spec).map_err(|e| e.to_string())?;
+        }
+        if self.allow_crypto {
+            policy = policy.with_allow_crypto();
+        }
+        Ok(policy)
+    }
+
     fn runtime(&self) -> Result<Runtime, String> {
-        let limits = Limits::default()
-            .with_timeout(Duration::from_millis(self.timeout_ms))
-            .with_memory_bytes(self.memory_mb << 20)
-            .with_output_bytes(self.max_output_bytes);
-        let mut builder = Runtime::builder().limits(limits);
+        let policy = self.policy()?;
+        let from_policy = &policy.limits;
+        let defaults = Limits::default();
+        let timeout_ms = self
+            .timeout_ms
+            .or(from_policy.timeout_ms)
+            .unwrap_or(defaults.timeout.as_millis() as u64);
+        let memory_bytes = self
+            .memory_mb
+            .or(from_policy.memory_mb.map(|m| m as usize))
+            .map(|mb| mb << 20)
+            .unwrap_or(defaults.memory_bytes);
+        let output_bytes = self
+            .max_output_bytes
+            .or(from_policy.max_output_bytes.map(|b| b as usize))
+            .unwrap_or(defaults.output_bytes);
+        let limits = defaults
+            .with_timeout(Duration::from_millis(timeout_ms))
+            .with_memory_bytes(memory_bytes)
+            .with_output_bytes(output_bytes);
+        let mut builder = Runtime::builder().limits(limits).policy(policy);
         if let Some(dir) = &self.cache_dir {
             builder = builder.cache_dir(Some(dir.clone()));
         }
@@ -143,8 +191,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             let text = read_source(&request)?;
             let req = temper::request::ForgeRequest::from_json(&text)
                 .map_err(|e| format!("{}: not a forge request: {e}", request.display()))?;
-            let code = match &req.implementation {
-                temper::request::Implementation::Sandbox { code, .. } => code,
+            let (code, allowlist) = match &req.implementation {
+                temper::request::Implementation::Sandbox { code, allowlist } => (code, allowlist),
                 temper::request::Implementation::Compose { .. } => {
                     return Err(format!("{}: compose mode is not supported yet", req.name));
                 }
@@ -153,7 +201,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .build(code)
                 .await
                 .map_err(|e| format!("{}: {e}", req.name))?;
-            let tool = runtime.tool(&artifact);
+            let tool = runtime
+                .grant(&runtime.tool(&artifact), allowlist)
+                .map_err(|e| format!("{}: {e}", req.name))?;
             let results = temper::testcase::run_cases(&runtime, &tool, &req.test_cases).await;
             let passed = results.iter().filter(|r| r.passed).count();
             let failed = results.len() - passed;
@@ -209,6 +259,9 @@ async fn run(cli: Cli) -> Result<(), String> {
                     .map_err(|e| format!("cannot read {}: {e}", tool.display()))?;
                 runtime.load(bytes).await.map_err(|e| e.to_string())?
             };
+            // As with Deno's flags, the grant flags and policy are the grant.
+            let everything: Vec<String> = runtime.policy().allowed.iter().map(|c| c.to_string()).collect();
+            let loaded = runtime.grant(&loaded, &everything).map_err(|e| e.to_string())?;
             let result = runtime.call(&loaded, &input).await;
             if common.json {
                 let doc = match &result {

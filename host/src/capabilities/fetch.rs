@@ -1,0 +1,256 @@
+//! The `fetch` capability's transport: HTTP(S) done by the host, policed by
+//! [`FetchPolicy`](crate::policy::FetchPolicy). Policy stays in the policy
+//! module; this file only moves bytes.
+//!
+//! - Every request and every redirect hop is checked with `check_url`.
+//! - Names are resolved by our resolver, which checks the addresses with
+//!   `check_resolved` and hands reqwest only the addresses that passed, so
+//!   the connection goes to a checked address (no second lookup).
+//! - Redirects are followed here, not by reqwest, up to the policy's limit.
+//! - Request body, response body, header count and header bytes are capped.
+//! - HTTPS via rustls with the webpki roots (plus roots a test adds).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use crate::bindings::temper::tool::fetch::{Request, Response};
+use crate::policy::{FetchDenied, FetchPolicy};
+
+/// Transport settings that are not policy: test hooks and extra TLS roots.
+#[derive(Debug, Clone, Default)]
+pub struct TransportOptions {
+    /// Names resolved to these addresses instead of DNS (the addresses are
+    /// still checked against the policy). For tests.
+    pub resolve_overrides: HashMap<String, Vec<IpAddr>>,
+    /// Extra trusted root certificates, PEM. For tests with self-signed TLS.
+    pub extra_roots_pem: Vec<Vec<u8>>,
+}
+
+/// The host side of `temper:tool/fetch`, one per runtime (the TLS config and
+/// connection pool are built once, never per call).
+pub struct FetchTransport {
+    client: reqwest::Client,
+    policy: Arc<FetchPolicy>,
+}
+
+struct PolicyResolver {
+    policy: Arc<FetchPolicy>,
+    overrides: Arc<HashMap<String, Vec<IpAddr>>>,
+}
+
+impl Resolve for PolicyResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        let overrides = self.overrides.clone();
+        let host = name.as_str().trim_end_matches('.').to_ascii_lowercase();
+        Box::pin(async move {
+            let addrs: Vec<IpAddr> = match overrides.get(&host) {
+                Some(addrs) => addrs.clone(),
+                None => tokio::net::lookup_host((host.as_str(), 0))
+                    .await?
+                    .map(|sa| sa.ip())
+                    .collect(),
+            };
+            let checked = policy
+                .check_url(&format!("http://{host}/"))
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            let allowed = policy
+                .check_resolved(&checked, &addrs)
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            let addrs: Addrs = Box::new(allowed.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
+
+impl FetchTransport {
+    /// Builds the client (TLS config, pool, resolver) for `policy`.
+    pub fn new(policy: FetchPolicy, options: &TransportOptions) -> Result<Self, String> {
+        let policy = Arc::new(policy);
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .use_rustls_tls()
+            .dns_resolver(Arc::new(PolicyResolver {
+                policy: policy.clone(),
+                overrides: Arc::new(options.resolve_overrides.clone()),
+            }));
+        for pem in &options.extra_roots_pem {
+            let cert = reqwest::Certificate::from_pem(pem).map_err(|e| format!("fetch: bad root certificate: {e}"))?;
+            builder = builder.add_root_certificate(cert);
+        }
+        let client = builder.build().map_err(|e| format!("fetch: cannot build the HTTP client: {e}"))?;
+        Ok(Self { client, policy })
+    }
+
+    /// Performs `req` under the policy, finishing before `deadline`.
+    pub async fn fetch(&self, req: Request, deadline: Instant) -> Result<Response, String> {
+        let policy = &self.policy;
+        let mut method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| format!("fetch: invalid method `{}`", req.method))?;
+        if !matches!(
+            method.as_str(),
+            "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS"
+        ) {
+            return Err(format!("fetch: method not allowed: {method}"));
+        }
+        let mut body = req.body;
+        if let Some(b) = &body {
+            if b.len() as u64 > policy.max_request_body {
+                return Err(format!(
+                    "request body over {} bytes",
+                    policy.max_request_body
+                ));
+            }
+        }
+        if req.headers.len() as u32 > policy.max_headers {
+            return Err(format!("too many request headers (limit {})", policy.max_headers));
+        }
+        let mut url = policy.check_url(&req.url).map_err(|e| e.to_string())?.url;
+        let mut redirected = false;
+        let mut hops = 0u32;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err("fetch: out of time".into());
+            }
+            let mut request = self.client.request(method.clone(), url.clone()).timeout(remaining);
+            for (name, value) in &req.headers {
+                request = request.header(name.as_str(), value.as_str());
+            }
+            if let Some(b) = &body {
+                request = request.body(b.clone());
+            }
+            let response = request.send().await.map_err(|e| describe_send_error(&url, &e))?;
+            let status = response.status();
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            if status.is_redirection() && req.redirect != "manual" {
+                if let Some(location) = location {
+                    if req.redirect == "error" {
+                        return Err(format!("redirect to {location} refused: redirect mode is 'error'"));
+                    }
+                    if hops >= policy.max_redirects {
+                        return Err(format!("too many redirects (limit {})", policy.max_redirects));
+                    }
+                    let next = url
+                        .join(&location)
+                        .map_err(|e| format!("redirect to {location} refused: invalid URL: {e}"))?;
+                    let checked = policy.check_url(next.as_str()).map_err(|e| {
+                        format!(
+                            "redirect to {} refused: {e}",
+                            next.host_str().unwrap_or(next.as_str())
+                        )
+                    })?;
+                    // 303, and 301/302 after POST, continue as GET without a body.
+                    if status == reqwest::StatusCode::SEE_OTHER
+                        || ((status == reqwest::StatusCode::MOVED_PERMANENTLY
+                            || status == reqwest::StatusCode::FOUND)
+                            && method == reqwest::Method::POST)
+                    {
+                        method = reqwest::Method::GET;
+                        body = None;
+                    }
+                    url = checked.url;
+                    redirected = true;
+                    hops += 1;
+                    continue;
+                }
+            }
+            return self.read_response(response, url.to_string(), redirected, deadline).await;
+        }
+    }
+
+    async fn read_response(
+        &self,
+        mut response: reqwest::Response,
+        url: String,
+        redirected: bool,
+        deadline: Instant,
+    ) -> Result<Response, String> {
+        let policy = &self.policy;
+        if response.headers().len() as u32 > policy.max_headers {
+            return Err(format!("too many response headers (limit {})", policy.max_headers));
+        }
+        let mut header_bytes = 0u64;
+        let mut headers = Vec::with_capacity(response.headers().len());
+        for (name, value) in response.headers() {
+            header_bytes += (name.as_str().len() + value.len()) as u64;
+            headers.push((
+                name.as_str().to_string(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            ));
+        }
+        if header_bytes > policy.max_header_bytes {
+            return Err(format!("response headers over {} bytes", policy.max_header_bytes));
+        }
+        let status = response.status();
+        let limit = policy.max_response_body;
+        if response.content_length().is_some_and(|n| n > limit) {
+            return Err(over_limit(limit));
+        }
+        let mut body = Vec::new();
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let chunk = tokio::time::timeout(remaining.max(Duration::from_millis(1)), response.chunk())
+                .await
+                .map_err(|_| "fetch: out of time reading the response body".to_string())?
+                .map_err(|e| format!("fetch: reading the response body failed: {e}"))?;
+            match chunk {
+                None => break,
+                Some(bytes) => {
+                    if body.len() as u64 + bytes.len() as u64 > limit {
+                        return Err(over_limit(limit));
+                    }
+                    body.extend_from_slice(&bytes);
+                }
+            }
+        }
+        Ok(Response {
+            status: status.as_u16(),
+            status_text: status.canonical_reason().unwrap_or("").to_string(),
+            url,
+            redirected,
+            headers,
+            body,
+        })
+    }
+}
+
+fn over_limit(limit: u64) -> String {
+    if limit % (1 << 20) == 0 {
+        format!("response body over {} MiB", limit >> 20)
+    } else {
+        format!("response body over {limit} bytes")
+    }
+}
+
+/// Finds the policy's own refusal in reqwest's error chain, so the tool sees
+/// `private address not allowed: ...` rather than a generic DNS error.
+fn describe_send_error(url: &url::Url, err: &reqwest::Error) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(denied) = e.downcast_ref::<FetchDenied>() {
+            return denied.to_string();
+        }
+        source = e.source();
+    }
+    if err.is_timeout() {
+        return format!("fetch: request to {} timed out", url.host_str().unwrap_or(""));
+    }
+    let mut message = format!("fetch: request to {url} failed");
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(e) = source {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        source = e.source();
+    }
+    message
+}

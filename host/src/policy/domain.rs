@@ -1,0 +1,1148 @@
+//! Domain rules and the URL / resolved-address checks of the `fetch`
+//! capability.
+//!
+//! # Rule syntax
+//!
+//! A rule is `[SCHEME://]HOST[:PORT][/]` where
+//!
+//! * `SCHEME` is `http` or `https` (any case). Without a scheme the rule
+//!   allows both.
+//! * `HOST` is one of
+//!   * an exact domain name, `api.example.com`, matching only that name;
+//!   * a wildcard `*.example.com`, matching every name *below*
+//!     `example.com` (`a.example.com`, `a.b.example.com`) but **not**
+//!     `example.com` itself. The suffix must have at least two labels
+//!     (`*.com` is refused) and no other wildcard form exists (`*`,
+//!     `*example.com`, `a.*.com`, `api.*` are all refused);
+//!   * an IP literal, `127.0.0.1` or `[::1]` (IPv6 must be bracketed).
+//!     Naming an IP is the only way, short of `allow_private`, to reach a
+//!     non-public address.
+//! * `PORT` restricts the rule to that port. **Without a port, a rule allows
+//!   only the default port of the URL's scheme** (80 for `http`, 443 for
+//!   `https`); so `api.example.com` does not allow `http://api.example.com:8080/`
+//!   and `https://api.example.com` does not allow port 8443. Write one rule
+//!   per extra port.
+//!
+//! Hosts are normalized exactly as URLs are (WHATWG via the `url` crate):
+//! lower-cased, IDNA/punycode for Unicode names, one trailing dot removed,
+//! IPv4 in any WHATWG encoding turned into dotted quad. A rule written as
+//! `bücher.example` therefore matches `http://xn--bcher-kva.example/`.
+//! A rule that does not fit this grammar is a
+//! [`PolicyError::BadDomainRule`] naming it: never a silent allow.
+//!
+//! # URL checks
+//!
+//! [`FetchPolicy::check_url`] is run on every request and every redirect hop.
+//! It parses with the WHATWG parser (the one browsers and `fetch` use), so
+//! numeric hosts such as `http://2130706433/`, `http://0x7f.1/`,
+//! `http://0177.0.0.1/` are recognised as `127.0.0.1` and need a rule naming
+//! that IP. On top of WHATWG it refuses, as `invalid URL`, inputs that other
+//! parsers read differently: backslashes and ASCII control characters
+//! anywhere, and percent-encoding in the authority. The runtime must connect
+//! to [`CheckedUrl::host`] / [`CheckedUrl::port`] and send
+//! [`CheckedUrl::url`], never the raw string the guest passed.
+//!
+//! [`FetchPolicy::check_resolved`] then checks the addresses a domain name
+//! resolved to (DNS rebinding / SSRF into the private network).
+
+use std::fmt;
+use std::net::IpAddr;
+
+use url::Url;
+
+use super::PolicyError;
+use super::ip::is_public_address;
+
+/// Default for [`FetchPolicy::max_redirects`].
+pub const DEFAULT_MAX_REDIRECTS: u32 = 5;
+/// Default for [`FetchPolicy::max_request_body`]: 1 MiB.
+pub const DEFAULT_MAX_REQUEST_BODY: u64 = 1024 * 1024;
+/// Default for [`FetchPolicy::max_response_body`]: 8 MiB.
+pub const DEFAULT_MAX_RESPONSE_BODY: u64 = 8 * 1024 * 1024;
+/// Default for [`FetchPolicy::max_headers`].
+pub const DEFAULT_MAX_HEADERS: u32 = 64;
+/// Default for [`FetchPolicy::max_header_bytes`]: 16 KiB.
+pub const DEFAULT_MAX_HEADER_BYTES: u64 = 16 * 1024;
+
+/// The scheme a [`DomainRule`] is restricted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RuleScheme {
+    /// `http://` only.
+    Http,
+    /// `https://` only.
+    Https,
+}
+
+impl RuleScheme {
+    /// The scheme as written in a URL, without `://`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleScheme::Http => "http",
+            RuleScheme::Https => "https",
+        }
+    }
+}
+
+/// The host part of a [`DomainRule`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RuleHost {
+    /// Exactly this (normalized, ASCII) domain name.
+    Exact(String),
+    /// Any name strictly below this (normalized, ASCII) suffix; written
+    /// `*.suffix`. The suffix itself is not matched.
+    Wildcard(String),
+    /// Exactly this IP address (IPv4-mapped IPv6 compares equal to its IPv4).
+    Ip(IpAddr),
+}
+
+/// One entry of the fetch allowlist; see the [module docs](self) for the
+/// syntax. Built only through [`DomainRule::parse`], so every rule is valid
+/// and normalized.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DomainRule {
+    scheme: Option<RuleScheme>,
+    host: RuleHost,
+    port: Option<u16>,
+}
+
+fn bad(rule: &str, reason: impl Into<String>) -> PolicyError {
+    PolicyError::BadDomainRule {
+        rule: rule.to_string(),
+        reason: reason.into(),
+    }
+}
+
+impl DomainRule {
+    /// Parses one rule such as `api.example.com`, `*.cdn.example.com`,
+    /// `https://api.example.com`, `api.example.com:8443`,
+    /// `http://127.0.0.1:8080` or `[::1]`.
+    ///
+    /// Errors with [`PolicyError::BadDomainRule`] naming the rule and the
+    /// reason for anything else (empty rule, other schemes, paths, userinfo,
+    /// other wildcard forms, bad ports, unbracketed IPv6, ...).
+    pub fn parse(rule: &str) -> Result<Self, PolicyError> {
+        if rule.is_empty() {
+            return Err(bad(rule, "empty rule"));
+        }
+        if rule
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
+        {
+            return Err(bad(
+                rule,
+                "whitespace, control characters and backslashes are not allowed",
+            ));
+        }
+        let (scheme, rest) = match rule.find("://") {
+            Some(i) => {
+                let scheme = match rule[..i].to_ascii_lowercase().as_str() {
+                    "http" => RuleScheme::Http,
+                    "https" => RuleScheme::Https,
+                    other => {
+                        return Err(bad(
+                            rule,
+                            format!("scheme `{other}` is not allowed (only http and https)"),
+                        ));
+                    }
+                };
+                (Some(scheme), &rule[i + 3..])
+            }
+            None => (None, rule),
+        };
+        // Accept one trailing slash ("https://api.example.com/"), no path.
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.contains(['/', '?', '#']) {
+            return Err(bad(
+                rule,
+                "paths, queries and fragments are not allowed; a rule names a host",
+            ));
+        }
+        if authority.contains('@') {
+            return Err(bad(rule, "userinfo (`user@`) is not allowed in a rule"));
+        }
+        if authority.contains('%') {
+            return Err(bad(rule, "percent-encoding is not allowed in a rule"));
+        }
+        let (host_text, port_text) = split_host_port(rule, authority)?;
+        let port = match port_text {
+            None => None,
+            Some(p) => Some(parse_port(rule, p)?),
+        };
+        let host = parse_rule_host(rule, host_text)?;
+        Ok(DomainRule { scheme, host, port })
+    }
+
+    /// The scheme the rule is restricted to; `None` allows http and https.
+    pub fn scheme(&self) -> Option<RuleScheme> {
+        self.scheme
+    }
+
+    /// The host part of the rule.
+    pub fn host(&self) -> &RuleHost {
+        &self.host
+    }
+
+    /// The port the rule is restricted to; `None` allows only the scheme's
+    /// default port (80 for http, 443 for https).
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    fn matches_host(&self, host: &HostKind) -> bool {
+        match (&self.host, host) {
+            (RuleHost::Exact(name), HostKind::Domain(h)) => name == h,
+            (RuleHost::Wildcard(suffix), HostKind::Domain(h)) => h
+                .strip_suffix(suffix.as_str())
+                .and_then(|head| head.strip_suffix('.'))
+                .is_some_and(|head| !head.is_empty()),
+            (RuleHost::Ip(a), HostKind::Ip(b)) => a.to_canonical() == b.to_canonical(),
+            _ => false,
+        }
+    }
+
+    fn matches_scheme(&self, scheme: &str) -> bool {
+        match self.scheme {
+            None => scheme == "http" || scheme == "https",
+            Some(s) => s.as_str() == scheme,
+        }
+    }
+
+    fn matches_port(&self, scheme: &str, port: u16) -> bool {
+        match self.port {
+            Some(p) => p == port,
+            None => default_port(scheme) == Some(port),
+        }
+    }
+
+    fn names_ip(&self, ip: IpAddr) -> bool {
+        matches!(self.host, RuleHost::Ip(a) if a.to_canonical() == ip.to_canonical())
+    }
+}
+
+impl std::str::FromStr for DomainRule {
+    type Err = PolicyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DomainRule::parse(s)
+    }
+}
+
+/// Writes the normalized rule; the output parses back to the same rule.
+impl fmt::Display for DomainRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(s) = self.scheme {
+            write!(f, "{}://", s.as_str())?;
+        }
+        match &self.host {
+            RuleHost::Exact(name) => f.write_str(name)?,
+            RuleHost::Wildcard(suffix) => write!(f, "*.{suffix}")?,
+            RuleHost::Ip(IpAddr::V4(ip)) => write!(f, "{ip}")?,
+            RuleHost::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]")?,
+        }
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        Ok(())
+    }
+}
+
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+fn split_host_port<'a>(
+    rule: &str,
+    authority: &'a str,
+) -> Result<(&'a str, Option<&'a str>), PolicyError> {
+    if authority.starts_with('[') {
+        let end = authority
+            .find(']')
+            .ok_or_else(|| bad(rule, "unterminated `[` in IPv6 literal"))?;
+        let (host, after) = authority.split_at(end + 1);
+        return match after {
+            "" => Ok((host, None)),
+            _ => match after.strip_prefix(':') {
+                Some(port) => Ok((host, Some(port))),
+                None => Err(bad(rule, "unexpected text after `]`")),
+            },
+        };
+    }
+    match authority.matches(':').count() {
+        0 => Ok((authority, None)),
+        1 => {
+            let (host, port) = authority.split_once(':').expect("one colon");
+            Ok((host, Some(port)))
+        }
+        _ => Err(bad(rule, "IPv6 literals must be bracketed, like `[::1]`")),
+    }
+}
+
+fn parse_port(rule: &str, text: &str) -> Result<u16, PolicyError> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(rule, format!("port `{text}` is not a number")));
+    }
+    match text.parse::<u16>() {
+        Ok(0) => Err(bad(rule, "port 0 is not allowed")),
+        Ok(p) => Ok(p),
+        Err(_) => Err(bad(
+            rule,
+            format!("port `{text}` is out of range (1-65535)"),
+        )),
+    }
+}
+
+fn parse_rule_host(rule: &str, text: &str) -> Result<RuleHost, PolicyError> {
+    if text.is_empty() {
+        return Err(bad(rule, "empty host"));
+    }
+    if let Some(suffix) = text.strip_prefix("*.") {
+        if suffix.contains('*') {
+            return Err(bad(
+                rule,
+                "only one leading `*.` wildcard is allowed, like `*.example.com`",
+            ));
+        }
+        if suffix.starts_with('[') {
+            return Err(bad(rule, "a wildcard cannot cover an IP address"));
+        }
+        return match normalize_host(suffix) {
+            Ok(HostKind::Domain(d)) => {
+                check_domain_syntax(rule, &d)?;
+                if !d.contains('.') {
+                    return Err(bad(
+                        rule,
+                        "a wildcard must cover a domain of at least two labels, like `*.example.com`",
+                    ));
+                }
+                Ok(RuleHost::Wildcard(d))
+            }
+            Ok(HostKind::Ip(_)) => Err(bad(rule, "a wildcard cannot cover an IP address")),
+            Err(reason) => Err(bad(rule, reason)),
+        };
+    }
+    if text.contains('*') {
+        return Err(bad(
+            rule,
+            "the only wildcard form is a leading `*.`, like `*.example.com`",
+        ));
+    }
+    match normalize_host(text) {
+        Ok(HostKind::Domain(d)) => {
+            check_domain_syntax(rule, &d)?;
+            Ok(RuleHost::Exact(d))
+        }
+        Ok(HostKind::Ip(ip)) => Ok(RuleHost::Ip(ip)),
+        Err(reason) => Err(bad(rule, reason)),
+    }
+}
+
+/// Normalizes a host exactly as the WHATWG URL parser does for http(s) URLs
+/// (lower case, IDNA, numeric IPv4 forms), then strips one trailing dot.
+fn normalize_host(text: &str) -> Result<HostKind, String> {
+    match url::Host::parse(text) {
+        Ok(url::Host::Domain(d)) => Ok(HostKind::Domain(strip_one_dot(&d).to_string())),
+        Ok(url::Host::Ipv4(ip)) => Ok(HostKind::Ip(IpAddr::V4(ip))),
+        Ok(url::Host::Ipv6(ip)) => Ok(HostKind::Ip(IpAddr::V6(ip))),
+        Err(e) => Err(format!("invalid host `{text}`: {e}")),
+    }
+}
+
+fn strip_one_dot(d: &str) -> &str {
+    d.strip_suffix('.').unwrap_or(d)
+}
+
+/// Extra checks for rule host names (URLs are not held to these: a URL host
+/// that breaks them simply matches no rule).
+fn check_domain_syntax(rule: &str, d: &str) -> Result<(), PolicyError> {
+    if d.is_empty() {
+        return Err(bad(rule, "empty host"));
+    }
+    if d.len() > 253 {
+        return Err(bad(rule, "host name longer than 253 characters"));
+    }
+    for label in d.split('.') {
+        if label.is_empty() {
+            return Err(bad(rule, "empty label in host name"));
+        }
+        if label.len() > 63 {
+            return Err(bad(rule, "label longer than 63 characters"));
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        {
+            return Err(bad(
+                rule,
+                format!("label `{label}` has characters not allowed in a host name"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The host a checked URL connects to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostKind {
+    /// A normalized ASCII domain name (lower case, punycode, no trailing
+    /// dot); resolve it, then pass the addresses to
+    /// [`FetchPolicy::check_resolved`].
+    Domain(String),
+    /// An IP literal; connect to it directly (it was named by a rule).
+    Ip(IpAddr),
+}
+
+impl fmt::Display for HostKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostKind::Domain(d) => f.write_str(d),
+            HostKind::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// A URL that passed [`FetchPolicy::check_url`], with the normalized parts
+/// to connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedUrl {
+    /// The parsed (WHATWG-serialized) URL to send; never re-parse the raw
+    /// guest string.
+    pub url: Url,
+    /// The host to resolve or connect to.
+    pub host: HostKind,
+    /// The port to connect to (explicit or the scheme's default).
+    pub port: u16,
+}
+
+/// Why a URL or a resolved address was refused by the fetch policy. The
+/// messages are shown to tools, so they are short and name the culprit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchDenied {
+    /// The host matches no rule; `allowed` lists every rule (or `none`).
+    #[error("host not allowed: {host} (allowed: {allowed})")]
+    HostNotAllowed {
+        /// The normalized host of the URL.
+        host: String,
+        /// All rules, comma-separated, or `none`.
+        allowed: String,
+    },
+    /// A scheme other than http or https.
+    #[error("scheme not allowed: {0} (only http and https)")]
+    SchemeNotAllowed(String),
+    /// The host is allowed, but only with another scheme (e.g. `http` when
+    /// the rule says `https://`).
+    #[error("scheme not allowed: {scheme} for {host}")]
+    SchemeNotAllowedForHost {
+        /// The URL's scheme.
+        scheme: String,
+        /// The normalized host.
+        host: String,
+    },
+    /// The URL carried `user:password@`.
+    #[error("userinfo not allowed in URL")]
+    UserinfoNotAllowed,
+    /// An IP literal that no rule names.
+    #[error("IP address not allowed: {0}")]
+    IpNotAllowed(IpAddr),
+    /// The URL does not parse, has no host, or contains a construct that
+    /// parsers disagree on (backslash, control character, percent-encoded
+    /// authority).
+    #[error("invalid URL: {0}")]
+    InvalidUrl(String),
+    /// The host is allowed, but not on this port.
+    #[error("port not allowed: {port} for {host}")]
+    PortNotAllowed {
+        /// The port the URL would connect to.
+        port: u16,
+        /// The normalized host.
+        host: String,
+    },
+    /// Every address the host resolved to is non-public (this one first).
+    #[error("private address not allowed: {host} resolved to {addr}")]
+    PrivateAddress {
+        /// The normalized host.
+        host: String,
+        /// The first refused address.
+        addr: IpAddr,
+    },
+    /// Name resolution returned no address at all.
+    #[error("no address to connect to: {host} resolved to nothing")]
+    NoAddresses {
+        /// The normalized host.
+        host: String,
+    },
+}
+
+/// The `fetch` part of a host policy: which hosts, plus transfer limits.
+/// The default allows no host at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPolicy {
+    /// Allowed hosts; empty means no host (deny by default).
+    pub rules: Vec<DomainRule>,
+    /// Allow connecting to non-public addresses (loopback, private,
+    /// link-local, ...) that names resolve to. IP literals still need a rule.
+    pub allow_private: bool,
+    /// Redirect hops followed per request (each is re-checked).
+    pub max_redirects: u32,
+    /// Largest request body in bytes.
+    pub max_request_body: u64,
+    /// Largest response body in bytes.
+    pub max_response_body: u64,
+    /// Most request or response headers.
+    pub max_headers: u32,
+    /// Largest total size of the headers in bytes.
+    pub max_header_bytes: u64,
+}
+
+impl Default for FetchPolicy {
+    fn default() -> Self {
+        FetchPolicy {
+            rules: Vec::new(),
+            allow_private: false,
+            max_redirects: DEFAULT_MAX_REDIRECTS,
+            max_request_body: DEFAULT_MAX_REQUEST_BODY,
+            max_response_body: DEFAULT_MAX_RESPONSE_BODY,
+            max_headers: DEFAULT_MAX_HEADERS,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+        }
+    }
+}
+
+impl FetchPolicy {
+    /// Checks one URL (every request and every redirect hop goes through
+    /// this). Returns the normalized parts to connect to.
+    ///
+    /// Order of checks: syntax (`invalid URL`), scheme, userinfo, host
+    /// (`IP address not allowed` for IP literals, `host not allowed` for
+    /// names), then scheme and port against the rules naming that host.
+    pub fn check_url(&self, raw: &str) -> Result<CheckedUrl, FetchDenied> {
+        if raw.contains('\\') {
+            return Err(FetchDenied::InvalidUrl(
+                "backslash in URL (write `/` or `%5C`)".into(),
+            ));
+        }
+        if raw.chars().any(|c| c.is_ascii_control()) {
+            return Err(FetchDenied::InvalidUrl("control character in URL".into()));
+        }
+        let mut url =
+            Url::parse(raw).map_err(|e| FetchDenied::InvalidUrl(format!("{e}: {raw}")))?;
+        let scheme = url.scheme().to_string();
+        let scheme = scheme.as_str();
+        if scheme != "http" && scheme != "https" {
+            return Err(FetchDenied::SchemeNotAllowed(scheme.to_string()));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(FetchDenied::UserinfoNotAllowed);
+        }
+        if raw_authority(raw).is_some_and(|a| a.contains('%')) {
+            return Err(FetchDenied::InvalidUrl(
+                "percent-encoding in host not allowed".into(),
+            ));
+        }
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => HostKind::Domain(strip_one_dot(d).to_string()),
+            Some(url::Host::Ipv4(ip)) => HostKind::Ip(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => HostKind::Ip(IpAddr::V6(ip)),
+            None => return Err(FetchDenied::InvalidUrl(format!("no host: {raw}"))),
+        };
+        if matches!(&host, HostKind::Domain(d) if d.is_empty()) {
+            return Err(FetchDenied::InvalidUrl(format!("empty host: {raw}")));
+        }
+        if let HostKind::Domain(d) = &host
+            && url.host_str() != Some(d.as_str())
+        {
+            // Drop the trailing dot from the URL too, so the Host header and
+            // the name used for TLS agree with `host`.
+            url.set_host(Some(d))
+                .map_err(|e| FetchDenied::InvalidUrl(format!("{e}: {raw}")))?;
+        }
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| FetchDenied::InvalidUrl(format!("no port: {raw}")))?;
+
+        let by_host: Vec<&DomainRule> = self
+            .rules
+            .iter()
+            .filter(|r| r.matches_host(&host))
+            .collect();
+        if by_host.is_empty() {
+            return Err(match host {
+                HostKind::Ip(ip) => FetchDenied::IpNotAllowed(ip),
+                HostKind::Domain(d) => FetchDenied::HostNotAllowed {
+                    host: d,
+                    allowed: self.rules_list(),
+                },
+            });
+        }
+        let by_scheme: Vec<&&DomainRule> = by_host
+            .iter()
+            .filter(|r| r.matches_scheme(scheme))
+            .collect();
+        if by_scheme.is_empty() {
+            return Err(FetchDenied::SchemeNotAllowedForHost {
+                scheme: scheme.to_string(),
+                host: host.to_string(),
+            });
+        }
+        if !by_scheme.iter().any(|r| r.matches_port(scheme, port)) {
+            return Err(FetchDenied::PortNotAllowed {
+                port,
+                host: host.to_string(),
+            });
+        }
+        Ok(CheckedUrl { url, host, port })
+    }
+
+    /// Checks the addresses a host name resolved to: refuses loopback,
+    /// private, link-local, unspecified, multicast, broadcast,
+    /// documentation, CGNAT, unique-local, IPv4-mapped-private and similar
+    /// addresses (see [`is_public_address`])
+    /// unless `allow_private`, or unless a rule names that exact IP.
+    ///
+    /// Returns the addresses allowed to connect to, in the given order
+    /// (never empty): refused addresses are dropped, so a name resolving to
+    /// both a public and a private address connects only to the public one.
+    /// If none is allowed, the error names the first refused address.
+    pub fn check_resolved(
+        &self,
+        url: &CheckedUrl,
+        addrs: &[IpAddr],
+    ) -> Result<Vec<IpAddr>, FetchDenied> {
+        let Some(&first) = addrs.first() else {
+            return Err(FetchDenied::NoAddresses {
+                host: url.host.to_string(),
+            });
+        };
+        let allowed: Vec<IpAddr> = addrs
+            .iter()
+            .copied()
+            .filter(|&ip| {
+                self.allow_private
+                    || is_public_address(ip)
+                    || self.rules.iter().any(|r| r.names_ip(ip))
+            })
+            .collect();
+        if allowed.is_empty() {
+            return Err(FetchDenied::PrivateAddress {
+                host: url.host.to_string(),
+                addr: first,
+            });
+        }
+        Ok(allowed)
+    }
+
+    fn rules_list(&self) -> String {
+        if self.rules.is_empty() {
+            return "none".to_string();
+        }
+        self.rules
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The authority part of a raw http(s) URL string (after `scheme:` and any
+/// slashes, up to the path, query or fragment).
+fn raw_authority(raw: &str) -> Option<&str> {
+    let (_, rest) = raw.split_once(':')?;
+    let rest = rest.trim_start_matches('/');
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(s: &str) -> DomainRule {
+        DomainRule::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn rules_parse_and_round_trip() {
+        let table: &[(&str, &str)] = &[
+            ("api.example.com", "api.example.com"),
+            ("API.Example.COM.", "api.example.com"),
+            ("*.cdn.example.com", "*.cdn.example.com"),
+            ("https://api.example.com", "https://api.example.com"),
+            ("HTTPS://api.example.com/", "https://api.example.com"),
+            ("api.example.com:8443", "api.example.com:8443"),
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+            ("[::1]", "[::1]"),
+            ("[::1]:9000", "[::1]:9000"),
+            (
+                "https://*.cdn.example.com:8443",
+                "https://*.cdn.example.com:8443",
+            ),
+            ("bücher.example", "xn--bcher-kva.example"),
+            ("*.bücher.example", "*.xn--bcher-kva.example"),
+            ("2130706433", "127.0.0.1"),
+            ("localhost", "localhost"),
+            ("api_v2.example.com", "api_v2.example.com"),
+        ];
+        for (input, shown) in table {
+            let r = rule(input);
+            assert_eq!(r.to_string(), *shown, "{input}");
+            assert_eq!(rule(&r.to_string()), r, "round trip of {input}");
+        }
+        assert_eq!(rule("https://a.example").scheme(), Some(RuleScheme::Https));
+        assert_eq!(rule("a.example:81").port(), Some(81));
+        assert_eq!(
+            rule("*.a.example").host(),
+            &RuleHost::Wildcard("a.example".into())
+        );
+    }
+
+    #[test]
+    fn malformed_rules_are_named() {
+        let table: &[&str] = &[
+            "",
+            "*",
+            "*.",
+            "*example.com",
+            "a.*.com",
+            "api.*",
+            "*.*.example.com",
+            "**.example.com",
+            "*.com",
+            "*.127.0.0.1",
+            "*.[::1]",
+            "ftp://files.example.com",
+            "ws://api.example.com",
+            "https://",
+            "https://api.example.com/v1",
+            "api.example.com?x",
+            "api.example.com#x",
+            "user@api.example.com",
+            "api.example.com:",
+            "api.example.com:0",
+            "api.example.com:65536",
+            "api.example.com:http",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "a..example.com",
+            "api example.com",
+            "api%2eexample.com",
+            "a\\b.example.com",
+            "exa!mple.com",
+            ".example.com",
+        ];
+        for input in table {
+            match DomainRule::parse(input) {
+                Err(PolicyError::BadDomainRule { rule, reason }) => {
+                    assert_eq!(rule, *input);
+                    assert!(!reason.is_empty());
+                    let msg = PolicyError::BadDomainRule {
+                        rule: rule.clone(),
+                        reason,
+                    }
+                    .to_string();
+                    assert!(msg.contains(&format!("\"{input}\"")), "{msg}");
+                }
+                other => panic!("{input:?} should be a BadDomainRule, got {other:?}"),
+            }
+        }
+    }
+
+    /// The policy the SSRF matrix runs against.
+    fn matrix_policy() -> FetchPolicy {
+        FetchPolicy {
+            rules: [
+                "api.example.test",
+                "*.cdn.example.test",
+                "https://secure.example.test",
+                "api.example.test:8443",
+                "bücher.example.test",
+            ]
+            .iter()
+            .map(|s| rule(s))
+            .collect(),
+            ..FetchPolicy::default()
+        }
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum V {
+        Ok,
+        Host,
+        Scheme,
+        SchemeForHost,
+        Userinfo,
+        Ip,
+        Invalid,
+        Port,
+    }
+
+    fn verdict(r: &Result<CheckedUrl, FetchDenied>) -> V {
+        match r {
+            Ok(_) => V::Ok,
+            Err(FetchDenied::HostNotAllowed { .. }) => V::Host,
+            Err(FetchDenied::SchemeNotAllowed(_)) => V::Scheme,
+            Err(FetchDenied::SchemeNotAllowedForHost { .. }) => V::SchemeForHost,
+            Err(FetchDenied::UserinfoNotAllowed) => V::Userinfo,
+            Err(FetchDenied::IpNotAllowed(_)) => V::Ip,
+            Err(FetchDenied::InvalidUrl(_)) => V::Invalid,
+            Err(FetchDenied::PortNotAllowed { .. }) => V::Port,
+            Err(e) => panic!("check_url never returns {e:?}"),
+        }
+    }
+
+    /// (url, expected verdict). Printed in the module report; keep compact.
+    const MATRIX: &[(&str, V)] = &[
+        // Allowed baseline.
+        ("http://api.example.test/", V::Ok),
+        ("https://api.example.test/v1/items?q=1#frag", V::Ok),
+        // IP literals in every encoding: no rule names them.
+        ("http://127.0.0.1/", V::Ip),
+        ("http://2130706433/", V::Ip),
+        ("http://0x7f000001/", V::Ip),
+        ("http://0177.0.0.1/", V::Ip),
+        ("http://127.1/", V::Ip),
+        ("http://0x7f.1/", V::Ip),
+        ("http://127.0.0.1.:80/", V::Ip),
+        ("http://[::1]/", V::Ip),
+        ("http://[::ffff:127.0.0.1]/", V::Ip),
+        ("http://[::ffff:7f00:1]/", V::Ip),
+        ("http://[0:0:0:0:0:ffff:127.0.0.1]/", V::Ip),
+        ("http://169.254.169.254/latest/meta-data/", V::Ip),
+        ("http://0.0.0.0/", V::Ip),
+        ("http://0/", V::Ip),
+        ("http://[::]/", V::Ip),
+        ("http://8.8.8.8/", V::Ip),
+        ("http://[fe80::1%25eth0]/", V::Invalid),
+        // Userinfo tricks.
+        ("http://api.example.test@evil.test/", V::Userinfo),
+        ("http://evil.test@api.example.test/", V::Userinfo),
+        ("http://user:pass@api.example.test/", V::Userinfo),
+        ("http://:pass@api.example.test/", V::Userinfo),
+        // Trailing dots and case.
+        ("http://api.example.test./", V::Ok),
+        ("http://API.Example.TEST./", V::Ok),
+        ("http://api.example.test../", V::Host),
+        ("HTTP://API.EXAMPLE.TEST/", V::Ok),
+        // Wildcard vs bare suffix and look-alikes.
+        ("https://cdn.example.test/", V::Host),
+        ("https://x.cdn.example.test/", V::Ok),
+        ("https://x.y.cdn.example.test/", V::Ok),
+        ("https://X.CDN.example.test./lib.js", V::Ok),
+        ("https://evilcdn.example.test/", V::Host),
+        ("https://cdn.example.test.evil.test/", V::Host),
+        ("https://x.cdn.example.test.evil.test/", V::Host),
+        ("http://example.test/", V::Host),
+        ("http://evil.test/", V::Host),
+        ("http://api.example.test.evil.test/", V::Host),
+        ("http://apiexample.test/", V::Host),
+        // Ports.
+        ("https://api.example.test:8443/", V::Ok),
+        ("http://api.example.test:8443/", V::Ok),
+        ("http://api.example.test:8080/", V::Port),
+        ("https://api.example.test:443/", V::Ok),
+        ("http://api.example.test:80/", V::Ok),
+        ("http://api.example.test:443/", V::Port),
+        ("https://x.cdn.example.test:8443/", V::Port),
+        ("http://api.example.test:0/", V::Port),
+        ("http://api.example.test:65536/", V::Invalid),
+        // Non-http schemes.
+        ("ftp://api.example.test/", V::Scheme),
+        ("file:///etc/passwd", V::Scheme),
+        ("file://api.example.test/etc/passwd", V::Scheme),
+        ("data:text/plain,hello", V::Scheme),
+        ("javascript:alert(1)", V::Scheme),
+        ("ws://api.example.test/", V::Scheme),
+        ("wss://api.example.test/", V::Scheme),
+        ("gopher://api.example.test:70/", V::Scheme),
+        ("blob:https://api.example.test/uuid", V::Scheme),
+        // Scheme-restricted rule.
+        ("https://secure.example.test/", V::Ok),
+        ("http://secure.example.test/", V::SchemeForHost),
+        ("https://secure.example.test:8443/", V::Port),
+        // Unicode / punycode hosts.
+        ("http://bücher.example.test/", V::Ok),
+        ("http://xn--bcher-kva.example.test/", V::Ok),
+        ("http://BÜCHER.example.test/", V::Ok),
+        ("http://\u{0430}pi.example.test/", V::Host), // Cyrillic 'а' homograph
+        ("http://api\u{3002}example\u{3002}test/", V::Ok), // ideographic full stops
+        ("http://ａｐｉ.example.test/", V::Ok),       // fullwidth letters map to ASCII
+        // Backslash, percent-encoding, control characters.
+        ("http://api.example.test\\@evil.test/", V::Invalid),
+        ("http:\\\\evil.test\\", V::Invalid),
+        ("http://api%2Eexample.test/", V::Invalid),
+        ("http://%61pi.example.test/", V::Invalid),
+        ("http://127.0.0.1%2f.api.example.test/", V::Invalid),
+        ("http://api.exa\tmple.test/", V::Invalid),
+        ("http://api.example.test\n.evil.test/", V::Invalid),
+        ("http://api.example.test/%2e%2e/%5c", V::Ok),
+        // Empty and missing hosts, garbage.
+        ("http:///", V::Invalid),
+        ("http://", V::Invalid),
+        ("http://:80/", V::Invalid),
+        ("http://./", V::Invalid),
+        ("https:", V::Invalid),
+        ("//api.example.test/", V::Invalid),
+        ("api.example.test", V::Invalid),
+        ("", V::Invalid),
+        ("http://[::1/", V::Invalid),
+        ("http://evil.test#@api.example.test/", V::Host),
+        ("http://evil.test?@api.example.test/", V::Host),
+        ("http:api.example.test/", V::Ok),
+        ("http:/api.example.test/", V::Ok),
+    ];
+
+    #[test]
+    fn ssrf_matrix() {
+        let policy = matrix_policy();
+        assert!(MATRIX.len() >= 40);
+        let mut failures = Vec::new();
+        for (url, expected) in MATRIX {
+            let got = policy.check_url(url);
+            if verdict(&got) != *expected {
+                failures.push(format!("{url:?}: expected {expected:?}, got {got:?}"));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "matrix failures:\n{}",
+            failures.join("\n")
+        );
+    }
+
+    /// Prints the matrix with the actual messages (`cargo test -- --nocapture
+    /// print_matrix --ignored`).
+    #[test]
+    #[ignore]
+    fn print_matrix() {
+        let policy = matrix_policy();
+        for (url, _) in MATRIX {
+            match policy.check_url(url) {
+                Ok(c) => println!("{url:?} => Ok({} {}:{})", c.url, c.host, c.port),
+                Err(e) => println!("{url:?} => {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn messages_have_the_documented_shapes() {
+        let policy = FetchPolicy {
+            rules: vec![rule("api.example.test"), rule("*.cdn.example.test")],
+            ..FetchPolicy::default()
+        };
+        let msg = |u: &str| policy.check_url(u).unwrap_err().to_string();
+        assert_eq!(
+            msg("http://evil.test/"),
+            "host not allowed: evil.test (allowed: api.example.test, *.cdn.example.test)"
+        );
+        assert_eq!(
+            msg("ftp://api.example.test/"),
+            "scheme not allowed: ftp (only http and https)"
+        );
+        assert_eq!(
+            msg("http://u:p@api.example.test/"),
+            "userinfo not allowed in URL"
+        );
+        assert_eq!(
+            msg("http://2130706433/"),
+            "IP address not allowed: 127.0.0.1"
+        );
+        assert_eq!(
+            msg("http://[::ffff:127.0.0.1]/"),
+            "IP address not allowed: ::ffff:127.0.0.1"
+        );
+        assert!(msg("http://").starts_with("invalid URL: "));
+        assert_eq!(
+            msg("http://api.example.test:8443/"),
+            "port not allowed: 8443 for api.example.test"
+        );
+        let empty = FetchPolicy::default();
+        assert_eq!(
+            empty
+                .check_url("https://api.example.test/")
+                .unwrap_err()
+                .to_string(),
+            "host not allowed: api.example.test (allowed: none)"
+        );
+        let checked = policy.check_url("http://api.example.test/").unwrap();
+        assert_eq!(
+            policy
+                .check_resolved(&checked, &["127.0.0.1".parse().unwrap()])
+                .unwrap_err()
+                .to_string(),
+            "private address not allowed: api.example.test resolved to 127.0.0.1"
+        );
+    }
+
+    #[test]
+    fn checked_url_parts_are_normalized() {
+        let policy = matrix_policy();
+        let c = policy
+            .check_url("HTTPS://API.Example.TEST.:8443/a?b")
+            .unwrap();
+        assert_eq!(c.host, HostKind::Domain("api.example.test".into()));
+        assert_eq!(c.port, 8443);
+        assert_eq!(c.url.scheme(), "https");
+        assert_eq!(c.url.as_str(), "https://api.example.test:8443/a?b");
+        let c = policy.check_url("http://bücher.example.test/").unwrap();
+        assert_eq!(
+            c.host,
+            HostKind::Domain("xn--bcher-kva.example.test".into())
+        );
+        assert_eq!(c.port, 80);
+        let c = policy.check_url("https://api.example.test/").unwrap();
+        assert_eq!(c.port, 443);
+    }
+
+    #[test]
+    fn empty_rules_allow_nothing() {
+        let policy = FetchPolicy::default();
+        for url in [
+            "http://api.example.test/",
+            "https://example.com/",
+            "http://localhost/",
+        ] {
+            assert!(matches!(
+                policy.check_url(url),
+                Err(FetchDenied::HostNotAllowed { .. })
+            ));
+        }
+        assert!(matches!(
+            policy.check_url("http://127.0.0.1/"),
+            Err(FetchDenied::IpNotAllowed(_))
+        ));
+    }
+
+    #[test]
+    fn ip_rules_allow_exactly_that_ip_in_any_encoding() {
+        let policy = FetchPolicy {
+            rules: vec![rule("http://127.0.0.1:8080"), rule("[::1]")],
+            ..FetchPolicy::default()
+        };
+        for url in [
+            "http://127.0.0.1:8080/",
+            "http://2130706433:8080/",
+            "http://0x7f.1:8080/",
+            "http://[::ffff:127.0.0.1]:8080/",
+            "http://[::1]/",
+            "https://[0:0:0:0:0:0:0:1]/",
+        ] {
+            let c = policy
+                .check_url(url)
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            let addrs = match c.host {
+                HostKind::Ip(ip) => vec![ip],
+                HostKind::Domain(_) => panic!("{url} is an IP literal"),
+            };
+            assert_eq!(policy.check_resolved(&c, &addrs).unwrap(), addrs, "{url}");
+        }
+        assert!(matches!(
+            policy.check_url("https://127.0.0.1:8080/"),
+            Err(FetchDenied::SchemeNotAllowedForHost { .. })
+        ));
+        assert!(matches!(
+            policy.check_url("http://127.0.0.1/"),
+            Err(FetchDenied::PortNotAllowed { port: 80, .. })
+        ));
+        assert!(matches!(
+            policy.check_url("http://127.0.0.2:8080/"),
+            Err(FetchDenied::IpNotAllowed(_))
+        ));
+    }
+
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn resolved_addresses() {
+        let policy = matrix_policy();
+        let c = policy.check_url("https://api.example.test/").unwrap();
+
+        let public = ips(&["93.184.216.34", "2606:4700:4700::1111"]);
+        assert_eq!(policy.check_resolved(&c, &public).unwrap(), public);
+
+        let refused = [
+            "127.0.0.1",
+            "127.8.9.10",
+            "10.0.0.1",
+            "10.255.255.255",
+            "172.16.0.1",
+            "172.31.0.1",
+            "192.168.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.251",
+            "192.0.2.1",
+            "fc00::1",
+            "fd00::1",
+            "fe80::1",
+            "::1",
+            "::",
+            "::ffff:10.0.0.1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "64:ff9b::a00:1",
+            "2001:db8::1",
+            "ff02::1",
+        ];
+        for addr in refused {
+            let a = ips(&[addr]);
+            match policy.check_resolved(&c, &a) {
+                Err(FetchDenied::PrivateAddress { host, addr: got }) => {
+                    assert_eq!(host, "api.example.test");
+                    assert_eq!(got, a[0]);
+                }
+                other => panic!("{addr} should be refused, got {other:?}"),
+            }
+            let open = FetchPolicy {
+                allow_private: true,
+                ..policy.clone()
+            };
+            assert_eq!(
+                open.check_resolved(&c, &a).unwrap(),
+                a,
+                "{addr} with allow_private"
+            );
+        }
+
+        // Mixed answers keep only the public addresses (DNS rebinding).
+        let mixed = ips(&["127.0.0.1", "93.184.216.34", "10.0.0.1"]);
+        assert_eq!(
+            policy.check_resolved(&c, &mixed).unwrap(),
+            ips(&["93.184.216.34"])
+        );
+        // An empty answer is an error, not an empty success.
+        assert!(matches!(
+            policy.check_resolved(&c, &[]),
+            Err(FetchDenied::NoAddresses { .. })
+        ));
+    }
+
+    #[test]
+    fn a_rule_naming_a_private_ip_allows_it_for_resolved_names() {
+        let policy = FetchPolicy {
+            rules: vec![rule("internal.example.test"), rule("10.0.0.5")],
+            ..FetchPolicy::default()
+        };
+        let c = policy.check_url("http://internal.example.test/").unwrap();
+        assert_eq!(
+            policy.check_resolved(&c, &ips(&["10.0.0.5"])).unwrap(),
+            ips(&["10.0.0.5"])
+        );
+        assert_eq!(
+            policy
+                .check_resolved(&c, &ips(&["::ffff:10.0.0.5"]))
+                .unwrap(),
+            ips(&["::ffff:10.0.0.5"])
+        );
+        assert!(matches!(
+            policy.check_resolved(&c, &ips(&["10.0.0.6"])),
+            Err(FetchDenied::PrivateAddress { .. })
+        ));
+    }
+}

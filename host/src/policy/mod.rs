@@ -1,0 +1,961 @@
+//! The host's capability policy: what a tool may be granted, deny by default.
+//!
+//! A tool declares an `allowlist` of capability names (`fetch`,
+//! `fs.readFile`, `crypto`); the host has its own [`HostPolicy`]; the tool
+//! gets the intersection ([`HostPolicy::grants`]). A capability the tool
+//! lists but the host does not allow is an error naming it, never a silent
+//! downgrade. This module only parses and matches; it does no I/O besides
+//! [`HostPolicy::from_file`] and no networking.
+//!
+//! # Policy file (TOML)
+//!
+//! ```toml
+//! # Capabilities the host allows at all. Anything not listed is denied.
+//! allow = ["fetch", "fs.readFile", "crypto"]
+//!
+//! [fetch]
+//! # Hosts a tool may reach; rule syntax in the `domain` module docs.
+//! # Missing or `[]` means no host at all.
+//! domains = ["api.example.test", "*.cdn.example.test", "https://secure.example.test", "api.example.test:8443"]
+//! allow_private = false        # names resolving to private/loopback/... addresses are refused
+//! max_redirects = 5            # defaults shown
+//! max_request_body = 1048576   # 1 MiB
+//! max_response_body = 8388608  # 8 MiB
+//! max_headers = 64
+//! max_header_bytes = 16384     # 16 KiB
+//!
+//! # Directories `fs.readFile` may read, one table per directory.
+//! [[read]]
+//! host = "./data"      # host path, kept as written (the runtime resolves it)
+//! guest = "/data"      # where the tool sees it; optional, default "/" + last component of `host`
+//!
+//! [limits]             # all optional; unset means the runtime default
+//! timeout_ms = 5000
+//! memory_mb = 64
+//! max_output_bytes = 1048576
+//! ```
+//!
+//! Rules of the format:
+//!
+//! * Unknown keys anywhere are errors that name the key (typos never pass).
+//! * Every domain rule is validated (syntax: [`domain`]); a malformed one is
+//!   [`PolicyError::BadDomainRule`] naming the rule, never a silent allow.
+//! * A `[fetch]` section with domains, or any `[[read]]` entry, while `allow`
+//!   does not list the matching capability is an error
+//!   ([`PolicyError::SectionWithoutCapability`]) rather than ignored
+//!   configuration.
+//! * Limits, when given, must be greater than zero.
+//! * An empty file is [`HostPolicy::deny_all`].
+//!
+//! # Command-line flags (Deno style)
+//!
+//! * `--allow-net=api.example.com,*.cdn.example.com` →
+//!   [`HostPolicy::with_allow_net`]: allows `fetch` and adds the rules.
+//! * `--allow-read=./data` or `--allow-read=./data:/data` →
+//!   [`HostPolicy::with_allow_read`]: allows `fs.readFile` and adds a
+//!   directory.
+//! * `--allow-crypto` → [`HostPolicy::with_allow_crypto`].
+
+pub mod domain;
+mod ip;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+pub use domain::{
+    CheckedUrl, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_HEADERS, DEFAULT_MAX_REDIRECTS,
+    DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DomainRule, FetchDenied, FetchPolicy,
+    HostKind, RuleHost, RuleScheme,
+};
+pub use ip::is_public_address;
+
+/// A capability a tool can ask for in its `allowlist`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Capability {
+    /// `fetch`: outbound HTTP(S) to the hosts of [`FetchPolicy`].
+    Fetch,
+    /// `fs.readFile`: read-only access to the [`ReadDir`]s.
+    FsReadFile,
+    /// `crypto`: random bytes and digests.
+    Crypto,
+}
+
+impl Capability {
+    /// Every capability, in declaration order.
+    pub const ALL: [Capability; 3] = [
+        Capability::Fetch,
+        Capability::FsReadFile,
+        Capability::Crypto,
+    ];
+
+    /// The name used in allowlists and policy files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Fetch => "fetch",
+            Capability::FsReadFile => "fs.readFile",
+            Capability::Crypto => "crypto",
+        }
+    }
+}
+
+/// Parses `fetch`, `fs.readFile` or `crypto` (exact, case-sensitive).
+impl FromStr for Capability {
+    type Err = PolicyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Capability::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| PolicyError::UnknownCapability(s.to_string()))
+    }
+}
+
+/// Writes the same name [`FromStr`] accepts.
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Errors of policy parsing and granting. Each names the offending
+/// capability, rule, key or path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// A capability name that is not `fetch`, `fs.readFile` or `crypto`.
+    #[error("unknown capability \"{0}\" (known: fetch, fs.readFile, crypto)")]
+    UnknownCapability(String),
+    /// The tool's allowlist names a capability the host policy does not
+    /// allow.
+    #[error("capability \"{0}\" is requested by the tool but not allowed by the host policy")]
+    NotAllowedByHost(Capability),
+    /// A fetch domain rule that does not parse.
+    #[error("bad domain rule \"{rule}\": {reason}")]
+    BadDomainRule {
+        /// The rule as written.
+        rule: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A read directory (`[[read]]` entry or `--allow-read` spec) that is
+    /// not acceptable.
+    #[error("bad read directory \"{spec}\": {reason}")]
+    BadReadDir {
+        /// The host path, guest path or flag value at fault.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A section configures a capability that `allow` does not list.
+    #[error("[{section}] configures capability \"{capability}\" but `allow` does not list it")]
+    SectionWithoutCapability {
+        /// The TOML section (`fetch` or `read`).
+        section: &'static str,
+        /// The capability it configures.
+        capability: Capability,
+    },
+    /// A value that parses but is out of range (e.g. a zero limit).
+    #[error("invalid value for `{key}`: {reason}")]
+    BadValue {
+        /// Dotted key, e.g. `limits.timeout_ms`.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The policy text is not valid TOML or has unknown keys or wrong
+    /// types; the message gives the line, the line's text and the parser's
+    /// reason (which names unknown keys).
+    #[error("invalid policy TOML: {0}")]
+    Toml(String),
+    /// The policy file could not be read.
+    #[error("cannot read policy file {path}: {message}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
+}
+
+/// A host directory exposed read-only to tools that are granted
+/// `fs.readFile`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadDir {
+    /// The host path, kept exactly as given (relative paths are resolved by
+    /// the runtime, against its working directory).
+    pub host: PathBuf,
+    /// Where the tool sees it: absolute, normalized (no `.`, `..`, empty
+    /// components or trailing slash), e.g. `/data`.
+    pub guest: String,
+}
+
+/// Optional per-call limits from the policy file; `None` means the
+/// runtime's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Wall-clock limit per call, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// Linear-memory limit per call, in MiB.
+    pub memory_mb: Option<u64>,
+    /// Largest output a call may return, in bytes.
+    pub max_output_bytes: Option<u64>,
+}
+
+/// What a tool is actually granted: the intersection of its allowlist with
+/// the host policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// `fetch` granted.
+    pub fetch: bool,
+    /// `fs.readFile` granted.
+    pub fs_read: bool,
+    /// `crypto` granted.
+    pub crypto: bool,
+}
+
+/// The host's policy: the capabilities it allows and their configuration.
+/// [`Default`] is [`HostPolicy::deny_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPolicy {
+    /// Capabilities the host allows at all.
+    pub allowed: BTreeSet<Capability>,
+    /// Hosts and limits for `fetch`.
+    pub fetch: FetchPolicy,
+    /// Directories for `fs.readFile`.
+    pub read_dirs: Vec<ReadDir>,
+    /// Per-call limits.
+    pub limits: LimitsConfig,
+}
+
+impl Default for HostPolicy {
+    fn default() -> Self {
+        HostPolicy::deny_all()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    allow: Vec<String>,
+    fetch: Option<RawFetch>,
+    #[serde(default)]
+    read: Vec<RawRead>,
+    #[serde(default)]
+    limits: LimitsConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFetch {
+    #[serde(default)]
+    domains: Vec<String>,
+    allow_private: Option<bool>,
+    max_redirects: Option<u32>,
+    max_request_body: Option<u64>,
+    max_response_body: Option<u64>,
+    max_headers: Option<u32>,
+    max_header_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRead {
+    host: String,
+    guest: Option<String>,
+}
+
+impl HostPolicy {
+    /// The default policy: no capability, no host, no directory, runtime
+    /// default limits.
+    pub fn deny_all() -> Self {
+        HostPolicy {
+            allowed: BTreeSet::new(),
+            fetch: FetchPolicy::default(),
+            read_dirs: Vec::new(),
+            limits: LimitsConfig::default(),
+        }
+    }
+
+    /// Parses a policy file's text (format in the [module docs](self)).
+    /// Unknown keys, unknown capabilities, malformed domain rules, bad read
+    /// directories and zero limits are errors naming the culprit.
+    pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        let mut policy = HostPolicy::deny_all();
+        for name in &raw.allow {
+            policy.allowed.insert(name.parse()?);
+        }
+        if let Some(fetch) = raw.fetch {
+            if !fetch.domains.is_empty() && !policy.allowed.contains(&Capability::Fetch) {
+                return Err(PolicyError::SectionWithoutCapability {
+                    section: "fetch",
+                    capability: Capability::Fetch,
+                });
+            }
+            let f = &mut policy.fetch;
+            for rule in &fetch.domains {
+                f.rules.push(DomainRule::parse(rule)?);
+            }
+            f.allow_private = fetch.allow_private.unwrap_or(f.allow_private);
+            f.max_redirects = fetch.max_redirects.unwrap_or(f.max_redirects);
+            f.max_request_body = fetch.max_request_body.unwrap_or(f.max_request_body);
+            f.max_response_body = fetch.max_response_body.unwrap_or(f.max_response_body);
+            f.max_headers = fetch.max_headers.unwrap_or(f.max_headers);
+            f.max_header_bytes = fetch.max_header_bytes.unwrap_or(f.max_header_bytes);
+        }
+        if !raw.read.is_empty() && !policy.allowed.contains(&Capability::FsReadFile) {
+            return Err(PolicyError::SectionWithoutCapability {
+                section: "read",
+                capability: Capability::FsReadFile,
+            });
+        }
+        for entry in raw.read {
+            let dir = read_dir(&entry.host, entry.guest.as_deref())?;
+            policy.push_read_dir(dir)?;
+        }
+        for (key, value) in [
+            ("limits.timeout_ms", raw.limits.timeout_ms),
+            ("limits.memory_mb", raw.limits.memory_mb),
+            ("limits.max_output_bytes", raw.limits.max_output_bytes),
+        ] {
+            if value == Some(0) {
+                return Err(PolicyError::BadValue {
+                    key: key.to_string(),
+                    reason: "must be greater than 0 (leave it out for the default)".into(),
+                });
+            }
+        }
+        policy.limits = raw.limits;
+        Ok(policy)
+    }
+
+    /// Reads and parses a policy file; see [`HostPolicy::from_toml`].
+    pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        HostPolicy::from_toml(&text)
+    }
+
+    /// Deno-style `--allow-net=a.com,*.b.com`: allows `fetch` and adds each
+    /// comma-separated rule (surrounding spaces trimmed). An empty list or
+    /// empty item is a [`PolicyError::BadDomainRule`]: there is no
+    /// allow-every-host form.
+    pub fn with_allow_net(mut self, list: &str) -> Result<Self, PolicyError> {
+        for item in list.split(',') {
+            self.fetch.rules.push(DomainRule::parse(item.trim())?);
+        }
+        self.allowed.insert(Capability::Fetch);
+        Ok(self)
+    }
+
+    /// Deno-style `--allow-read=HOST[:GUEST]`: allows `fs.readFile` and adds
+    /// a directory.
+    ///
+    /// The spec is split at its last `:` when what follows starts with `/`
+    /// (`./data:/data`, `/srv/x:/x`); otherwise the whole spec is the host
+    /// path. Without a guest path, the guest path is `/` plus the host
+    /// path's last normal component (`./data` and `/srv/data/` → `/data`);
+    /// a host path without one (`.`, `/`, `..`) needs an explicit guest
+    /// path. Two directories may not share a guest path.
+    pub fn with_allow_read(mut self, spec: &str) -> Result<Self, PolicyError> {
+        if spec.ends_with(':') {
+            return Err(PolicyError::BadReadDir {
+                spec: spec.to_string(),
+                reason: "empty guest path after `:`".into(),
+            });
+        }
+        let (host, guest) = match spec.rsplit_once(':') {
+            Some((h, g)) if g.starts_with('/') => (h, Some(g)),
+            _ => (spec, None),
+        };
+        let dir = read_dir(host, guest)?;
+        self.push_read_dir(dir)?;
+        self.allowed.insert(Capability::FsReadFile);
+        Ok(self)
+    }
+
+    /// `--allow-crypto`: allows `crypto`.
+    pub fn with_allow_crypto(mut self) -> Self {
+        self.allowed.insert(Capability::Crypto);
+        self
+    }
+
+    /// Intersection of a tool's allowlist with this policy. A listed
+    /// capability the policy does not allow is
+    /// [`PolicyError::NotAllowedByHost`] naming it; unknown names are
+    /// [`PolicyError::UnknownCapability`]. Capabilities the tool does not
+    /// list are never granted, whatever the policy allows. Names are
+    /// checked in order; the first problem is returned.
+    pub fn grants(&self, allowlist: &[String]) -> Result<Grants, PolicyError> {
+        let mut grants = Grants::default();
+        for name in allowlist {
+            let cap: Capability = name.parse()?;
+            if !self.allowed.contains(&cap) {
+                return Err(PolicyError::NotAllowedByHost(cap));
+            }
+            match cap {
+                Capability::Fetch => grants.fetch = true,
+                Capability::FsReadFile => grants.fs_read = true,
+                Capability::Crypto => grants.crypto = true,
+            }
+        }
+        Ok(grants)
+    }
+
+    fn push_read_dir(&mut self, dir: ReadDir) -> Result<(), PolicyError> {
+        if self.read_dirs.iter().any(|d| d.guest == dir.guest) {
+            return Err(PolicyError::BadReadDir {
+                spec: dir.guest,
+                reason: "two read directories share this guest path".into(),
+            });
+        }
+        self.read_dirs.push(dir);
+        Ok(())
+    }
+}
+
+/// Builds a [`ReadDir`], deriving the guest path when not given.
+fn read_dir(host: &str, guest: Option<&str>) -> Result<ReadDir, PolicyError> {
+    let bad = |spec: &str, reason: &str| PolicyError::BadReadDir {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    if host.is_empty() {
+        return Err(bad(host, "empty host path"));
+    }
+    if host.contains('\0') {
+        return Err(bad(host, "NUL in host path"));
+    }
+    let guest = match guest {
+        Some(g) => normalize_guest(g).map_err(|r| bad(g, r))?,
+        None => {
+            let last = Path::new(host)
+                .components()
+                .next_back()
+                .and_then(|c| match c {
+                    Component::Normal(n) => n.to_str(),
+                    _ => None,
+                })
+                .ok_or_else(|| {
+                    bad(
+                        host,
+                        "cannot derive a guest path from it; give one, like HOST:/data",
+                    )
+                })?;
+            let g = format!("/{last}");
+            normalize_guest(&g).map_err(|r| bad(host, r))?
+        }
+    };
+    Ok(ReadDir {
+        host: PathBuf::from(host),
+        guest,
+    })
+}
+
+/// Normalizes a guest path: must start with `/`; `.` and empty components
+/// and a trailing slash are dropped; `..`, backslashes and NUL are refused.
+fn normalize_guest(guest: &str) -> Result<String, &'static str> {
+    if !guest.starts_with('/') {
+        return Err("guest path must be absolute, like /data");
+    }
+    if guest.contains(['\\', '\0']) {
+        return Err("guest path may not contain backslashes or NUL");
+    }
+    let mut parts = Vec::new();
+    for part in guest.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err("guest path may not contain `..`"),
+            p => parts.push(p),
+        }
+    }
+    Ok(format!("/{}", parts.join("/")))
+}
+
+/// Formats a TOML error on one line: position, the offending line's text
+/// (which shows the key) and the parser's reason.
+fn toml_error(text: &str, e: &toml::de::Error) -> PolicyError {
+    let message = e.message().trim().to_string();
+    let Some(span) = e.span() else {
+        return PolicyError::Toml(message);
+    };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].matches('\n').count() + 1;
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = text[line_start..line_end].trim();
+    PolicyError::Toml(format!("line {line_no}: `{line}`: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/policy/", $name)
+        };
+    }
+
+    fn load(path: &str) -> Result<HostPolicy, PolicyError> {
+        HostPolicy::from_file(Path::new(path))
+    }
+
+    fn rules(list: &[&str]) -> Vec<DomainRule> {
+        list.iter().map(|r| DomainRule::parse(r).unwrap()).collect()
+    }
+
+    #[test]
+    fn capability_names_round_trip() {
+        for cap in Capability::ALL {
+            assert_eq!(cap.to_string().parse::<Capability>().unwrap(), cap);
+        }
+        assert_eq!(
+            "fs.readFile".parse::<Capability>().unwrap(),
+            Capability::FsReadFile
+        );
+        for bad in ["net", "Fetch", "fs.readfile", "", "fs"] {
+            assert_eq!(
+                bad.parse::<Capability>(),
+                Err(PolicyError::UnknownCapability(bad.to_string()))
+            );
+        }
+    }
+
+    #[test]
+    fn deny_all_is_the_default() {
+        let p = HostPolicy::default();
+        assert_eq!(p, HostPolicy::deny_all());
+        assert!(p.allowed.is_empty());
+        assert!(p.fetch.rules.is_empty());
+        assert!(!p.fetch.allow_private);
+        assert_eq!(p.fetch.max_redirects, 5);
+        assert_eq!(p.fetch.max_request_body, 1 << 20);
+        assert_eq!(p.fetch.max_response_body, 8 << 20);
+        assert_eq!(p.fetch.max_headers, 64);
+        assert_eq!(p.fetch.max_header_bytes, 16 << 10);
+        assert!(p.read_dirs.is_empty());
+        assert_eq!(p.limits, LimitsConfig::default());
+        assert_eq!(p.grants(&[]).unwrap(), Grants::default());
+    }
+
+    #[test]
+    fn good_full_fixture() {
+        let p = load(fixture!("good_full.toml")).unwrap();
+        let expected = HostPolicy {
+            allowed: Capability::ALL.into_iter().collect(),
+            fetch: FetchPolicy {
+                rules: rules(&[
+                    "api.example.test",
+                    "*.cdn.example.test",
+                    "https://secure.example.test",
+                    "api.example.test:8443",
+                    "http://127.0.0.1:8080",
+                    "[::1]",
+                ]),
+                allow_private: true,
+                max_redirects: 3,
+                max_request_body: 65536,
+                max_response_body: 8388608,
+                max_headers: 32,
+                max_header_bytes: 8192,
+            },
+            read_dirs: vec![
+                ReadDir {
+                    host: "./data".into(),
+                    guest: "/data".into(),
+                },
+                ReadDir {
+                    host: "/srv/models/".into(),
+                    guest: "/models".into(),
+                },
+                ReadDir {
+                    host: "assets".into(),
+                    guest: "/static/assets".into(),
+                },
+            ],
+            limits: LimitsConfig {
+                timeout_ms: Some(5000),
+                memory_mb: Some(64),
+                max_output_bytes: Some(1048576),
+            },
+        };
+        assert_eq!(p, expected);
+    }
+
+    #[test]
+    fn good_example_fixture_matches_the_docs() {
+        let p = load(fixture!("good_example.toml")).unwrap();
+        assert_eq!(
+            p.allowed,
+            [Capability::Fetch, Capability::Crypto]
+                .into_iter()
+                .collect()
+        );
+        assert_eq!(
+            p.fetch,
+            FetchPolicy {
+                rules: rules(&["api.example.test", "*.cdn.example.test"]),
+                ..FetchPolicy::default()
+            }
+        );
+        assert!(p.read_dirs.is_empty());
+        assert_eq!(
+            p.limits,
+            LimitsConfig {
+                timeout_ms: Some(5000),
+                ..LimitsConfig::default()
+            }
+        );
+    }
+
+    #[test]
+    fn module_doc_example_parses() {
+        let source = include_str!("mod.rs");
+        let start = source.find("//! ```toml\n").expect("doc example") + "//! ```toml\n".len();
+        let end = start
+            + source[start..]
+                .find("//! ```\n")
+                .expect("end of doc example");
+        let text: String = source[start..end]
+            .lines()
+            .map(|l| l.strip_prefix("//!").unwrap_or(l).trim_start_matches(' '))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let p = HostPolicy::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(p.allowed.len(), 3);
+        assert_eq!(p.fetch.rules.len(), 4);
+        assert_eq!(p.read_dirs.len(), 1);
+        assert_eq!(p.limits.timeout_ms, Some(5000));
+    }
+
+    #[test]
+    fn good_empty_fixture_is_deny_all() {
+        assert_eq!(
+            load(fixture!("good_empty.toml")).unwrap(),
+            HostPolicy::deny_all()
+        );
+    }
+
+    #[test]
+    fn good_fetch_no_domains_allows_no_host() {
+        let p = load(fixture!("good_fetch_no_domains.toml")).unwrap();
+        assert_eq!(p.allowed, [Capability::Fetch].into_iter().collect());
+        assert!(p.fetch.rules.is_empty());
+        assert!(p.grants(&["fetch".into()]).unwrap().fetch);
+        assert_eq!(
+            p.fetch
+                .check_url("https://api.example.test/")
+                .unwrap_err()
+                .to_string(),
+            "host not allowed: api.example.test (allowed: none)"
+        );
+    }
+
+    #[test]
+    fn good_unicode_fixture_normalizes_rules() {
+        let p = load(fixture!("good_unicode.toml")).unwrap();
+        let shown: Vec<String> = p.fetch.rules.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "xn--bcher-kva.example.test",
+                "*.xn--mnchen-3ya.example.test",
+                "api.example.test"
+            ]
+        );
+        assert!(
+            p.fetch
+                .check_url("http://xn--bcher-kva.example.test/")
+                .is_ok()
+        );
+        assert!(p.fetch.check_url("http://a.münchen.example.test/").is_ok());
+        assert!(p.fetch.check_url("http://api.example.test/").is_ok());
+    }
+
+    /// How a malformed fixture must fail.
+    enum Want {
+        Rule(&'static str),
+        Unknown(&'static str),
+        Toml(&'static [&'static str]),
+        ReadDir(&'static str),
+        Section(&'static str),
+        Value(&'static str),
+    }
+
+    #[test]
+    fn malformed_fixtures_name_the_culprit() {
+        let table: &[(&str, Want)] = &[
+            (
+                fixture!("bad_unknown_capability.toml"),
+                Want::Unknown("net"),
+            ),
+            (
+                fixture!("bad_wildcard_no_dot.toml"),
+                Want::Rule("*example.test"),
+            ),
+            (
+                fixture!("bad_wildcard_middle.toml"),
+                Want::Rule("api.*.example.test"),
+            ),
+            (fixture!("bad_wildcard_alone.toml"), Want::Rule("*")),
+            (fixture!("bad_empty_rule.toml"), Want::Rule("")),
+            (
+                fixture!("bad_rule_scheme.toml"),
+                Want::Rule("ftp://files.example.test"),
+            ),
+            (
+                fixture!("bad_rule_port.toml"),
+                Want::Rule("api.example.test:99999"),
+            ),
+            (
+                fixture!("bad_rule_path.toml"),
+                Want::Rule("https://api.example.test/v1"),
+            ),
+            (
+                fixture!("bad_rule_userinfo.toml"),
+                Want::Rule("user@api.example.test"),
+            ),
+            (
+                fixture!("bad_rule_ipv6_unbracketed.toml"),
+                Want::Rule("::1"),
+            ),
+            (
+                fixture!("bad_unknown_top_key.toml"),
+                Want::Toml(&["allowed", "line 2"]),
+            ),
+            (
+                fixture!("bad_unknown_fetch_key.toml"),
+                Want::Toml(&["domain", "line 4"]),
+            ),
+            (
+                fixture!("bad_unknown_read_key.toml"),
+                Want::Toml(&["path", "line 4"]),
+            ),
+            (
+                fixture!("bad_unknown_limits_key.toml"),
+                Want::Toml(&["timeout", "line 2"]),
+            ),
+            (
+                fixture!("bad_type.toml"),
+                Want::Toml(&["allow_private", "line 4"]),
+            ),
+            (
+                fixture!("bad_domains_not_list.toml"),
+                Want::Toml(&["domains", "line 4"]),
+            ),
+            (fixture!("bad_syntax.toml"), Want::Toml(&["line 3"])),
+            (
+                fixture!("bad_read_missing_host.toml"),
+                Want::Toml(&["host"]),
+            ),
+            (fixture!("bad_guest_relative.toml"), Want::ReadDir("data")),
+            (
+                fixture!("bad_guest_dotdot.toml"),
+                Want::ReadDir("/data/../etc"),
+            ),
+            (fixture!("bad_guest_duplicate.toml"), Want::ReadDir("/data")),
+            (
+                fixture!("bad_fetch_without_allow.toml"),
+                Want::Section("fetch"),
+            ),
+            (
+                fixture!("bad_read_without_allow.toml"),
+                Want::Section("read"),
+            ),
+            (
+                fixture!("bad_limits_zero.toml"),
+                Want::Value("limits.timeout_ms"),
+            ),
+        ];
+        for (path, want) in table {
+            let err = load(path).expect_err(path);
+            let msg = err.to_string();
+            match (want, &err) {
+                (Want::Rule(r), PolicyError::BadDomainRule { rule, .. }) => {
+                    assert_eq!(rule, r, "{path}");
+                    assert!(msg.contains(&format!("\"{r}\"")), "{path}: {msg}");
+                }
+                (Want::Unknown(n), PolicyError::UnknownCapability(name)) => {
+                    assert_eq!(name, n, "{path}");
+                    assert!(msg.contains(n), "{path}: {msg}");
+                }
+                (Want::Toml(needles), PolicyError::Toml(_)) => {
+                    for n in *needles {
+                        assert!(msg.contains(n), "{path}: {msg:?} lacks {n:?}");
+                    }
+                }
+                (Want::ReadDir(s), PolicyError::BadReadDir { spec, .. }) => {
+                    assert_eq!(spec, s, "{path}: {msg}");
+                }
+                (Want::Section(s), PolicyError::SectionWithoutCapability { section, .. }) => {
+                    assert_eq!(section, s, "{path}: {msg}");
+                }
+                (Want::Value(k), PolicyError::BadValue { key, .. }) => {
+                    assert_eq!(key, k, "{path}: {msg}");
+                }
+                _ => panic!("{path}: unexpected error {err:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error_naming_the_path() {
+        let err = load(fixture!("does_not_exist.toml")).unwrap_err();
+        assert!(matches!(err, PolicyError::Io { .. }));
+        assert!(err.to_string().contains("does_not_exist.toml"), "{err}");
+    }
+
+    #[test]
+    fn grants_are_the_intersection() {
+        let host = HostPolicy::deny_all().with_allow_crypto();
+        let names = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+        let err = host.grants(&names(&["fetch"])).unwrap_err();
+        assert_eq!(err, PolicyError::NotAllowedByHost(Capability::Fetch));
+        assert!(err.to_string().contains("\"fetch\""), "{err}");
+
+        assert_eq!(
+            host.grants(&names(&["crypto", "fs.readFile"])),
+            Err(PolicyError::NotAllowedByHost(Capability::FsReadFile))
+        );
+        assert_eq!(
+            host.grants(&names(&["crypto", "net"])),
+            Err(PolicyError::UnknownCapability("net".into()))
+        );
+        assert_eq!(
+            host.grants(&names(&["crypto"])).unwrap(),
+            Grants {
+                fetch: false,
+                fs_read: false,
+                crypto: true
+            }
+        );
+        // The host allowing more does not grant more than the tool lists.
+        let wide = HostPolicy::deny_all()
+            .with_allow_crypto()
+            .with_allow_net("api.example.test")
+            .unwrap()
+            .with_allow_read("./data")
+            .unwrap();
+        assert_eq!(wide.grants(&[]).unwrap(), Grants::default());
+        assert_eq!(
+            wide.grants(&names(&["fetch", "fs.readFile", "crypto", "fetch"]))
+                .unwrap(),
+            Grants {
+                fetch: true,
+                fs_read: true,
+                crypto: true
+            }
+        );
+        assert_eq!(
+            HostPolicy::deny_all().grants(&names(&["crypto"])),
+            Err(PolicyError::NotAllowedByHost(Capability::Crypto))
+        );
+    }
+
+    #[test]
+    fn allow_net_flag() {
+        let p = HostPolicy::deny_all()
+            .with_allow_net("api.example.test, *.cdn.example.test,https://secure.example.test")
+            .unwrap();
+        assert!(p.allowed.contains(&Capability::Fetch));
+        assert_eq!(
+            p.fetch.rules,
+            rules(&[
+                "api.example.test",
+                "*.cdn.example.test",
+                "https://secure.example.test"
+            ])
+        );
+        let p = p.with_allow_net("[::1]:8080").unwrap();
+        assert_eq!(p.fetch.rules.len(), 4);
+
+        for bad in [
+            "",
+            "a.example.test,",
+            "*example.test",
+            "a.example.test,,b.example.test",
+        ] {
+            assert!(
+                matches!(
+                    HostPolicy::deny_all().with_allow_net(bad),
+                    Err(PolicyError::BadDomainRule { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        let err = HostPolicy::deny_all()
+            .with_allow_net("ok.example.test,a.*.test")
+            .unwrap_err();
+        assert!(err.to_string().contains("\"a.*.test\""), "{err}");
+    }
+
+    #[test]
+    fn allow_read_flag() {
+        let dir = |spec: &str| {
+            let p = HostPolicy::deny_all().with_allow_read(spec).unwrap();
+            assert!(p.allowed.contains(&Capability::FsReadFile));
+            assert_eq!(p.read_dirs.len(), 1);
+            let d = p.read_dirs[0].clone();
+            (d.host.to_string_lossy().into_owned(), d.guest)
+        };
+        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(dir("./data"), s("./data", "/data"));
+        assert_eq!(dir("./data/"), s("./data/", "/data"));
+        assert_eq!(dir("/srv/models"), s("/srv/models", "/models"));
+        assert_eq!(dir("./data:/data"), s("./data", "/data"));
+        assert_eq!(dir("./data:/mnt/in/"), s("./data", "/mnt/in"));
+        assert_eq!(dir("./data://x/./y"), s("./data", "/x/y"));
+        assert_eq!(dir(".:/work"), s(".", "/work"));
+        assert_eq!(dir("./a:b"), s("./a:b", "/a:b"));
+        assert_eq!(dir("data:/"), s("data", "/"));
+
+        for bad in [
+            "",
+            ".",
+            "/",
+            "..",
+            "./data:",
+            "./data:/../etc",
+            "./data:/a/../../b",
+            ":/data",
+        ] {
+            assert!(
+                matches!(
+                    HostPolicy::deny_all().with_allow_read(bad),
+                    Err(PolicyError::BadReadDir { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+        let dup = HostPolicy::deny_all()
+            .with_allow_read("./a:/data")
+            .unwrap()
+            .with_allow_read("./b/data")
+            .unwrap_err();
+        assert!(matches!(dup, PolicyError::BadReadDir { spec, .. } if spec == "/data"));
+    }
+
+    #[test]
+    fn flags_and_file_compose() {
+        let p = HostPolicy::from_toml("allow = [\"crypto\"]")
+            .unwrap()
+            .with_allow_net("api.example.test")
+            .unwrap();
+        assert_eq!(
+            p.allowed,
+            [Capability::Fetch, Capability::Crypto]
+                .into_iter()
+                .collect()
+        );
+        assert!(p.fetch.check_url("https://api.example.test/").is_ok());
+    }
+}
