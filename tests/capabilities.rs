@@ -136,7 +136,6 @@ async fn fetch_plain_json_redirects_and_refusals() {
         (format!("http://cdn.example.test:{port}/json"), "host not allowed: cdn.example.test"),
         (format!("http://127.0.0.1:{port}/json"), "IP address not allowed: 127.0.0.1"),
         (format!("http://2130706433:{port}/json"), "IP address not allowed: 127.0.0.1"),
-        (format!("http://user:pw@api.example.test:{port}/json"), "userinfo not allowed in URL"),
         ("file:///etc/passwd".to_string(), "scheme not allowed: file"),
         (format!("http://api.example.test:{}/json", port.wrapping_add(1)), "port not allowed"),
     ] {
@@ -144,6 +143,12 @@ async fn fetch_plain_json_redirects_and_refusals() {
         let error = out["error"].as_str().unwrap_or_else(|| panic!("{url} was fetched: {out}"));
         assert!(error.starts_with(expected), "{url}: {error}");
     }
+    // Credentials in the URL are refused by the JS surface (as browsers do)
+    // and, behind it, by the host policy (see the policy's SSRF matrix).
+    let url = format!("http://user:pw@api.example.test:{port}/json");
+    let out = call_json(&rt, &tool, json!({"url": url})).await;
+    assert!(out["error"].as_str().unwrap().contains("credentials"), "{out}");
+    assert!(server.requests().iter().all(|r| !r.path.contains("user")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,8 +342,12 @@ async function execute(input) {
     }
     // No write API exists; no route to one either.
     let writes = r#"function execute() {
-      const probes = ['writeFile', 'writeFileSync', 'appendFile', 'unlink', 'mkdir', 'rm', 'rename', 'open'];
-      return probes.filter(name => typeof fs[name] === 'function');
+      // Reflect.get keeps the static check (which refuses fs writes by
+      // name) out of the way: this asks the runtime itself.
+      const probes = ['writeFile', 'writeFileSync', 'appendFile', 'unlink', 'mkdir', 'rm', 'rename', 'open', 'createWriteStream'];
+      const found = probes.filter(name => typeof Reflect.get(globalThis.fs, name) === 'function');
+      const promises = Reflect.get(globalThis.fs, 'promises') || {};
+      return found.concat(probes.filter(name => typeof Reflect.get(promises, name) === 'function').map(n => 'promises.' + n));
     }"#;
     let tool = granted_tool(&rt, writes, &["fs.readFile"]).await;
     assert_eq!(call_json(&rt, &tool, json!({})).await, json!([]));

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
+#[allow(dead_code)]
 pub struct Seen {
     pub method: String,
     pub path: String,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::bindings::temper::tool::fetch::{Request, Response};
-use crate::policy::{FetchDenied, FetchPolicy};
+use crate::policy::{CheckedUrl, FetchDenied, FetchPolicy, HostKind};
 
 /// Transport settings that are not policy: test hooks and extra TLS roots.
 #[derive(Debug, Clone, Default)]
@@ -55,9 +55,14 @@ impl Resolve for PolicyResolver {
                     .map(|sa| sa.ip())
                     .collect(),
             };
-            let checked = policy
-                .check_url(&format!("http://{host}/"))
-                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            // The URL itself passed `check_url` before reqwest asked us to
+            // resolve its host; here only the addresses are judged.
+            let checked = CheckedUrl {
+                url: url::Url::parse(&format!("http://{host}/"))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?,
+                host: HostKind::Domain(host.clone()),
+                port: 0,
+            };
             let allowed = policy
                 .check_resolved(&checked, &addrs)
                 .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
