@@ -69,7 +69,10 @@ async fn granted_tool(rt: &Runtime, source: &str, allowlist: &[&str]) -> Tool {
 }
 
 async fn call_json(rt: &Runtime, tool: &Tool, input: Value) -> Value {
-    let out = rt.call(tool, &input.to_string()).await.unwrap_or_else(|f| panic!("{input}: {f}"));
+    let out = rt
+        .call(tool, &input.to_string())
+        .await
+        .unwrap_or_else(|f| panic!("{input}: {f}"));
     serde_json::from_str(&out.output).unwrap()
 }
 
@@ -113,41 +116,90 @@ async fn fetch_plain_json_redirects_and_refusals() {
     // A redirect to a name outside the rules is refused at that hop.
     let out = call_json(&rt, &tool, json!({"url": format!("{base}/redirect-evil")})).await;
     let error = out["error"].as_str().unwrap();
-    assert!(error.starts_with("redirect to evil.test refused: host not allowed: evil.test (allowed: "), "{error}");
+    assert!(
+        error.starts_with("redirect to evil.test refused: host not allowed: evil.test (allowed: "),
+        "{error}"
+    );
     assert_eq!(out["name"], "TypeError");
 
     // A redirect to an IP literal is refused.
     let out = call_json(&rt, &tool, json!({"url": format!("{base}/redirect-ip")})).await;
-    assert!(out["error"].as_str().unwrap().starts_with("redirect to 127.0.0.1 refused"), "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("redirect to 127.0.0.1 refused"),
+        "{out}"
+    );
 
     // redirect: 'manual' returns the 3xx; 'error' refuses.
-    let out = call_json(&rt, &tool, json!({"url": format!("{base}/redirect-chain"), "init": {"redirect": "manual"}})).await;
+    let out = call_json(
+        &rt,
+        &tool,
+        json!({"url": format!("{base}/redirect-chain"), "init": {"redirect": "manual"}}),
+    )
+    .await;
     assert_eq!(out["status"], 302);
-    let out = call_json(&rt, &tool, json!({"url": format!("{base}/redirect-chain"), "init": {"redirect": "error"}})).await;
-    assert!(out["error"].as_str().unwrap().contains("redirect mode is 'error'"), "{out}");
+    let out = call_json(
+        &rt,
+        &tool,
+        json!({"url": format!("{base}/redirect-chain"), "init": {"redirect": "error"}}),
+    )
+    .await;
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("redirect mode is 'error'"),
+        "{out}"
+    );
 
     // The server only ever saw requests that passed the policy.
-    let evil_hits = server.requests().into_iter().filter(|r| r.host.starts_with("evil.test")).count();
+    let evil_hits = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.host.starts_with("evil.test"))
+        .count();
     assert_eq!(evil_hits, 0);
 
     // Names not in the rules, the bare wildcard suffix, and IP literals.
     for (url, expected) in [
-        (format!("http://evil.test:{port}/json"), "host not allowed: evil.test (allowed: "),
-        (format!("http://cdn.example.test:{port}/json"), "host not allowed: cdn.example.test"),
-        (format!("http://127.0.0.1:{port}/json"), "IP address not allowed: 127.0.0.1"),
-        (format!("http://2130706433:{port}/json"), "IP address not allowed: 127.0.0.1"),
+        (
+            format!("http://evil.test:{port}/json"),
+            "host not allowed: evil.test (allowed: ",
+        ),
+        (
+            format!("http://cdn.example.test:{port}/json"),
+            "host not allowed: cdn.example.test",
+        ),
+        (
+            format!("http://127.0.0.1:{port}/json"),
+            "IP address not allowed: 127.0.0.1",
+        ),
+        (
+            format!("http://2130706433:{port}/json"),
+            "IP address not allowed: 127.0.0.1",
+        ),
         ("file:///etc/passwd".to_string(), "scheme not allowed: file"),
-        (format!("http://api.example.test:{}/json", port.wrapping_add(1)), "port not allowed"),
+        (
+            format!("http://api.example.test:{}/json", port.wrapping_add(1)),
+            "port not allowed",
+        ),
     ] {
         let out = call_json(&rt, &tool, json!({"url": url})).await;
-        let error = out["error"].as_str().unwrap_or_else(|| panic!("{url} was fetched: {out}"));
+        let error = out["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{url} was fetched: {out}"));
         assert!(error.starts_with(expected), "{url}: {error}");
     }
     // Credentials in the URL are refused by the JS surface (as browsers do)
     // and, behind it, by the host policy (see the policy's SSRF matrix).
     let url = format!("http://user:pw@api.example.test:{port}/json");
     let out = call_json(&rt, &tool, json!({"url": url})).await;
-    assert!(out["error"].as_str().unwrap().contains("credentials"), "{out}");
+    assert!(
+        out["error"].as_str().unwrap().contains("credentials"),
+        "{out}"
+    );
     assert!(server.requests().iter().all(|r| !r.path.contains("user")));
 }
 
@@ -165,8 +217,17 @@ async function execute(input) {
     let tool = granted_tool(&rt, source, &["fetch"]).await;
     let url = format!("http://api.example.test:{port}/echo");
     for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
-        let body = if method == "GET" { Value::Null } else { json!(format!("payload for {method}")) };
-        let out = call_json(&rt, &tool, json!({"url": url, "method": method, "body": body})).await;
+        let body = if method == "GET" {
+            Value::Null
+        } else {
+            json!(format!("payload for {method}"))
+        };
+        let out = call_json(
+            &rt,
+            &tool,
+            json!({"url": url, "method": method, "body": body}),
+        )
+        .await;
         assert_eq!(out["status"], 200);
         assert_eq!(out["method"], method);
         assert_eq!(out["probe"], "yes");
@@ -190,7 +251,9 @@ async fn fetch_caps_slow_and_oversized_responses() {
 
     // A slow endpoint cannot hold the call past the tool's timeout.
     let started = Instant::now();
-    let result = rt.call(&tool, &json!({"url": format!("{base}/slow")}).to_string()).await;
+    let result = rt
+        .call(&tool, &json!({"url": format!("{base}/slow")}).to_string())
+        .await;
     let elapsed = started.elapsed();
     assert!(elapsed < Duration::from_millis(1500) * 3, "{elapsed:?}");
     match result {
@@ -208,10 +271,14 @@ async fn fetch_refuses_names_resolving_to_private_addresses_without_the_switch()
     let port = server.port();
     let rt = runtime(net_policy(port, false), Limits::default(), with_overrides());
     let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
-    let out = call_json(&rt, &tool, json!({"url": format!("http://api.example.test:{port}/json")})).await;
+    let out = call_json(
+        &rt,
+        &tool,
+        json!({"url": format!("http://api.example.test:{port}/json")}),
+    )
+    .await;
     assert_eq!(
-        out["error"],
-        "private address not allowed: api.example.test resolved to 127.0.0.1",
+        out["error"], "private address not allowed: api.example.test resolved to 127.0.0.1",
         "{out}"
     );
     assert!(server.requests().is_empty(), "nothing reached the server");
@@ -231,19 +298,47 @@ async fn fetch_over_tls_with_a_test_root() {
     };
     let rt = runtime(policy, Limits::default(), transport);
     let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
-    let out = call_json(&rt, &tool, json!({"url": format!("https://secure.example.test:{port}/json")})).await;
+    let out = call_json(
+        &rt,
+        &tool,
+        json!({"url": format!("https://secure.example.test:{port}/json")}),
+    )
+    .await;
     assert_eq!(out["status"], 200, "{out}");
     assert_eq!(out["body"], r#"{"hello":"tls"}"#);
     // Plain http to the https-only rule is refused.
-    let out = call_json(&rt, &tool, json!({"url": format!("http://secure.example.test:{port}/json")})).await;
-    assert!(out["error"].as_str().unwrap().starts_with("host not allowed") || out["error"].as_str().unwrap().starts_with("scheme"), "{out}");
+    let out = call_json(
+        &rt,
+        &tool,
+        json!({"url": format!("http://secure.example.test:{port}/json")}),
+    )
+    .await;
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("host not allowed")
+            || out["error"].as_str().unwrap().starts_with("scheme"),
+        "{out}"
+    );
     // Without the test root the certificate is not trusted.
-    let mut policy = HostPolicy::deny_all().with_allow_net(&format!("https://secure.example.test:{port}")).unwrap();
+    let mut policy = HostPolicy::deny_all()
+        .with_allow_net(&format!("https://secure.example.test:{port}"))
+        .unwrap();
     policy.fetch.allow_private = true;
     let rt = runtime(policy, Limits::default(), with_overrides());
     let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
-    let out = call_json(&rt, &tool, json!({"url": format!("https://secure.example.test:{port}/json")})).await;
-    assert!(out["error"].as_str().unwrap().contains("certificate") || out["error"].as_str().unwrap().contains("failed"), "{out}");
+    let out = call_json(
+        &rt,
+        &tool,
+        json!({"url": format!("https://secure.example.test:{port}/json")}),
+    )
+    .await;
+    assert!(
+        out["error"].as_str().unwrap().contains("certificate")
+            || out["error"].as_str().unwrap().contains("failed"),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,9 +346,13 @@ async fn seed_check_http_status_works_as_written() {
     let server = TestServer::start().await;
     let port = server.port();
     let rt = runtime(net_policy(port, true), Limits::default(), with_overrides());
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/seeds/check_http_status.json");
-    let req = temper::request::ForgeRequest::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let temper::request::Implementation::Sandbox { code, allowlist } = &req.implementation else { panic!() };
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/seeds/check_http_status.json");
+    let req =
+        temper::request::ForgeRequest::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let temper::request::Implementation::Sandbox { code, allowlist } = &req.implementation else {
+        panic!()
+    };
     let allow: Vec<&str> = allowlist.iter().map(String::as_str).collect();
     let tool = granted_tool(&rt, code, &allow).await;
     let cases = vec![temper::request::TestCase {
@@ -263,7 +362,11 @@ async fn seed_check_http_status_works_as_written() {
     let results = temper::testcase::run_cases(&rt, &tool, &cases).await;
     assert!(results[0].passed, "{:?}", results[0]);
     assert_eq!(results[0].output.as_ref().unwrap()["redirected"], false);
-    let heads = server.requests().into_iter().filter(|r| r.method == "HEAD").count();
+    let heads = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "HEAD")
+        .count();
     assert_eq!(heads, 1, "the seed tool sends one HEAD request");
 }
 
@@ -271,28 +374,59 @@ async fn seed_check_http_status_works_as_written() {
 async fn capability_not_in_allowlist_is_denied_and_host_policy_bounds_the_allowlist() {
     let server = TestServer::start().await;
     let port = server.port();
-    let rt = runtime(net_policy(port, true).with_allow_crypto(), Limits::default(), with_overrides());
+    let rt = runtime(
+        net_policy(port, true).with_allow_crypto(),
+        Limits::default(),
+        with_overrides(),
+    );
     // The host allows fetch, but this tool did not list it.
-    let source = "async function execute(input) { const r = await fetch(input.url); return r.status; }";
+    let source =
+        "async function execute(input) { const r = await fetch(input.url); return r.status; }";
     let tool = granted_tool(&rt, source, &["crypto"]).await;
     let err = rt
-        .call(&tool, &json!({"url": format!("http://api.example.test:{port}/json")}).to_string())
+        .call(
+            &tool,
+            &json!({"url": format!("http://api.example.test:{port}/json")}).to_string(),
+        )
         .await
         .unwrap_err()
         .error;
-    assert_eq!(err, RunError::CapabilityDenied { capability: "fetch".into() });
+    assert_eq!(
+        err,
+        RunError::CapabilityDenied {
+            capability: "fetch".into()
+        }
+    );
     assert!(server.requests().is_empty());
     // Crypto not listed either way: denied.
-    let tool = granted_tool(&rt, "function execute() { return crypto.createHash('sha256').update('a').digest('hex'); }", &[]).await;
+    let tool = granted_tool(
+        &rt,
+        "function execute() { return crypto.createHash('sha256').update('a').digest('hex'); }",
+        &[],
+    )
+    .await;
     let err = rt.call(&tool, "{}").await.unwrap_err().error;
-    assert_eq!(err, RunError::CapabilityDenied { capability: "crypto".into() });
+    assert_eq!(
+        err,
+        RunError::CapabilityDenied {
+            capability: "crypto".into()
+        }
+    );
     // A tool listing a capability the host does not allow is refused, by name.
     let artifact = rt.build("function execute() { return 1; }").await.unwrap();
     match rt.grant(&rt.tool(&artifact), &["fs.readFile".to_string()]) {
-        Err(e @ PolicyError::NotAllowedByHost(_)) => assert!(e.to_string().contains("fs.readFile"), "{e}"),
-        other => panic!("expected NotAllowedByHost, got {:?}", other.map(|t| t.id().to_string())),
+        Err(e @ PolicyError::NotAllowedByHost(_)) => {
+            assert!(e.to_string().contains("fs.readFile"), "{e}")
+        }
+        other => panic!(
+            "expected NotAllowedByHost, got {:?}",
+            other.map(|t| t.id().to_string())
+        ),
     }
-    assert!(matches!(rt.grant(&rt.tool(&artifact), &["sockets".to_string()]), Err(PolicyError::UnknownCapability(_))));
+    assert!(matches!(
+        rt.grant(&rt.tool(&artifact), &["sockets".to_string()]),
+        Err(PolicyError::UnknownCapability(_))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,8 +440,13 @@ async fn fs_read_file_inside_grants_only() {
     std::os::unix::fs::symlink(dir.path().join("secret.txt"), data.join("link-out")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", data.join("link-abs")).unwrap();
     let mut policy = HostPolicy::deny_all();
-    policy.allowed.insert(temper::policy::Capability::FsReadFile);
-    policy.read_dirs.push(ReadDir { host: data.clone(), guest: "/data".into() });
+    policy
+        .allowed
+        .insert(temper::policy::Capability::FsReadFile);
+    policy.read_dirs.push(ReadDir {
+        host: data.clone(),
+        guest: "/data".into(),
+    });
     let rt = runtime(policy, Limits::default(), TransportOptions::default());
     let source = r#"
 async function execute(input) {
@@ -338,7 +477,10 @@ async function execute(input) {
         let out = call_json(&rt, &tool, json!({"path": path})).await;
         assert!(out["sync"]["error"].is_string(), "{path} was read: {out}");
         assert!(out["callback"]["code"].is_string(), "{path}: {out}");
-        assert!(!out.to_string().contains("top secret") && !out.to_string().contains("root:"), "{path}: {out}");
+        assert!(
+            !out.to_string().contains("top secret") && !out.to_string().contains("root:"),
+            "{path}: {out}"
+        );
     }
     // No write API exists; no route to one either.
     let writes = r#"function execute() {
@@ -351,12 +493,19 @@ async function execute(input) {
     }"#;
     let tool = granted_tool(&rt, writes, &["fs.readFile"]).await;
     assert_eq!(call_json(&rt, &tool, json!({})).await, json!([]));
-    assert!(std::fs::read_dir(&data).unwrap().count() == 4, "nothing was created");
+    assert!(
+        std::fs::read_dir(&data).unwrap().count() == 4,
+        "nothing was created"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crypto_known_answers_through_js() {
-    let rt = runtime(HostPolicy::deny_all().with_allow_crypto(), Limits::default(), TransportOptions::default());
+    let rt = runtime(
+        HostPolicy::deny_all().with_allow_crypto(),
+        Limits::default(),
+        TransportOptions::default(),
+    );
     let source = r#"
 function execute() {
   const h = (alg, s, enc) => crypto.createHash(alg).update(s).digest(enc || 'hex');

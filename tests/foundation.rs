@@ -583,22 +583,49 @@ async fn web_globals_are_available() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn capability_imports_deny_until_granted() {
+async fn capabilities_are_denied_by_default() {
+    // A default runtime's policy allows nothing and the tool was granted
+    // nothing: each capability import answers `capability not granted`.
     let rt = runtime();
-    // The shim has no fetch/crypto JS surface yet; the imports themselves are
-    // linked to deny-everything implementations. A tool that tries `fetch`
-    // gets a clear error, not network access.
-    let err = run_both_paths(
-        &rt,
-        "async function execute() { return await fetch('http://127.0.0.1/'); }",
-        "{}",
-    )
-    .await
-    .unwrap_err();
-    let RunError::Js { error } = err else {
-        panic!("expected a JS error, got {err}")
-    };
-    assert!(error.message.contains("fetch"), "{error}");
+    let source = "async function execute(input) {\n  if (input.what === 'fetch') return await fetch('http://127.0.0.1/');\n  if (input.what === 'crypto') return crypto.createHash('sha256').update('x').digest('hex');\n  if (input.what === 'random') return crypto.randomUUID();\n  if (input.what === 'fs') return fs.readFileSync('/etc/passwd', 'utf8');\n  try { await fetch('http://example.test/'); } catch (e) { return e.message; }\n}";
+    let artifact = rt.build(source).await.unwrap();
+    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    for tool in [rt.tool(&artifact), compiled] {
+        for (what, capability) in [
+            ("fetch", "fetch"),
+            ("crypto", "crypto"),
+            ("random", "crypto"),
+        ] {
+            let err = rt
+                .call(&tool, &format!(r#"{{"what": "{what}"}}"#))
+                .await
+                .unwrap_err()
+                .error;
+            assert_eq!(
+                err,
+                RunError::CapabilityDenied {
+                    capability: capability.into()
+                },
+                "{what}"
+            );
+        }
+        // No preopened directory exists, so there is nothing to read.
+        let err = rt.call(&tool, r#"{"what": "fs"}"#).await.unwrap_err().error;
+        let RunError::Js { error } = err else {
+            panic!("expected a JS error, got {err}")
+        };
+        assert!(
+            error.message.contains("ENOENT") || error.message.contains("not granted"),
+            "{error}"
+        );
+        // A tool that catches the refusal sees the reason.
+        let out = rt
+            .call(&tool, r#"{"what": "caught"}"#)
+            .await
+            .unwrap()
+            .output;
+        assert_eq!(out, r#""capability not granted: fetch""#);
+    }
 }
 
 /// A component importing something outside the `tool` world is refused.

@@ -295,14 +295,20 @@ fn profile_calls(rt: &tokio::runtime::Runtime, runtime: &Runtime, secs: f64) {
         runtime.warm_up().await.expect("warm_up");
         let artifact = runtime.build(SLUGIFY).await.expect("build");
         let tool = runtime.load(artifact.bytes.to_vec()).await.expect("load");
-        eprintln!("profiling compiled calls for {secs} s (pid {})", std::process::id());
+        eprintln!(
+            "profiling compiled calls for {secs} s (pid {})",
+            std::process::id()
+        );
         let start = Instant::now();
         let mut calls = 0u32;
         while start.elapsed().as_secs_f64() < secs {
             call_ok(runtime, &tool).await;
             calls += 1;
         }
-        eprintln!("{calls} calls, mean {}", fmt_dur(start.elapsed() / calls.max(1)));
+        eprintln!(
+            "{calls} calls, mean {}",
+            fmt_dur(start.elapsed() / calls.max(1))
+        );
     });
 }
 
@@ -348,7 +354,11 @@ fn main() {
         .build()
         .expect("runtime");
     if let Ok(secs) = std::env::var("FOUNDATION_PROFILE_SECS") {
-        profile_calls(&rt, &runtime, secs.parse().expect("FOUNDATION_PROFILE_SECS: seconds"));
+        profile_calls(
+            &rt,
+            &runtime,
+            secs.parse().expect("FOUNDATION_PROFILE_SECS: seconds"),
+        );
         return;
     }
 
@@ -685,7 +695,10 @@ fn main() {
 
     let total = started.elapsed();
     let load_end = load_average();
-    println!("\nTotal bench time: {}; load average at start {load_start}, at end {load_end}", fmt_dur(total));
+    println!(
+        "\nTotal bench time: {}; load average at start {load_start}, at end {load_end}",
+        fmt_dur(total)
+    );
 
     let header = format!(
         "Host: {cores} cores ({}); load average {load_start} at start, {load_end} at end. \

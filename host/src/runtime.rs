@@ -22,11 +22,11 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wizer::{ComponentContext, Wizer};
 
 use crate::bindings::{JsShim, RunIndices, ShimIndices, ToolError};
+use crate::capabilities::fetch::{FetchTransport, TransportOptions};
 use crate::engine::{EngineOptions, TemperEngine};
 use crate::error::{BuildError, JsLocation, LoadError, RunError};
-use crate::host_state::{Clocks, HostState, LogLine};
-use crate::capabilities::fetch::{FetchTransport, TransportOptions};
 use crate::host_state::Granted;
+use crate::host_state::{Clocks, HostState, LogLine};
 use crate::limits::Limits;
 use crate::policy::{Capability, Grants, HostPolicy, PolicyError};
 use crate::shim;
@@ -316,7 +316,11 @@ impl Runtime {
     fn granted(&self, grants: &Grants, deadline: Instant) -> Granted {
         let policy = &self.inner.policy;
         Granted {
-            fetch: if grants.fetch { self.inner.fetch.clone() } else { None },
+            fetch: if grants.fetch {
+                self.inner.fetch.clone()
+            } else {
+                None
+            },
             crypto: grants.crypto,
             read_dirs: if grants.fs_read {
                 policy
@@ -336,7 +340,11 @@ impl Runtime {
             .expect("a store without grants opens no directories")
     }
 
-    fn new_store_granted(&self, clocks: Clocks, granted: Granted) -> Result<Store<HostState>, String> {
+    fn new_store_granted(
+        &self,
+        clocks: Clocks,
+        granted: Granted,
+    ) -> Result<Store<HostState>, String> {
         let limits = &self.inner.limits;
         let state = HostState::new(limits.memory_bytes, limits.console_bytes, clocks, granted)?;
         let mut store = Store::new(self.inner.engine.engine(), state);
@@ -556,7 +564,11 @@ impl Runtime {
         // The warm-up path replays the snapshot's `load` under the same fixed
         // clocks and random the build used, then switches to real ones.
         let granted = self.granted(&tool.grants, Instant::now() + limits.timeout);
-        let clocks = if compiled_path { Clocks::Real } else { Clocks::Fixed };
+        let clocks = if compiled_path {
+            Clocks::Real
+        } else {
+            Clocks::Fixed
+        };
         let mut store = match self.new_store_granted(clocks, granted) {
             Ok(store) => store,
             Err(message) => return Err(fail(RunError::Instantiate { message })),

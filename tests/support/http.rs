@@ -33,7 +33,9 @@ impl TestServer {
         let log2 = log.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let log = log2.clone();
                 tokio::spawn(async move {
                     let _ = serve(stream, port, log).await;
@@ -68,19 +70,24 @@ impl TlsTestServer {
         let cert = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
         let root_pem = cert.cert.pem();
         let der = cert.cert.der().clone();
-        let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![der], key)
-            .unwrap();
+        let key =
+            rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![der], key)
+        .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     if let Ok(tls) = acceptor.accept(stream).await {
@@ -89,7 +96,11 @@ impl TlsTestServer {
                 });
             }
         });
-        Self { port, root_pem, task }
+        Self {
+            port,
+            root_pem,
+            task,
+        }
     }
     pub fn port(&self) -> u16 {
         self.port
@@ -105,7 +116,11 @@ impl Drop for TlsTestServer {
     }
 }
 
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, port: u16, log: Log) -> std::io::Result<()> {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    port: u16,
+    log: Log,
+) -> std::io::Result<()> {
     loop {
         // Read the head.
         let mut head = Vec::new();
@@ -142,10 +157,28 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, port: u16, log:
         }
         let mut body = vec![0u8; length];
         stream.read_exact(&mut body).await?;
-        log.lock().unwrap().push(Seen { method: method.clone(), path: path.clone(), host });
+        log.lock().unwrap().push(Seen {
+            method: method.clone(),
+            path: path.clone(),
+            host,
+        });
 
-        let json = |s: &str| (200u16, "application/json".to_string(), s.as_bytes().to_vec(), None::<String>);
-        let redirect = |to: String| (302u16, "text/plain".to_string(), b"moved".to_vec(), Some(to));
+        let json = |s: &str| {
+            (
+                200u16,
+                "application/json".to_string(),
+                s.as_bytes().to_vec(),
+                None::<String>,
+            )
+        };
+        let redirect = |to: String| {
+            (
+                302u16,
+                "text/plain".to_string(),
+                b"moved".to_vec(),
+                Some(to),
+            )
+        };
         let (status, ctype, payload, location) = match path.as_str() {
             "/json" if port_is_tls(&headers) => json(r#"{"hello":"tls"}"#),
             "/json" => json(r#"{"hello":"world"}"#),
@@ -158,7 +191,12 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, port: u16, log:
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 json("{}")
             }
-            "/big" => (200, "application/octet-stream".into(), vec![b'x'; 9 << 20], None),
+            "/big" => (
+                200,
+                "application/octet-stream".into(),
+                vec![b'x'; 9 << 20],
+                None,
+            ),
             "/echo" => {
                 let doc = serde_json::json!({
                     "method": method,
@@ -171,7 +209,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, port: u16, log:
         };
         let mut response = format!(
             "HTTP/1.1 {status} {}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n",
-            if status == 200 { "OK" } else if status == 302 { "Found" } else { "Not Found" },
+            if status == 200 {
+                "OK"
+            } else if status == 302 {
+                "Found"
+            } else {
+                "Not Found"
+            },
             payload.len()
         );
         if let Some(location) = location {

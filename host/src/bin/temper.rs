@@ -260,8 +260,15 @@ async fn run(cli: Cli) -> Result<(), String> {
                 runtime.load(bytes).await.map_err(|e| e.to_string())?
             };
             // As with Deno's flags, the grant flags and policy are the grant.
-            let everything: Vec<String> = runtime.policy().allowed.iter().map(|c| c.to_string()).collect();
-            let loaded = runtime.grant(&loaded, &everything).map_err(|e| e.to_string())?;
+            let everything: Vec<String> = runtime
+                .policy()
+                .allowed
+                .iter()
+                .map(|c| c.to_string())
+                .collect();
+            let loaded = runtime
+                .grant(&loaded, &everything)
+                .map_err(|e| e.to_string())?;
             let result = runtime.call(&loaded, &input).await;
             if common.json {
                 let doc = match &result {

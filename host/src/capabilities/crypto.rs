@@ -29,7 +29,8 @@ pub fn hash(alg: &str, data: &[u8]) -> Result<Vec<u8>, String> {
 /// HMAC of `data` under `key` with `alg`.
 pub fn hmac(alg: &str, key: &[u8], data: &[u8]) -> Result<Vec<u8>, String> {
     fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], data: &[u8]) -> Vec<u8> {
-        let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
+        let mut mac =
+            <M as hmac::digest::KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
         mac.update(data);
         mac.finalize().into_bytes().to_vec()
     }
@@ -53,17 +54,37 @@ mod tests {
 
     #[test]
     fn nist_vectors() {
-        assert_eq!(hex(&hash("sha256", b"abc").unwrap()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        assert_eq!(hex(&hash("sha1", b"abc").unwrap()), "a9993e364706816aba3e25717850c26c9cd0d89d");
-        assert_eq!(hex(&hash("md5", b"abc").unwrap()), "900150983cd24fb0d6963f7d28e17f72");
-        assert!(hex(&hash("sha384", b"abc").unwrap()).starts_with("cb00753f45a35e8bb5a03d699ac65007"));
-        assert!(hex(&hash("sha512", b"abc").unwrap()).starts_with("ddaf35a193617abacc417349ae204131"));
-        assert!(hash("sha3-256", b"abc").unwrap_err().contains("unsupported"));
+        assert_eq!(
+            hex(&hash("sha256", b"abc").unwrap()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            hex(&hash("sha1", b"abc").unwrap()),
+            "a9993e364706816aba3e25717850c26c9cd0d89d"
+        );
+        assert_eq!(
+            hex(&hash("md5", b"abc").unwrap()),
+            "900150983cd24fb0d6963f7d28e17f72"
+        );
+        assert!(
+            hex(&hash("sha384", b"abc").unwrap()).starts_with("cb00753f45a35e8bb5a03d699ac65007")
+        );
+        assert!(
+            hex(&hash("sha512", b"abc").unwrap()).starts_with("ddaf35a193617abacc417349ae204131")
+        );
+        assert!(
+            hash("sha3-256", b"abc")
+                .unwrap_err()
+                .contains("unsupported")
+        );
     }
 
     #[test]
     fn rfc4231_case_2() {
         let mac = hmac("sha256", b"Jefe", b"what do ya want for nothing?").unwrap();
-        assert_eq!(hex(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        assert_eq!(
+            hex(&mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

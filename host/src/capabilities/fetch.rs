@@ -85,10 +85,13 @@ impl FetchTransport {
                 overrides: Arc::new(options.resolve_overrides.clone()),
             }));
         for pem in &options.extra_roots_pem {
-            let cert = reqwest::Certificate::from_pem(pem).map_err(|e| format!("fetch: bad root certificate: {e}"))?;
+            let cert = reqwest::Certificate::from_pem(pem)
+                .map_err(|e| format!("fetch: bad root certificate: {e}"))?;
             builder = builder.add_root_certificate(cert);
         }
-        let client = builder.build().map_err(|e| format!("fetch: cannot build the HTTP client: {e}"))?;
+        let client = builder
+            .build()
+            .map_err(|e| format!("fetch: cannot build the HTTP client: {e}"))?;
         Ok(Self { client, policy })
     }
 
@@ -113,7 +116,10 @@ impl FetchTransport {
             }
         }
         if req.headers.len() as u32 > policy.max_headers {
-            return Err(format!("too many request headers (limit {})", policy.max_headers));
+            return Err(format!(
+                "too many request headers (limit {})",
+                policy.max_headers
+            ));
         }
         let mut url = policy.check_url(&req.url).map_err(|e| e.to_string())?.url;
         let mut redirected = false;
@@ -123,14 +129,20 @@ impl FetchTransport {
             if remaining.is_zero() {
                 return Err("fetch: out of time".into());
             }
-            let mut request = self.client.request(method.clone(), url.clone()).timeout(remaining);
+            let mut request = self
+                .client
+                .request(method.clone(), url.clone())
+                .timeout(remaining);
             for (name, value) in &req.headers {
                 request = request.header(name.as_str(), value.as_str());
             }
             if let Some(b) = &body {
                 request = request.body(b.clone());
             }
-            let response = request.send().await.map_err(|e| describe_send_error(&url, &e))?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| describe_send_error(&url, &e))?;
             let status = response.status();
             let location = response
                 .headers()
@@ -140,10 +152,15 @@ impl FetchTransport {
             if status.is_redirection() && req.redirect != "manual" {
                 if let Some(location) = location {
                     if req.redirect == "error" {
-                        return Err(format!("redirect to {location} refused: redirect mode is 'error'"));
+                        return Err(format!(
+                            "redirect to {location} refused: redirect mode is 'error'"
+                        ));
                     }
                     if hops >= policy.max_redirects {
-                        return Err(format!("too many redirects (limit {})", policy.max_redirects));
+                        return Err(format!(
+                            "too many redirects (limit {})",
+                            policy.max_redirects
+                        ));
                     }
                     let next = url
                         .join(&location)
@@ -169,7 +186,9 @@ impl FetchTransport {
                     continue;
                 }
             }
-            return self.read_response(response, url.to_string(), redirected, deadline).await;
+            return self
+                .read_response(response, url.to_string(), redirected, deadline)
+                .await;
         }
     }
 
@@ -182,7 +201,10 @@ impl FetchTransport {
     ) -> Result<Response, String> {
         let policy = &self.policy;
         if response.headers().len() as u32 > policy.max_headers {
-            return Err(format!("too many response headers (limit {})", policy.max_headers));
+            return Err(format!(
+                "too many response headers (limit {})",
+                policy.max_headers
+            ));
         }
         let mut header_bytes = 0u64;
         let mut headers = Vec::with_capacity(response.headers().len());
@@ -194,7 +216,10 @@ impl FetchTransport {
             ));
         }
         if header_bytes > policy.max_header_bytes {
-            return Err(format!("response headers over {} bytes", policy.max_header_bytes));
+            return Err(format!(
+                "response headers over {} bytes",
+                policy.max_header_bytes
+            ));
         }
         let status = response.status();
         let limit = policy.max_response_body;
@@ -204,10 +229,11 @@ impl FetchTransport {
         let mut body = Vec::new();
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let chunk = tokio::time::timeout(remaining.max(Duration::from_millis(1)), response.chunk())
-                .await
-                .map_err(|_| "fetch: out of time reading the response body".to_string())?
-                .map_err(|e| format!("fetch: reading the response body failed: {e}"))?;
+            let chunk =
+                tokio::time::timeout(remaining.max(Duration::from_millis(1)), response.chunk())
+                    .await
+                    .map_err(|_| "fetch: out of time reading the response body".to_string())?
+                    .map_err(|e| format!("fetch: reading the response body failed: {e}"))?;
             match chunk {
                 None => break,
                 Some(bytes) => {
@@ -248,7 +274,10 @@ fn describe_send_error(url: &url::Url, err: &reqwest::Error) -> String {
         source = e.source();
     }
     if err.is_timeout() {
-        return format!("fetch: request to {} timed out", url.host_str().unwrap_or(""));
+        return format!(
+            "fetch: request to {} timed out",
+            url.host_str().unwrap_or("")
+        );
     }
     let mut message = format!("fetch: request to {url} failed");
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
