@@ -23,6 +23,28 @@ echo "== build a tool into a component artifact, then run the artifact"
 echo "== an async tool (timers, Promise.all, URL, console capture), built in memory"
 "$temper" run components/examples/async_wait.js --input '{"delays": [30, 10, 20]}'
 
+echo "== capabilities: crypto, files and fetch, each only when granted"
+"$temper" run components/examples/sign.js --allow-crypto --input '{"message": "hello", "key": "k"}'
+"$temper" run components/examples/read_words.js --allow-read=components/examples/data:/data \
+  --input '{"path": "/data/notes.txt"}'
+if "$temper" run components/examples/sign.js --input '{"message": "hello", "key": "k"}'; then
+  echo "expected: capability not granted: crypto" >&2; exit 1
+fi
+# A local server on 127.0.0.1; the rule names that IP, so it is allowed.
+mkdir -p "$out/www/v1"
+echo '{"items": [1, 2, 3]}' > "$out/www/v1/items.json"
+port=18765
+python3 -m http.server "$port" --bind 127.0.0.1 --directory "$out/www" >/dev/null 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+"$temper" run components/examples/fetch_json.js --allow-net="http://127.0.0.1:$port" \
+  --input "{\"url\": \"http://127.0.0.1:$port/v1/items.json\"}"
+if "$temper" run components/examples/fetch_json.js --allow-net=api.example.com \
+  --input "{\"url\": \"http://127.0.0.1:$port/v1/items.json\"}"; then
+  echo "expected: IP address not allowed" >&2; exit 1
+fi
+
 echo "== limits: an infinite loop stops at the timeout"
 echo 'function execute(input) { for (;;) {} }' > "$out/spin.js"
 if "$temper" run "$out/spin.js" --timeout-ms 300; then
