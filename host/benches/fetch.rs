@@ -16,10 +16,14 @@ const WARMUP: usize = 100;
 /// A keep-alive HTTP/1.1 server answering every request with a small JSON.
 async fn serve() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // Accepted sockets set TCP_NODELAY below.
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else { return };
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let _ = stream.set_nodelay(true);
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 8192];
                 let mut pending = Vec::new();
@@ -36,9 +40,10 @@ async fn serve() -> u16 {
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
                             body.len()
                         );
-                        if stream.write_all(head.as_bytes()).await.is_err()
-                            || stream.write_all(body).await.is_err()
-                        {
+                        // One write: head and body in one segment (no Nagle wait).
+                        let mut response = head.into_bytes();
+                        response.extend_from_slice(body);
+                        if stream.write_all(&response).await.is_err() {
                             return;
                         }
                     }
