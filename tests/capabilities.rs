@@ -13,11 +13,8 @@ use temper::capabilities::fetch::TransportOptions;
 use temper::policy::{HostPolicy, PolicyError, ReadDir};
 use temper::{Limits, RunError, Runtime, Tool};
 
+use support::cache_dir;
 use support::http::{TestServer, TlsTestServer};
-
-fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("temper-test-cache")
-}
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 

@@ -4,16 +4,17 @@
 //! wasmtime stores. Compiled components are cached under the test target
 //! directory, so only the first test pays for compiling the shim.
 
+mod support;
+
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
 use std::time::{Duration, Instant};
+use support::{cache_dir, temper_json};
 
 use temper::request::{ForgeRequest, Implementation};
 use temper::{BuildError, Limits, LoadError, RunError, Runtime};
-
-fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("temper-test-cache")
-}
 
 fn runtime_with(limits: Limits) -> Runtime {
     Runtime::builder()
@@ -95,20 +96,13 @@ async fn seed_examples_pass_their_test_cases_through_the_library() {
 #[test]
 fn seed_examples_pass_their_test_cases_through_the_cli() {
     for name in ["parse_csv", "convert_temperature", "slugify", "add_numbers"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_temper"))
-            .arg("test")
-            .arg(fixtures().join("seeds").join(format!("{name}.json")))
-            .arg("--json")
-            .arg("--cache-dir")
-            .arg(cache_dir())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let request = fixtures().join("seeds").join(format!("{name}.json"));
+        let (ok, doc, stderr) = temper_json(
+            Path::new("."),
+            &[],
+            [OsStr::new("test"), request.as_os_str()],
         );
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(ok, "{name}: {stderr}");
         assert_eq!(doc["name"], name);
         assert_eq!(doc["failed"], 0);
         assert_eq!(
@@ -673,26 +667,24 @@ fn builds_are_byte_identical_across_processes() {
         let work = tempfile::tempdir().unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let out = work.path().join("tool.wasm");
-        let status = Command::new(env!("CARGO_BIN_EXE_temper"))
-            .current_dir(work.path())
-            .env("TMPDIR", tmp.path())
-            .env("TEMPER_TEST_RUN", run.to_string())
-            .env("TZ", if run == 0 { "UTC" } else { "Asia/Tokyo" })
-            .arg("build")
-            .arg(&source)
-            .arg("-o")
-            .arg(&out)
-            .arg("--json")
-            .arg("--cache-dir")
-            .arg(cache_dir())
-            .output()
-            .unwrap();
-        assert!(
-            status.status.success(),
-            "{}",
-            String::from_utf8_lossy(&status.stderr)
+        let run_s = run.to_string();
+        let tz = if run == 0 { "UTC" } else { "Asia/Tokyo" };
+        let env = [
+            ("TMPDIR", tmp.path().as_os_str()),
+            ("TEMPER_TEST_RUN", OsStr::new(&run_s)),
+            ("TZ", OsStr::new(tz)),
+        ];
+        let (ok, doc, stderr) = temper_json(
+            work.path(),
+            &env,
+            [
+                OsStr::new("build"),
+                source.as_os_str(),
+                OsStr::new("-o"),
+                out.as_os_str(),
+            ],
         );
-        let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        assert!(ok, "{stderr}");
         let bytes = std::fs::read(&out).unwrap();
         assert_eq!(doc["id"], blake3::hash(&bytes).to_hex().as_str());
         ids.push(doc["id"].as_str().unwrap().to_string());

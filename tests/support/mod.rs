@@ -1,3 +1,40 @@
-//! Test support: real servers on 127.0.0.1.
+//! Test support: real servers on 127.0.0.1, the shared compile cache, and
+//! a helper to run the `temper` CLI.
+
+#![allow(dead_code)]
 
 pub mod http;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Compiled components shared by all tests (the shim compiles once).
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("temper-test-cache")
+}
+
+/// Runs `temper ARGS --json --cache-dir CACHE` in `cwd` with extra env and
+/// returns (success, stdout as JSON, stderr).
+pub fn temper_json<I, S>(
+    cwd: &Path,
+    env: &[(&str, &OsStr)],
+    args: I,
+) -> (bool, serde_json::Value, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let out = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .args(args)
+        .arg("--json")
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .output()
+        .expect("run temper");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.success(), doc, stderr)
+}
