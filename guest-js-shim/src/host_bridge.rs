@@ -64,7 +64,9 @@ pub fn install(ctx: &Ctx<'_>) -> Result<()> {
                 if !(0.0..=MAX_RANDOM_BYTES as f64).contains(&n) || n.fract() != 0.0 {
                     return Err(Exception::throw_type(
                         &cx,
-                        &format!("randomBytes: size must be an integer from 0 to {MAX_RANDOM_BYTES}"),
+                        &format!(
+                            "randomBytes: size must be an integer from 0 to {MAX_RANDOM_BYTES}"
+                        ),
                     ));
                 }
                 buffer_or_throw(&cx, crypto::random_bytes(n as u32))
@@ -93,7 +95,10 @@ fn host_fetch<'js>(cx: &Ctx<'js>, args: &Rest<Value<'js>>) -> Result<Value<'js>>
         for pair in list.iter::<Vec<String>>() {
             let pair = pair?;
             if pair.len() != 2 {
-                return Err(Exception::throw_type(cx, "fetch: headers must be [name, value] pairs"));
+                return Err(Exception::throw_type(
+                    cx,
+                    "fetch: headers must be [name, value] pairs",
+                ));
             }
             headers.push((pair[0].clone(), pair[1].clone()));
         }
@@ -144,7 +149,9 @@ fn read_file(path: &str) -> std::result::Result<Vec<u8>, String> {
     let file = std::fs::File::open(path).map_err(describe)?;
     let meta = file.metadata().map_err(describe)?;
     if meta.is_dir() {
-        return Err(format!("EISDIR: illegal operation on a directory, read '{path}'"));
+        return Err(format!(
+            "EISDIR: illegal operation on a directory, read '{path}'"
+        ));
     }
     if meta.len() > MAX_FILE_BYTES {
         return Err(format!(
@@ -172,12 +179,19 @@ fn buffer_or_throw<'js>(
 fn string_arg<'js>(cx: &Ctx<'js>, args: &Rest<Value<'js>>, i: usize, what: &str) -> Result<String> {
     match args.0.get(i).and_then(|v| v.as_string()) {
         Some(s) => s.to_string(),
-        None => Err(Exception::throw_type(cx, &format!("{what} must be a string"))),
+        None => Err(Exception::throw_type(
+            cx,
+            &format!("{what} must be a string"),
+        )),
     }
 }
 
 fn bytes_arg<'js>(cx: &Ctx<'js>, args: &Rest<Value<'js>>, i: usize, what: &str) -> Result<Vec<u8>> {
-    let value = args.0.get(i).cloned().unwrap_or_else(|| Value::new_undefined(cx.clone()));
+    let value = args
+        .0
+        .get(i)
+        .cloned()
+        .unwrap_or_else(|| Value::new_undefined(cx.clone()));
     if let Ok(array) = TypedArray::<u8>::from_value(value.clone()) {
         if let Some(bytes) = array.as_bytes() {
             return Ok(bytes.to_vec());
@@ -188,5 +202,8 @@ fn bytes_arg<'js>(cx: &Ctx<'js>, args: &Rest<Value<'js>>, i: usize, what: &str) 
             return Ok(bytes.to_vec());
         }
     }
-    Err(Exception::throw_type(cx, &format!("{what} must be a Uint8Array or ArrayBuffer")))
+    Err(Exception::throw_type(
+        cx,
+        &format!("{what} must be a Uint8Array or ArrayBuffer"),
+    ))
 }

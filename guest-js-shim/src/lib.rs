@@ -35,13 +35,6 @@ use temper::tool::types::{JsError, LogLevel, ToolError};
 /// The module name QuickJS records in stacks; line numbers refer to the
 /// agent's source as written (the export we append goes after its last line).
 const MODULE_NAME: &str = "tool.js";
-/// Web globals QuickJS lacks (URL, TextEncoder, timers, ...).
-const PRELUDE: &str = include_str!("prelude.js");
-/// The JS surfaces of `fetch`, `crypto` and `fs` over `__temper_host`.
-const CAPABILITIES: &str = include_str!("capabilities.js");
-/// Runs after the prelude: removes `eval` and the `constructor` of every
-/// function kind (defence in depth beyond the missing eval intrinsic).
-const LOCKDOWN: &str = include_str!("lockdown.js");
 /// Console bytes forwarded to the host per call before output is dropped.
 const CONSOLE_BUDGET: usize = 64 * 1024;
 /// Longest single console line forwarded.
@@ -67,16 +60,21 @@ impl ShimGuest for Shim {
         compile_module(&wrap_source(&source))
     }
 
-    fn compile_prelude() -> Result<Vec<u8>, ToolError> {
-        prelude_bytecode()
+    fn compile_prelude(source: String) -> Result<Vec<u8>, ToolError> {
+        prelude_bytecode(&source)
     }
 
-    fn load(prelude: Vec<u8>, bytecode: Vec<u8>) -> Result<(), ToolError> {
+    fn load(mut prelude: Vec<u8>, mut bytecode: Vec<u8>) -> Result<(), ToolError> {
         LOADED.with(|slot| {
             if slot.borrow().is_some() {
                 return Err(ToolError::Internal("a tool is already loaded".into()));
             }
-            let loaded = load_tool(&prelude, &bytecode)?;
+            let loaded = load_tool(&prelude, &bytecode);
+            // The argument buffers are garbage once loaded: zero them so the
+            // snapshot (which keeps only non-zero bytes) leaves them out.
+            prelude.fill(0);
+            bytecode.fill(0);
+            let loaded = loaded?;
             *slot.borrow_mut() = Some(loaded);
             Ok(())
         })
@@ -125,11 +123,13 @@ fn compile_module(source: &str) -> Result<Vec<u8>, ToolError> {
     })
 }
 
-/// Compiles the prelude as a script-like module in a throw-away runtime.
-fn prelude_bytecode() -> Result<Vec<u8>, ToolError> {
+/// Compiles the prelude (web globals, capability surfaces and lock-down:
+/// `prelude.js`, `capabilities.js`, `lockdown.js`, joined by the host) as a
+/// module in a throw-away runtime. The host supplies the source so that ~80
+/// KB of JavaScript text is not carried in every artifact.
+fn prelude_bytecode(source: &str) -> Result<Vec<u8>, ToolError> {
     let rt = compiler_runtime()?;
     rt.context().with(|ctx| {
-        let source = format!("{PRELUDE}\n;\n{CAPABILITIES}\n;\n{LOCKDOWN}");
         let declared = Module::declare(ctx.clone(), "temper:prelude", source).map_err(|e| {
             ToolError::Internal(format!("prelude: {}", js_error_from(&ctx, e).message))
         })?;

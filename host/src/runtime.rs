@@ -373,7 +373,7 @@ impl Runtime {
             .load(&mut store, &instance)
             .map_err(internal("instantiate shim"))?;
         exports
-            .call_compile_prelude(&mut store)
+            .call_compile_prelude(&mut store, shim::PRELUDE_JS)
             .await
             .map_err(internal("compile prelude"))?
             .map_err(|e| BuildError::Internal {

@@ -7,3 +7,18 @@ pub static SHIM_WASM: &[u8] = include_bytes!(env!("TEMPER_SHIM_WASM"));
 pub fn shim_id() -> String {
     blake3::hash(SHIM_WASM).to_hex().to_string()
 }
+
+/// The prelude every JS tool runs before its own code: web globals, the JS
+/// surfaces of the capabilities, and the lock-down (in that order).
+pub const PRELUDE_JS: &str = concat!(
+    include_str!("../../guest-js-shim/src/prelude.js"),
+    "\n;\n",
+    include_str!("../../guest-js-shim/src/capabilities.js"),
+    "\n;\n",
+    include_str!("../../guest-js-shim/src/lockdown.js"),
+);
+
+/// blake3 of [`PRELUDE_JS`], hex: with the shim, what built an artifact.
+pub fn prelude_id() -> String {
+    blake3::hash(PRELUDE_JS.as_bytes()).to_hex().to_string()
+}
