@@ -8,6 +8,6 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::temper::tool::run::GuestIndices as RunIndices;
-pub use exports::temper::tool::shim::GuestIndices as ShimIndices;
-pub use temper::tool::types::{JsError, ToolError};
+pub use self::exports::temper::tool::run::GuestIndices as RunIndices;
+pub use self::exports::temper::tool::shim::GuestIndices as ShimIndices;
+pub use self::temper::tool::types::{JsError, ToolError};
