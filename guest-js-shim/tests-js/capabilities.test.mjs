@@ -532,3 +532,22 @@ test('fs.readFile promise and callback forms, fs.promises.readFile', async () =>
   assert.deepEqual([...cbErr], ['EACCES', "EACCES: permission denied, open '/secret/x'", undefined]);
   assert.throws(() => run(`fs.readFile('/data/hello.txt', 'utf8', 'not a function')`), { name: 'TypeError' });
 });
+
+test('Request URL fast path serializes exactly like WHATWG URL (Node as oracle)', () => {
+  const { G } = load();
+  const urls = [
+    'http://api.example.test/json', 'https://api.example.test', 'http://api.example.test:8080/a/b?x=1&y=2',
+    'https://a.cdn.example.test/lib.js?v=1.2.3', 'http://api.example.test:80/', 'https://api.example.test:443/x',
+    'http://API.example.test/', 'http://api.example.test./', 'http://127.0.0.1:18765/v1/items.json',
+    'http://0x7f.1/', 'http://api.example.test/a/../b', 'http://api.example.test/./a', 'http://api.example.test/%2e%2e/x',
+    "http://api.example.test/it's", 'http://api.example.test/a%zz', 'http://api.example.test/a b',
+    'http://api.example.test/q?a=%20b', 'http://api.example.test:08080/', 'http://xn--bcher-kva.example.test/',
+    'http://api.example.test/a?b#frag', 'http://user@api.example.test/'.replace('user@', ''),
+    'https://api.example.test/~user/(x)/[y]', 'http://api.example.test/a/.hidden', 'http://api.example.test/a/..b',
+  ];
+  for (const u of urls) {
+    assert.equal(new G.Request(u).url, new URL(u).href, u);
+  }
+  assert.throws(() => new G.Request('http://user:pw@api.example.test/'), /credentials/);
+  assert.throws(() => new G.Request('/relative'), /Failed to parse URL/);
+});
