@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 use tokio::sync::OnceCell;
@@ -754,7 +754,3 @@ impl From<ToolError> for RunError {
         }
     }
 }
-
-/// Keeps `Duration` in the public API surface documented.
-#[allow(dead_code)]
-const _: Option<Duration> = None;
