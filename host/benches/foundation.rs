@@ -579,7 +579,7 @@ fn main() {
     );
     report.duration(
         S2,
-        "background compile, uncontended",
+        "background compile, no call running",
         warm_compile,
         Goal::None,
     );

@@ -20,6 +20,7 @@ mod bindings;
 pub mod capabilities;
 pub mod engine;
 pub mod error;
+pub mod forge;
 pub mod host_state;
 pub mod limits;
 pub mod policy;
@@ -28,6 +29,7 @@ pub mod runtime;
 pub mod shim;
 mod snapshot;
 pub mod static_check;
+pub mod store;
 pub mod testcase;
 
 pub use error::{BuildError, JsLocation, LoadError, RunError};

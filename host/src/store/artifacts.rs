@@ -1,0 +1,249 @@
+//! Content-addressed artifact files: `artifacts/<blake3-hex>.wasm`.
+//!
+//! Writes are atomic and durable: the bytes go to a fresh temp file in the
+//! same directory (`.tmp-<pid>-<nanos>-<n>.partial`), which is fsynced,
+//! renamed onto the final name, and then the directory is fsynced. A reader
+//! therefore sees either no file or the complete file under a final name; a
+//! crash can leave only temp files behind, whose names never parse as an
+//! [`ArtifactId`], so they can never be returned as artifacts.
+//! [`Store::open`](super::Store::open) removes stale ones.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::StoreError;
+
+/// Prefix of in-progress artifact files.
+pub(crate) const TEMP_PREFIX: &str = ".tmp-";
+const TEMP_SUFFIX: &str = ".partial";
+const EXT: &str = ".wasm";
+
+/// The id of an artifact: the blake3 of its bytes, as 64 lowercase hex
+/// characters (the same string as `temper::Artifact::id`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ArtifactId(String);
+
+impl ArtifactId {
+    /// The id of `bytes`.
+    pub fn of(bytes: &[u8]) -> ArtifactId {
+        ArtifactId(blake3::hash(bytes).to_hex().to_string())
+    }
+
+    /// Parses a hex id; only 64 lowercase hex characters are accepted, so an
+    /// id can never name a path outside the artifact directory or a temp file.
+    pub fn from_hex(hex: &str) -> Result<ArtifactId, StoreError> {
+        if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            Ok(ArtifactId(hex.to_owned()))
+        } else {
+            Err(StoreError::InvalidArtifactId(hex.to_owned()))
+        }
+    }
+
+    /// The hex digest.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The artifact's file name, `<hex>.wasm`.
+    pub fn file_name(&self) -> String {
+        format!("{}{EXT}", self.0)
+    }
+}
+
+impl std::fmt::Display for ArtifactId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for ArtifactId {
+    type Error = StoreError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        ArtifactId::from_hex(&s)
+    }
+}
+
+impl From<ArtifactId> for String {
+    fn from(id: ArtifactId) -> String {
+        id.0
+    }
+}
+
+/// The artifact directory of a store.
+#[derive(Debug, Clone)]
+pub(crate) struct ArtifactDir {
+    dir: PathBuf,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl ArtifactDir {
+    pub(crate) fn open(dir: PathBuf) -> Result<ArtifactDir, StoreError> {
+        fs::create_dir_all(&dir).map_err(StoreError::io("open", &dir))?;
+        Ok(ArtifactDir { dir })
+    }
+
+    pub(crate) fn path(&self, id: &ArtifactId) -> PathBuf {
+        self.dir.join(id.file_name())
+    }
+
+    /// Fsyncs the directory so that a rename into it is durable.
+    fn sync_dir(&self, op: &'static str) -> Result<(), StoreError> {
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(StoreError::io(op, &self.dir))
+    }
+
+    /// Reads the artifact file and checks its hash; `Ok(None)` if absent.
+    fn read_verified(
+        &self,
+        op: &'static str,
+        id: &ArtifactId,
+    ) -> Result<Option<(File, Vec<u8>)>, StoreError> {
+        let path = self.path(id);
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(op, path)(e)),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(StoreError::io(op, &path))?;
+        let actual = ArtifactId::of(&bytes);
+        if &actual != id {
+            return Err(StoreError::Corrupt {
+                op,
+                id: id.clone(),
+                actual: actual.0,
+            });
+        }
+        Ok(Some((file, bytes)))
+    }
+
+    /// Writes `bytes` atomically and durably under its id. Idempotent: an
+    /// existing file with the right hash is kept (and fsynced again, in case
+    /// its writer died between rename and directory fsync); an existing file
+    /// with the wrong hash is replaced by the correct bytes.
+    pub(crate) fn put(&self, bytes: &[u8]) -> Result<ArtifactId, StoreError> {
+        const OP: &str = "put_artifact";
+        let id = ArtifactId::of(bytes);
+        match self.read_verified(OP, &id) {
+            Ok(Some((file, _))) => {
+                file.sync_all()
+                    .map_err(StoreError::io(OP, self.path(&id)))?;
+                self.sync_dir(OP)?;
+                return Ok(id);
+            }
+            Ok(None) | Err(StoreError::Corrupt { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = self.dir.join(format!(
+            "{TEMP_PREFIX}{}-{nanos}-{n}{TEMP_SUFFIX}",
+            std::process::id()
+        ));
+        let result = (|| {
+            let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            drop(file);
+            fs::rename(&tmp, self.path(&id))
+        })();
+        if let Err(e) = result {
+            let _ = fs::remove_file(&tmp);
+            return Err(StoreError::io(OP, tmp)(e));
+        }
+        self.sync_dir(OP)?;
+        Ok(id)
+    }
+
+    /// Reads an artifact, verifying its hash.
+    pub(crate) fn get(&self, id: &ArtifactId) -> Result<Vec<u8>, StoreError> {
+        const OP: &str = "get_artifact";
+        match self.read_verified(OP, id)? {
+            Some((_, bytes)) => Ok(bytes),
+            None => Err(StoreError::MissingArtifact {
+                op: OP,
+                id: id.clone(),
+            }),
+        }
+    }
+
+    /// Checks that the artifact exists with the right hash and makes it
+    /// durable (file and directory fsync) before a registry row may name it.
+    pub(crate) fn ensure_durable(
+        &self,
+        op: &'static str,
+        id: &ArtifactId,
+    ) -> Result<(), StoreError> {
+        match self.read_verified(op, id)? {
+            Some((file, _)) => {
+                file.sync_all().map_err(StoreError::io(op, self.path(id)))?;
+                self.sync_dir(op)
+            }
+            None => Err(StoreError::MissingArtifact { op, id: id.clone() }),
+        }
+    }
+
+    /// The ids of all artifact files (temp files and foreign names excluded).
+    pub(crate) fn list(&self) -> Result<Vec<ArtifactId>, StoreError> {
+        const OP: &str = "artifact_ids";
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(StoreError::io(OP, &self.dir))? {
+            let entry = entry.map_err(StoreError::io(OP, &self.dir))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(hex) = name.strip_suffix(EXT)
+                && let Ok(id) = ArtifactId::from_hex(hex)
+            {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Removes temp files older than `min_age` (left by writers that died);
+    /// returns how many were removed. Younger ones may belong to a live
+    /// writer in another process and are kept.
+    pub(crate) fn remove_stale_temps(&self, min_age: Duration) -> Result<usize, StoreError> {
+        const OP: &str = "open";
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for entry in fs::read_dir(&self.dir).map_err(StoreError::io(OP, &self.dir))? {
+            let entry = entry.map_err(StoreError::io(OP, &self.dir))?;
+            let name = entry.file_name();
+            if !name.to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX)) {
+                continue;
+            }
+            let age = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .unwrap_or(Duration::ZERO);
+            if age >= min_age {
+                match fs::remove_file(entry.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io(OP, entry.path())(e)),
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
