@@ -263,6 +263,42 @@ async fn fetch_caps_slow_and_oversized_responses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_caps_redirect_loops_request_bodies_and_header_counts() {
+    let server = TestServer::start().await;
+    let port = server.port();
+    let rt = runtime(net_policy(port, true), Limits::default(), with_overrides());
+    let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
+    let base = format!("http://api.example.test:{port}");
+    // A redirect loop stops at the policy's limit (default 5 hops).
+    let out = call_json(&rt, &tool, json!({"url": format!("{base}/loop")})).await;
+    assert_eq!(out["error"], "too many redirects (limit 5)", "{out}");
+    let hops = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/loop")
+        .count();
+    assert_eq!(hops, 6, "the first request and five redirects");
+    // A request body over the cap (1 MiB) is refused before anything is sent.
+    let before = server.requests().len();
+    let source = "async function execute(input) {\n  try { await fetch(input.url, { method: 'POST', body: 'x'.repeat(input.n) }); return { sent: true }; }\n  catch (e) { return { error: e.message }; }\n}";
+    let poster = granted_tool(&rt, source, &["fetch"]).await;
+    let out = call_json(
+        &rt,
+        &poster,
+        json!({"url": format!("{base}/echo"), "n": (1 << 20) + 1}),
+    )
+    .await;
+    assert_eq!(out["error"], "request body over 1048576 bytes", "{out}");
+    assert_eq!(server.requests().len(), before);
+    // More response headers than the cap (64) is an error, not a truncation.
+    let out = call_json(&rt, &tool, json!({"url": format!("{base}/many-headers")})).await;
+    assert_eq!(
+        out["error"], "too many response headers (limit 64)",
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_refuses_names_resolving_to_private_addresses_without_the_switch() {
     let server = TestServer::start().await;
     let port = server.port();

@@ -187,6 +187,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             "/redirect-2" => redirect(format!("http://a.cdn.example.test:{port}/json")),
             "/redirect-evil" => redirect(format!("http://evil.test:{port}/json")),
             "/redirect-ip" => redirect(format!("http://127.0.0.1:{port}/json")),
+            "/loop" => redirect(format!("http://api.example.test:{port}/loop")),
+            "/many-headers" => (
+                200,
+                "text/plain".into(),
+                b"ok".to_vec(),
+                Some("many-headers".into()),
+            ),
             "/slow" => {
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 json("{}")
@@ -218,8 +225,14 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             },
             payload.len()
         );
-        if let Some(location) = location {
-            response.push_str(&format!("location: {location}\r\n"));
+        match location.as_deref() {
+            Some("many-headers") => {
+                for i in 0..80 {
+                    response.push_str(&format!("x-h{i}: v\r\n"));
+                }
+            }
+            Some(location) => response.push_str(&format!("location: {location}\r\n")),
+            None => {}
         }
         response.push_str("\r\n");
         stream.write_all(response.as_bytes()).await?;
