@@ -515,6 +515,15 @@ async function execute(input) {
             "{path}: {out}"
         );
     }
+    // A file over the 16 MiB read cap is refused, not read into the sandbox.
+    let big = std::fs::File::create(data.join("big.bin")).unwrap();
+    big.set_len((16 << 20) + 1).unwrap();
+    let out = call_json(&rt, &tool, json!({"path": "/data/big.bin"})).await;
+    let error = out["sync"]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("read: {out}"));
+    assert!(error.starts_with("EFBIG"), "{error}");
+    std::fs::remove_file(data.join("big.bin")).unwrap();
     // No write API exists; no route to one either.
     let writes = r#"function execute() {
       // Reflect.get keeps the static check (which refuses fs writes by

@@ -237,6 +237,23 @@ async fn a_tool_without_execute_or_with_a_throwing_top_level_is_refused_at_build
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_over_the_size_limit_is_refused_before_anything_runs() {
+    let rt = runtime();
+    let limit = temper::runtime::MAX_SOURCE_BYTES;
+    let source = format!(
+        "function execute() {{ return 1; }}\n//{}",
+        "x".repeat(limit)
+    );
+    match rt.build(&source).await {
+        Err(BuildError::SourceTooLarge { actual, limit: l }) => {
+            assert_eq!(l, limit);
+            assert_eq!(actual, source.len());
+        }
+        other => panic!("expected SourceTooLarge, got {:?}", other.map(|a| a.id)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_json_input_is_rejected_clearly() {
     let rt = runtime();
     let artifact = rt.build("function execute(i) { return i; }").await.unwrap();

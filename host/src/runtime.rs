@@ -361,7 +361,19 @@ impl Runtime {
         Ok(store)
     }
 
-    async fn compile_prelude(&self, shim: &ShimRuntime) -> Result<Vec<u8>, BuildError> {
+    /// A fresh store with fixed clocks and random, and a shim instance in it:
+    /// what every build step (and the snapshot) runs in.
+    async fn shim_instance(
+        &self,
+        shim: &ShimRuntime,
+    ) -> Result<
+        (
+            Store<HostState>,
+            wasmtime::component::Instance,
+            crate::bindings::exports::temper::tool::shim::Guest,
+        ),
+        BuildError,
+    > {
         let mut store = self.new_store(Clocks::Fixed);
         let instance = shim
             .pre
@@ -372,6 +384,11 @@ impl Runtime {
             .shim
             .load(&mut store, &instance)
             .map_err(internal("instantiate shim"))?;
+        Ok((store, instance, exports))
+    }
+
+    async fn compile_prelude(&self, shim: &ShimRuntime) -> Result<Vec<u8>, BuildError> {
+        let (mut store, _instance, exports) = self.shim_instance(shim).await?;
         exports
             .call_compile_prelude(&mut store, shim::PRELUDE_JS)
             .await
@@ -397,16 +414,7 @@ impl Runtime {
 
         // Compile in a throw-away instance (the only place eval exists).
         let bytecode = {
-            let mut store = self.new_store(Clocks::Fixed);
-            let instance = shim
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(internal("instantiate shim"))?;
-            let exports = shim
-                .shim
-                .load(&mut store, &instance)
-                .map_err(internal("instantiate shim"))?;
+            let (mut store, _instance, exports) = self.shim_instance(shim).await?;
             match exports.call_compile(&mut store, source).await {
                 Ok(Ok(bytecode)) => bytecode,
                 Ok(Err(ToolError::Compile(js))) => return Err(BuildError::Compile(js.into())),
@@ -422,16 +430,7 @@ impl Runtime {
         };
 
         // Load (run the top level) and snapshot.
-        let mut store = self.new_store(Clocks::Fixed);
-        let instance = shim
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(internal("instantiate shim"))?;
-        let exports = shim
-            .shim
-            .load(&mut store, &instance)
-            .map_err(internal("instantiate shim"))?;
+        let (mut store, instance, exports) = self.shim_instance(shim).await?;
         match exports
             .call_load(&mut store, &shim.prelude, &bytecode)
             .await
