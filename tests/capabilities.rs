@@ -89,13 +89,41 @@ async function execute(input) {
   }
 }"#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fetch_plain_json_redirects_and_refusals() {
+/// The usual fetch setup: a test server, a runtime whose policy allows the
+/// test names on its port (with or without private addresses), the probe
+/// tool granted `fetch`, and the base URL.
+struct FetchSetup {
+    server: TestServer,
+    port: u16,
+    rt: Runtime,
+    tool: Tool,
+    base: String,
+}
+
+async fn fetch_setup(allow_private: bool, limits: Limits) -> FetchSetup {
     let server = TestServer::start().await;
     let port = server.port();
-    let rt = runtime(net_policy(port, true), Limits::default(), with_overrides());
+    let rt = runtime(net_policy(port, allow_private), limits, with_overrides());
     let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
-    let base = format!("http://api.example.test:{port}");
+    FetchSetup {
+        server,
+        port,
+        rt,
+        tool,
+        base: format!("http://api.example.test:{port}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_plain_json_redirects_and_refusals() {
+    let FetchSetup {
+        server,
+        port,
+        rt,
+        tool,
+        base,
+        ..
+    } = fetch_setup(true, Limits::default()).await;
 
     let out = call_json(&rt, &tool, json!({"url": format!("{base}/json")})).await;
     assert_eq!(out["status"], 200);
@@ -236,12 +264,18 @@ async function execute(input) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_caps_slow_and_oversized_responses() {
-    let server = TestServer::start().await;
-    let port = server.port();
-    let limits = Limits::default().with_timeout(Duration::from_millis(1500));
-    let rt = runtime(net_policy(port, true), limits, with_overrides());
-    let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
-    let base = format!("http://api.example.test:{port}");
+    let FetchSetup {
+        server: _server,
+        port: _,
+        rt,
+        tool,
+        base,
+        ..
+    } = fetch_setup(
+        true,
+        Limits::default().with_timeout(Duration::from_millis(1500)),
+    )
+    .await;
 
     let out = call_json(&rt, &tool, json!({"url": format!("{base}/big")})).await;
     assert_eq!(out["error"], "response body over 8 MiB", "{out}");
@@ -264,11 +298,14 @@ async fn fetch_caps_slow_and_oversized_responses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_caps_redirect_loops_request_bodies_and_header_counts() {
-    let server = TestServer::start().await;
-    let port = server.port();
-    let rt = runtime(net_policy(port, true), Limits::default(), with_overrides());
-    let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
-    let base = format!("http://api.example.test:{port}");
+    let FetchSetup {
+        server,
+        port: _,
+        rt,
+        tool,
+        base,
+        ..
+    } = fetch_setup(true, Limits::default()).await;
     // A redirect loop stops at the policy's limit (default 5 hops).
     let out = call_json(&rt, &tool, json!({"url": format!("{base}/loop")})).await;
     assert_eq!(out["error"], "too many redirects (limit 5)", "{out}");
@@ -300,10 +337,13 @@ async fn fetch_caps_redirect_loops_request_bodies_and_header_counts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_refuses_names_resolving_to_private_addresses_without_the_switch() {
-    let server = TestServer::start().await;
-    let port = server.port();
-    let rt = runtime(net_policy(port, false), Limits::default(), with_overrides());
-    let tool = granted_tool(&rt, FETCH_PROBE, &["fetch"]).await;
+    let FetchSetup {
+        server,
+        port,
+        rt,
+        tool,
+        ..
+    } = fetch_setup(false, Limits::default()).await;
     let out = call_json(
         &rt,
         &tool,
