@@ -432,7 +432,7 @@ async fn seed_check_http_status_works_as_written() {
         input: json!({"url": format!("http://api.example.test:{port}/status/200")}),
         expected_output: req.test_cases[0].expected_output.clone(),
     }];
-    let results = temper::testcase::run_cases(&rt, &tool, &cases).await;
+    let results = temper::testcase::run_cases(&rt, &tool, None, &cases).await;
     assert!(results[0].passed, "{:?}", results[0]);
     assert_eq!(results[0].output.as_ref().unwrap()["redirected"], false);
     let heads = server

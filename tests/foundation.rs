@@ -84,7 +84,7 @@ async fn seed_examples_pass_their_test_cases_through_the_library() {
             rt.tool(&artifact),
             rt.load(artifact.bytes.to_vec()).await.unwrap(),
         ] {
-            let results = temper::testcase::run_cases(&rt, &tool, &req.test_cases).await;
+            let results = temper::testcase::run_cases(&rt, &tool, None, &req.test_cases).await;
             assert_eq!(results.len(), req.test_cases.len());
             for r in &results {
                 assert!(r.passed, "{name} case {}: {:?}", r.index, r.failure);

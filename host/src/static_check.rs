@@ -39,7 +39,10 @@
 //! global (`function process() {}`, `this.process()` in a class) is reported,
 //! and computed lookups such as `globalThis['ev' + 'al']` are not.
 
+use std::collections::BTreeSet;
 use std::fmt;
+
+use crate::policy::Capability;
 
 /// One blocked API use found in the source.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -75,6 +78,17 @@ fn format_uses(uses: &[BlockedUse]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The capabilities `source` appears to use: a reference to the global
+/// `fetch` (fetch), `fs` (fs.readFile) or `crypto` (crypto), bare or through
+/// the global object (`globalThis.fetch`). The same scope-free reading as
+/// [`check`]: a local binding with one of these names counts as a use, and
+/// member names (`obj.fetch`), object keys and text never do. The forge's
+/// rules judge compares this with the tool's allowlist.
+pub fn used_capabilities(source: &str) -> BTreeSet<Capability> {
+    let tokens = Lexer::new(source).run();
+    Checker::new(&tokens).scan().1
 }
 
 /// Checks `source` for blocked API uses.
@@ -623,6 +637,8 @@ struct Checker<'t> {
     /// The token ends an expression that is the global `fs`.
     fs_obj: Vec<bool>,
     uses: Vec<BlockedUse>,
+    /// Capability globals referenced (`fetch`, `fs`, `crypto`).
+    used: BTreeSet<Capability>,
 }
 
 impl<'t> Checker<'t> {
@@ -664,6 +680,7 @@ impl<'t> Checker<'t> {
             global_obj: vec![false; n],
             fs_obj: vec![false; n],
             uses: Vec::new(),
+            used: BTreeSet::new(),
         }
     }
 
@@ -689,7 +706,12 @@ impl<'t> Checker<'t> {
         });
     }
 
-    fn run(mut self) -> Vec<BlockedUse> {
+    fn run(self) -> Vec<BlockedUse> {
+        self.scan().0
+    }
+
+    /// Walks every token once: the blocked uses and the capabilities used.
+    fn scan(mut self) -> (Vec<BlockedUse>, BTreeSet<Capability>) {
         for i in 0..self.tokens.len() {
             let t = &self.tokens[i];
             match t.kind {
@@ -703,7 +725,7 @@ impl<'t> Checker<'t> {
                 _ => {}
             }
         }
-        self.uses
+        (self.uses, self.used)
     }
 
     fn ident(&mut self, i: usize) {
@@ -759,6 +781,12 @@ impl<'t> Checker<'t> {
         if name == "fs" {
             self.fs_obj[end] = true;
         }
+        match name {
+            "fetch" => self.used.insert(Capability::Fetch),
+            "fs" => self.used.insert(Capability::FsReadFile),
+            "crypto" => self.used.insert(Capability::Crypto),
+            _ => false,
+        };
     }
 
     fn fs_member(&mut self, name: &str, at: usize) {
@@ -1226,5 +1254,21 @@ mod tests {
 
         let nested = "`${".repeat(100_000);
         let _ = check(&nested);
+    }
+
+    #[test]
+    fn used_capabilities_reads_global_references_only() {
+        use crate::policy::Capability::*;
+        let used = |src: &str| used_capabilities(src).into_iter().collect::<Vec<_>>();
+        assert_eq!(used("async function execute(i) { return (await fetch(i.url)).status; }"), [Fetch]);
+        assert_eq!(used("function execute(i) { return fs.readFileSync('/data/a.txt', 'utf8'); }"), [FsReadFile]);
+        assert_eq!(used("function execute() { return crypto.randomUUID(); }"), [Crypto]);
+        assert_eq!(used("const f = globalThis.fetch; const h = globalThis['crypto'];"), [Fetch, Crypto]);
+        assert_eq!(
+            used("const c = crypto; fetch('x'); fs.promises;"),
+            [Fetch, FsReadFile, Crypto]
+        );
+        // Members, keys, text and comments are not uses.
+        assert!(used("// fetch(x)\nconst o = { fetch: 1, crypto() {} }; o.fetch; 'fs'; `crypto`").is_empty());
     }
 }

@@ -8,6 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::forge::schema::ToolSchemas;
 use crate::request::TestCase;
 use crate::runtime::{Runtime, Tool};
 
@@ -73,13 +74,16 @@ fn matches_at(path: &str, expected: &Value, actual: &Value) -> Result<(), Mismat
 }
 
 /// The outcome of one test case.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TestResult {
-    /// The case's index in the request.
+pub struct CaseResult {
+    /// The case's index in the request (0-based).
     pub index: usize,
-    /// Whether it passed.
+    /// Whether it passed: the input matched `inputSchema`, the call
+    /// succeeded, the output matched `outputSchema` and `expectedOutput`.
     pub passed: bool,
+    /// The input the tool was called with.
+    pub input: Value,
     /// The output, when the call succeeded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
@@ -88,42 +92,61 @@ pub struct TestResult {
     pub failure: Option<String>,
 }
 
-/// Runs every case against `tool`, each call isolated and under the limits.
-pub async fn run_cases(runtime: &Runtime, tool: &Tool, cases: &[TestCase]) -> Vec<TestResult> {
+/// Runs every case against `tool`, each call isolated and under the limits
+/// and grants of `tool`. With `schemas`, each input is checked against
+/// `inputSchema` first (a mismatch fails the case without calling the tool)
+/// and each output against `outputSchema`; then the output is compared with
+/// `expectedOutput` when given ([`output_matches`]).
+pub async fn run_cases(
+    runtime: &Runtime,
+    tool: &Tool,
+    schemas: Option<&ToolSchemas>,
+    cases: &[TestCase],
+) -> Vec<CaseResult> {
     let mut results = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
-        let result = match runtime.call(tool, &case.input.to_string()).await {
-            Err(failure) => TestResult {
-                index,
-                passed: false,
-                output: None,
-                failure: Some(failure.to_string()),
-            },
-            Ok(out) => match serde_json::from_str::<Value>(&out.output) {
-                Err(e) => TestResult {
-                    index,
-                    passed: false,
-                    output: None,
-                    failure: Some(format!("output is not JSON: {e}")),
-                },
-                Ok(output) => {
-                    let failure = case
-                        .expected_output
-                        .as_ref()
-                        .and_then(|exp| output_matches(exp, &output).err())
-                        .map(|m| m.to_string());
-                    TestResult {
-                        index,
-                        passed: failure.is_none(),
-                        output: Some(output),
-                        failure,
-                    }
-                }
-            },
-        };
-        results.push(result);
+        let (output, failure) = run_case(runtime, tool, schemas, case).await;
+        results.push(CaseResult {
+            index,
+            passed: failure.is_none(),
+            input: case.input.clone(),
+            output,
+            failure,
+        });
     }
     results
+}
+
+async fn run_case(
+    runtime: &Runtime,
+    tool: &Tool,
+    schemas: Option<&ToolSchemas>,
+    case: &TestCase,
+) -> (Option<Value>, Option<String>) {
+    if let Some(schemas) = schemas
+        && let Err(mismatch) = schemas.input.check(&case.input)
+    {
+        return (None, Some(format!("input {mismatch}")));
+    }
+    let out = match runtime.call(tool, &case.input.to_string()).await {
+        Err(failure) => return (None, Some(failure.to_string())),
+        Ok(out) => out,
+    };
+    let output = match serde_json::from_str::<Value>(&out.output) {
+        Err(e) => return (None, Some(format!("output is not JSON: {e}"))),
+        Ok(v) => v,
+    };
+    if let Some(schemas) = schemas
+        && let Err(mismatch) = schemas.output.check(&output)
+    {
+        return (Some(output), Some(format!("output {mismatch}")));
+    }
+    let failure = case
+        .expected_output
+        .as_ref()
+        .and_then(|exp| output_matches(exp, &output).err())
+        .map(|m| format!("output differs from expectedOutput {m}"));
+    (Some(output), failure)
 }
 
 #[cfg(test)]

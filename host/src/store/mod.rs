@@ -121,7 +121,7 @@ pub struct ToolRecord {
     pub tier: Tier,
     /// Its component artifact; must already be in the store.
     pub artifact: ArtifactId,
-    /// Schemas, allowlist, test cases, `source_blake3`, optional source.
+    /// Schemas, allowlist, test cases, `sourceBlake3`, optional source.
     pub manifest: Value,
     /// The seq of its registration audit entry; assigned by
     /// [`Store::register`] (the value passed in is ignored).
@@ -384,6 +384,26 @@ impl Store {
     /// [`StoreError::Invalid`] for [`Tier::Session`] or an agent-tier record
     /// without `agent_id`.
     pub fn register(&self, record: ToolRecord) -> Result<ToolRecord, StoreError> {
+        self.register_with(record, None)
+    }
+
+    /// [`Store::register`] for a tool promoted from the session tier: a
+    /// `promotion` audit entry with `payload` (the panel's verdicts) is
+    /// appended in the same transaction, before the registration entry, so
+    /// the trail never shows one without the other.
+    pub fn register_promoted(
+        &self,
+        record: ToolRecord,
+        payload: &Value,
+    ) -> Result<ToolRecord, StoreError> {
+        self.register_with(record, Some((AuditKind::Promotion, payload)))
+    }
+
+    fn register_with(
+        &self,
+        record: ToolRecord,
+        first: Option<(AuditKind, &Value)>,
+    ) -> Result<ToolRecord, StoreError> {
         const OP: &str = "register";
         let owner = match (record.tier, &record.agent_id) {
             (Tier::Session, _) => {
@@ -409,9 +429,12 @@ impl Store {
             "artifact": record.artifact.as_str(),
             "session_id": record.session_id,
             "manifest_blake3": blake3::hash(manifest.as_bytes()).to_hex().as_str(),
-            "source_blake3": record.manifest.get("source_blake3"),
+            "source_blake3": record.manifest.get("sourceBlake3"),
         });
         self.write(OP, |tx| {
+            if let Some((kind, payload)) = first {
+                audit::append_in_tx(tx, OP, kind, &record.name, record.agent_id.as_deref(), payload)?;
+            }
             let entry = audit::append_in_tx(
                 tx,
                 OP,
@@ -530,6 +553,29 @@ impl Store {
         agent: &str,
         to_tier: Tier,
     ) -> Result<ToolRecord, StoreError> {
+        self.promote_with(name, agent, to_tier, None)
+    }
+
+    /// Records a human approval (`approval` audit entry with `payload`) and
+    /// promotes `agent`'s tool `name` to the shared tier, in one
+    /// transaction: an approval without its promotion (or the reverse) is
+    /// never committed.
+    pub fn approve_and_promote(
+        &self,
+        name: &str,
+        agent: &str,
+        payload: &Value,
+    ) -> Result<ToolRecord, StoreError> {
+        self.promote_with(name, agent, Tier::Shared, Some(payload))
+    }
+
+    fn promote_with(
+        &self,
+        name: &str,
+        agent: &str,
+        to_tier: Tier,
+        approval: Option<&Value>,
+    ) -> Result<ToolRecord, StoreError> {
         const OP: &str = "promote";
         if to_tier != Tier::Shared {
             return Err(StoreError::Invalid {
@@ -551,6 +597,9 @@ impl Store {
                 .optional()
                 .map_err(StoreError::sqlite(OP))?
                 .ok_or_else(|| not_found(OP, name, agent))?;
+            if let Some(payload) = approval {
+                audit::append_in_tx(tx, OP, AuditKind::Approval, name, Some(agent), payload)?;
+            }
             tx.execute("UPDATE tools SET tier = 'shared', owner = '' WHERE id = ?1", [row.id])
                 .map_err(|e| {
                     if is_unique_violation(&e) {

@@ -35,7 +35,7 @@ fn record(name: &str, agent: Option<&str>, tier: Tier, artifact: &ArtifactId) ->
             "input_schema": {"type": "object"},
             "allowlist": ["api.example.com"],
             "tests": [{"input": {"a": 1}, "expect": {"b": 2}}],
-            "source_blake3": "ab".repeat(32),
+            "sourceBlake3": "ab".repeat(32),
         }),
         created_seq: 0,
     }

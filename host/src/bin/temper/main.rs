@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod registry;
+
 use clap::{Args, Parser, Subcommand};
+use registry::{JudgeArgs, Registry};
 use temper::policy::HostPolicy;
 use temper::{Limits, Runtime};
 
@@ -48,6 +51,119 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Forge a tool: validate, build, test, judge, register (session tier).
+    Forge {
+        /// A forge request (JSON, the `forge_tool` shape).
+        request: PathBuf,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        judge: JudgeArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// List the tools the agent and session can call.
+    Tools {
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Call a registered tool (its grants ∩ the host policy, its limits).
+    Call {
+        /// The tool's name.
+        name: String,
+        /// The JSON input.
+        #[arg(long, default_value = "{}")]
+        input: String,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// A tool's call statistics.
+    Stats {
+        /// The tool's name.
+        name: String,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Promote a session tool to the agent tier (uses, confidence, panel).
+    Promote {
+        /// The tool's name.
+        name: String,
+        /// The tool's source, when it was not kept (checked by blake3).
+        #[arg(long, value_name = "FILE")]
+        source: Option<PathBuf>,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        judge: JudgeArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Approve an agent-tier tool for every agent (shared tier).
+    Approve {
+        /// The tool's name.
+        name: String,
+        /// Who approves (recorded in the audit trail).
+        #[arg(long, value_name = "PERSON")]
+        by: String,
+        /// Why (recorded in the audit trail).
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The provenance audit trail.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Session management.
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check the hash chain: any edited, removed or reordered entry fails.
+    Verify {
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Print entries.
+    Log {
+        /// Only entries after this seq.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+        /// At most this many entries.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionCommand {
+    /// End the session: discard its tools (audited as deletions).
+    End {
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Args)]
@@ -84,7 +200,7 @@ struct Common {
 }
 
 impl Common {
-    fn policy(&self) -> Result<HostPolicy, String> {
+    pub(crate) fn policy(&self) -> Result<HostPolicy, String> {
         let mut policy = match &self.policy {
             Some(path) => HostPolicy::from_file(path).map_err(|e| e.to_string())?,
             None => HostPolicy::deny_all(),
@@ -101,7 +217,7 @@ impl Common {
         Ok(policy)
     }
 
-    fn runtime(&self) -> Result<Runtime, String> {
+    pub(crate) fn runtime(&self) -> Result<Runtime, String> {
         let policy = self.policy()?;
         let from_policy = &policy.limits;
         let defaults = Limits::default();
@@ -204,7 +320,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             let tool = runtime
                 .grant(&runtime.tool(&artifact), allowlist)
                 .map_err(|e| format!("{}: {e}", req.name))?;
-            let results = temper::testcase::run_cases(&runtime, &tool, &req.test_cases).await;
+            let schemas =
+                temper::forge::schema::ToolSchemas::compile(&req.input_schema, &req.output_schema)
+                    .map_err(|e| format!("{}: {e}", req.name))?;
+            let results =
+                temper::testcase::run_cases(&runtime, &tool, Some(&schemas), &req.test_cases).await;
             let passed = results.iter().filter(|r| r.passed).count();
             let failed = results.len() - passed;
             if common.json {
@@ -243,6 +363,53 @@ async fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Forge {
+            request,
+            registry,
+            judge,
+            common,
+        } => registry::forge(&request, &registry, &judge, &common).await,
+        Command::Tools { registry, common } => registry::tools(&registry, &common),
+        Command::Call {
+            name,
+            input,
+            registry,
+            common,
+        } => registry::call(&name, &input, &registry, &common).await,
+        Command::Stats {
+            name,
+            registry,
+            common,
+        } => registry::stats(&name, &registry, &common),
+        Command::Promote {
+            name,
+            source,
+            registry,
+            judge,
+            common,
+        } => registry::promote(&name, source.as_deref(), &registry, &judge, &common).await,
+        Command::Approve {
+            name,
+            by,
+            note,
+            registry,
+            common,
+        } => registry::approve(&name, &by, note.as_deref(), &registry, &common),
+        Command::Audit {
+            command: AuditCommand::Verify { registry, common },
+        } => registry::audit_verify(&registry, &common),
+        Command::Audit {
+            command:
+                AuditCommand::Log {
+                    after,
+                    limit,
+                    registry,
+                    common,
+                },
+        } => registry::audit_log(after, limit, &registry, &common),
+        Command::Session {
+            command: SessionCommand::End { registry, common },
+        } => registry::session_end(&registry, &common),
         Command::Run {
             tool,
             input,
@@ -304,11 +471,11 @@ async fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-fn read_source(path: &PathBuf) -> Result<String, String> {
+fn read_source(path: &std::path::Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-fn write_atomically(path: &PathBuf, bytes: &[u8]) -> Result<(), String> {
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

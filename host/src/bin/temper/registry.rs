@@ -1,0 +1,452 @@
+//! The registry commands: `forge`, `tools`, `call`, `stats`, `promote`,
+//! `approve`, `audit`, `session end`. They open the store, build a
+//! [`Forge`] engine, and keep the CLI's session tier in
+//! `STORE/sessions/` between invocations (see [`SessionFile`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+use temper::forge::judge::{Judge, LlmJudge, LlmJudgeConfig, NoJudge, ReviewFocus, RulesJudge};
+use temper::forge::session::SessionSnapshot;
+use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeResult, ToolInfo};
+use temper::store::Store;
+
+use crate::Common;
+
+/// Where the registry lives and who is asking.
+#[derive(Args)]
+pub struct Registry {
+    /// Store directory (default: the platform data dir, e.g.
+    /// ~/.local/share/temper).
+    #[arg(long, env = "TEMPER_STORE", value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// The agent acting.
+    #[arg(long, env = "TEMPER_AGENT", default_value = "default")]
+    agent: String,
+    /// The session (its tools last until `temper session end`).
+    #[arg(long, env = "TEMPER_SESSION", default_value = "default")]
+    session: String,
+    /// Forge settings as JSON with the seed's `emergentConfig` names
+    /// (maxSessionTools, maxAgentTools, promotionThreshold,
+    /// persistSandboxSource).
+    #[arg(long, value_name = "FILE")]
+    forge_config: Option<PathBuf>,
+}
+
+/// Which judge reviews forges and promotions.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum JudgeKind {
+    /// No judge: every forge and promotion is rejected (fail closed).
+    None,
+    /// The offline rules judge.
+    Rules,
+    /// An OpenAI-compatible chat-completions endpoint.
+    Llm,
+}
+
+/// Judge selection.
+#[derive(Args)]
+pub struct JudgeArgs {
+    /// The judge (default none: every forge is rejected).
+    #[arg(long, value_enum, env = "TEMPER_JUDGE", default_value = "none")]
+    judge: JudgeKind,
+    /// Base URL of the chat-completions API (`--judge llm`), e.g.
+    /// http://127.0.0.1:8080/v1. The key is read from $TEMPER_JUDGE_API_KEY.
+    #[arg(long, env = "TEMPER_JUDGE_URL")]
+    judge_url: Option<String>,
+    /// Model name (`--judge llm`).
+    #[arg(long, env = "TEMPER_JUDGE_MODEL")]
+    judge_model: Option<String>,
+    /// Limit per review, in milliseconds (`--judge llm`, default 30000).
+    #[arg(long)]
+    judge_timeout_ms: Option<u64>,
+}
+
+fn rules_judge() -> RulesJudge {
+    RulesJudge::new(|src| temper::static_check::check(src).map_err(|e| e.to_string()))
+}
+
+impl JudgeArgs {
+    /// (creation judge, safety reviewer, correctness reviewer).
+    #[allow(clippy::type_complexity)]
+    fn judges(&self) -> Result<(Arc<dyn Judge>, Arc<dyn Judge>, Arc<dyn Judge>), String> {
+        Ok(match self.judge {
+            JudgeKind::None => (Arc::new(NoJudge), Arc::new(NoJudge), Arc::new(NoJudge)),
+            JudgeKind::Rules => {
+                let j: Arc<dyn Judge> = Arc::new(rules_judge());
+                (j.clone(), j.clone(), j)
+            }
+            JudgeKind::Llm => {
+                let url = self
+                    .judge_url
+                    .clone()
+                    .ok_or("--judge llm needs --judge-url (or $TEMPER_JUDGE_URL)")?;
+                let model = self
+                    .judge_model
+                    .clone()
+                    .ok_or("--judge llm needs --judge-model (or $TEMPER_JUDGE_MODEL)")?;
+                let mut cfg = LlmJudgeConfig::new(url, model);
+                if let Some(ms) = self.judge_timeout_ms {
+                    cfg.timeout = Duration::from_millis(ms);
+                }
+                let make = |focus| {
+                    LlmJudge::new(cfg.clone())
+                        .map(|j| Arc::new(j.with_focus(focus)) as Arc<dyn Judge>)
+                        .map_err(|e| e.to_string())
+                };
+                (
+                    make(ReviewFocus::Creation)?,
+                    make(ReviewFocus::Safety)?,
+                    make(ReviewFocus::Correctness)?,
+                )
+            }
+        })
+    }
+}
+
+/// The CLI's session tier on disk: `STORE/sessions/<blake3(agent, session)>.json`,
+/// written atomically. Holds source only under `persistSandboxSource`.
+struct SessionFile {
+    path: PathBuf,
+}
+
+impl SessionFile {
+    fn new(store: &Path, ctx: &ForgeContext) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(ctx.agent_id.as_bytes());
+        h.update(b"\0");
+        h.update(ctx.session_id.as_bytes());
+        let name = format!("{}.json", &h.finalize().to_hex()[..32]);
+        Self {
+            path: store.join("sessions").join(name),
+        }
+    }
+
+    fn load(&self, forge: &Forge) -> Result<(), String> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+        };
+        let snapshot: SessionSnapshot = serde_json::from_str(&text)
+            .map_err(|e| format!("session file {} is damaged: {e}", self.path.display()))?;
+        forge.restore_session(snapshot).map_err(|e| e.to_string())
+    }
+
+    fn save(&self, forge: &Forge, ctx: &ForgeContext) -> Result<(), String> {
+        let snapshot = forge.snapshot_session(ctx);
+        if snapshot.tools.is_empty() {
+            return self.remove();
+        }
+        let text = serde_json::to_vec(&snapshot).map_err(|e| e.to_string())?;
+        let dir = self.path.parent().expect("has a parent");
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        crate::write_atomically(&self.path, &text)
+    }
+
+    fn remove(&self) -> Result<(), String> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(format!("cannot remove {}: {e}", self.path.display())),
+        }
+    }
+}
+
+/// An opened registry: the engine, the context and the session file.
+pub struct Opened {
+    pub forge: Forge,
+    pub ctx: ForgeContext,
+    session: SessionFile,
+}
+
+impl Opened {
+    /// Opens the store, builds the engine (with the judges, if given) and
+    /// restores the session tier.
+    pub fn open(
+        registry: &Registry,
+        common: &Common,
+        judges: Option<&JudgeArgs>,
+    ) -> Result<Self, String> {
+        let dir = match &registry.store {
+            Some(d) => d.clone(),
+            None => dirs::data_dir()
+                .ok_or("no platform data directory: pass --store DIR")?
+                .join("temper"),
+        };
+        let store = Store::open(&dir).map_err(|e| e.to_string())?;
+        let config = match &registry.forge_config {
+            None => ForgeConfig::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                serde_json::from_str(&text)
+                    .map_err(|e| format!("{}: bad forge config: {e}", path.display()))?
+            }
+        };
+        let runtime = common.runtime()?;
+        let mut builder = Forge::builder(runtime, Arc::new(store)).config(config);
+        if let Some(j) = judges {
+            let (creation, safety, correctness) = j.judges()?;
+            builder = builder.judge(creation).panel(safety, correctness);
+        }
+        let forge = builder.build();
+        let ctx = ForgeContext::new(registry.agent.clone(), registry.session.clone());
+        let session = SessionFile::new(&dir, &ctx);
+        session.load(&forge)?;
+        Ok(Self { forge, ctx, session })
+    }
+
+    /// Writes the session tier back.
+    pub fn save(&self) -> Result<(), String> {
+        self.session.save(&self.forge, &self.ctx)
+    }
+}
+
+fn print_tool_line(t: &ToolInfo) {
+    let caps = if t.allowlist.is_empty() {
+        "-".to_string()
+    } else {
+        t.allowlist.join(",")
+    };
+    println!(
+        "{:<28} {:<8} {}  caps {:<20} {}",
+        t.name,
+        t.tier.as_str(),
+        &t.id[..12],
+        caps,
+        t.description
+    );
+}
+
+/// `temper forge REQUEST`.
+pub async fn forge(
+    request: &Path,
+    registry: &Registry,
+    judge: &JudgeArgs,
+    common: &Common,
+) -> Result<(), String> {
+    let opened = Opened::open(registry, common, Some(judge))?;
+    let text = crate::read_source(request)?;
+    let outcome = opened.forge.forge_json(&text, &opened.ctx).await;
+    if outcome.is_ok() {
+        opened.save()?;
+    }
+    let result = ForgeResult::from(&outcome);
+    if common.json {
+        println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
+    } else {
+        match &outcome {
+            Ok(f) => {
+                println!(
+                    "forged {} into session {:?} of agent {:?}",
+                    f.tool.name, opened.ctx.session_id, opened.ctx.agent_id
+                );
+                println!("  id       {}", f.tool.id);
+                println!(
+                    "  verdict  approved by {} (safety {:.2}, correctness {:.2}, determinism {:.2}, confidence {:.2})",
+                    f.verdict.judge,
+                    f.verdict.safety,
+                    f.verdict.correctness,
+                    f.verdict.determinism,
+                    f.verdict.confidence
+                );
+                println!("  tests    {} passed", f.test_results.len());
+            }
+            Err(e) => {
+                for r in result.test_results.iter().filter(|r| !r.passed) {
+                    eprintln!("  case {}: {}", r.index, r.failure.as_deref().unwrap_or("failed"));
+                }
+                let _ = e;
+            }
+        }
+    }
+    outcome.map(|_| ()).map_err(|e| format!("forge refused at the {} stage: {e}", e.stage()))
+}
+
+/// `temper tools`.
+pub fn tools(registry: &Registry, common: &Common) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    let tools = opened.forge.visible_tools(&opened.ctx).map_err(|e| e.to_string())?;
+    if common.json {
+        println!("{}", json!({ "tools": tools }));
+    } else if tools.is_empty() {
+        println!("no tools for agent {:?} in session {:?}", opened.ctx.agent_id, opened.ctx.session_id);
+    } else {
+        for t in &tools {
+            print_tool_line(t);
+        }
+    }
+    Ok(())
+}
+
+/// `temper call NAME --input JSON`.
+pub async fn call(
+    name: &str,
+    input: &str,
+    registry: &Registry,
+    common: &Common,
+) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    let input: Value =
+        serde_json::from_str(input).map_err(|e| format!("--input is not valid JSON: {e}"))?;
+    let outcome = opened.forge.invoke(name, &input, &opened.ctx).await;
+    opened.save()?;
+    match &outcome {
+        Ok(inv) => {
+            if common.json {
+                println!(
+                    "{}",
+                    json!({"ok": true, "output": inv.output, "logs": inv.logs, "tier": inv.tier, "id": inv.tool_id, "latencyMs": inv.latency_ms})
+                );
+            } else {
+                for line in &inv.logs {
+                    eprintln!("[console.{}] {}", line.level, line.message);
+                }
+                println!("{}", inv.output);
+            }
+        }
+        Err(e) => {
+            if common.json {
+                println!("{}", json!({"ok": false, "error": e.to_string()}));
+            }
+        }
+    }
+    outcome.map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// `temper stats NAME`.
+pub fn stats(name: &str, registry: &Registry, common: &Common) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    let s = opened.forge.tool_stats(name, &opened.ctx).map_err(|e| e.to_string())?;
+    if common.json {
+        println!(
+            "{}",
+            json!({"name": name, "totalCalls": s.total_calls, "successes": s.successes, "successRate": s.success_rate, "avgLatencyMs": s.avg_latency_ms, "p95LatencyMs": s.p95_latency_ms})
+        );
+    } else {
+        println!(
+            "{name}: {} calls, {:.1}% success, avg {:.2} ms, p95 {:.2} ms",
+            s.total_calls,
+            s.success_rate * 100.0,
+            s.avg_latency_ms,
+            s.p95_latency_ms
+        );
+    }
+    Ok(())
+}
+
+/// `temper promote NAME`.
+pub async fn promote(
+    name: &str,
+    source: Option<&Path>,
+    registry: &Registry,
+    judge: &JudgeArgs,
+    common: &Common,
+) -> Result<(), String> {
+    let opened = Opened::open(registry, common, Some(judge))?;
+    let source = source.map(crate::read_source).transpose()?;
+    let outcome = opened
+        .forge
+        .promote(name, &opened.ctx, source.as_deref())
+        .await;
+    opened.save()?;
+    let t = outcome.map_err(|e| e.to_string())?;
+    if common.json {
+        println!("{}", json!({"ok": true, "tool": t}));
+    } else {
+        println!("promoted {} to the agent tier of {:?}", t.name, opened.ctx.agent_id);
+    }
+    Ok(())
+}
+
+/// `temper approve NAME --by PERSON`.
+pub fn approve(
+    name: &str,
+    by: &str,
+    note: Option<&str>,
+    registry: &Registry,
+    common: &Common,
+) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    let t = opened
+        .forge
+        .approve(name, &opened.ctx.agent_id, by, note)
+        .map_err(|e| e.to_string())?;
+    if common.json {
+        println!("{}", json!({"ok": true, "tool": t}));
+    } else {
+        println!("approved by {by}: {} is now shared", t.name);
+    }
+    Ok(())
+}
+
+/// `temper audit verify`.
+pub fn audit_verify(registry: &Registry, common: &Common) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    match opened.forge.store().verify_audit() {
+        Ok(report) => {
+            if common.json {
+                println!("{}", json!({"ok": true, "entries": report.entries, "headHash": report.head_hash}));
+            } else {
+                println!("audit chain intact: {} entries, head {}", report.entries, report.head_hash);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            if common.json {
+                println!("{}", json!({"ok": false, "error": e.to_string()}));
+            }
+            Err(e.to_string())
+        }
+    }
+}
+
+/// `temper audit log`.
+pub fn audit_log(
+    after: i64,
+    limit: usize,
+    registry: &Registry,
+    common: &Common,
+) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    let entries = opened
+        .forge
+        .store()
+        .audit_entries(after, limit)
+        .map_err(|e| e.to_string())?;
+    if common.json {
+        println!("{}", json!({ "entries": entries }));
+    } else {
+        for e in &entries {
+            println!(
+                "{:>6}  {:<18} {:<24} {}  {}",
+                e.seq,
+                e.kind.as_str(),
+                e.subject,
+                e.agent.as_deref().unwrap_or("-"),
+                e.payload
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `temper session end`.
+pub fn session_end(registry: &Registry, common: &Common) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    let n = opened
+        .forge
+        .cleanup_session(&opened.ctx)
+        .map_err(|e| e.to_string())?;
+    opened.session.remove()?;
+    if common.json {
+        println!("{}", json!({"ok": true, "discarded": n}));
+    } else {
+        println!("session {:?} ended: {n} tool(s) discarded", opened.ctx.session_id);
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! The forge's own settings: tool-count limits, promotion thresholds and
+//! source persistence. Field names follow the seed's `emergentConfig`
+//! (`maxSessionTools`, `maxAgentTools`, `promotionThreshold`,
+//! `persistSandboxSource`), so the same JSON (or TOML) configures both.
+
+use serde::{Deserialize, Serialize};
+
+/// Default `maxSessionTools`.
+pub const DEFAULT_MAX_SESSION_TOOLS: usize = 10;
+/// Default `maxAgentTools`.
+pub const DEFAULT_MAX_AGENT_TOOLS: usize = 50;
+/// Default `promotionThreshold.uses`.
+pub const DEFAULT_PROMOTION_USES: u64 = 5;
+/// Default `promotionThreshold.confidence` (strictly greater is required).
+pub const DEFAULT_PROMOTION_CONFIDENCE: f64 = 0.8;
+/// Longest tool name accepted.
+pub const MAX_NAME_LEN: usize = 64;
+/// Longest description accepted, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 4096;
+/// Most test cases a request may carry.
+pub const MAX_TEST_CASES: usize = 64;
+
+/// What session → agent promotion requires (besides an approving panel).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromotionThreshold {
+    /// Minimum successful invocations in the session tier.
+    #[serde(default = "default_uses")]
+    pub uses: u64,
+    /// The forge verdict's confidence must be strictly greater than this.
+    #[serde(default = "default_confidence")]
+    pub confidence: f64,
+}
+
+fn default_uses() -> u64 {
+    DEFAULT_PROMOTION_USES
+}
+fn default_confidence() -> f64 {
+    DEFAULT_PROMOTION_CONFIDENCE
+}
+
+impl Default for PromotionThreshold {
+    fn default() -> Self {
+        Self {
+            uses: DEFAULT_PROMOTION_USES,
+            confidence: DEFAULT_PROMOTION_CONFIDENCE,
+        }
+    }
+}
+
+/// The forge's configuration. [`Default`] gives the documented defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForgeConfig {
+    /// Most tools one session may hold (default 10).
+    #[serde(default = "default_max_session")]
+    pub max_session_tools: usize,
+    /// Most agent-tier tools one agent may own (default 50).
+    #[serde(default = "default_max_agent")]
+    pub max_agent_tools: usize,
+    /// Session → agent promotion thresholds.
+    #[serde(default)]
+    pub promotion_threshold: PromotionThreshold,
+    /// Keep raw sandbox source in the registry (default false: only its
+    /// blake3 is recorded, the artifact holds bytecode).
+    #[serde(default)]
+    pub persist_sandbox_source: bool,
+}
+
+fn default_max_session() -> usize {
+    DEFAULT_MAX_SESSION_TOOLS
+}
+fn default_max_agent() -> usize {
+    DEFAULT_MAX_AGENT_TOOLS
+}
+
+impl Default for ForgeConfig {
+    fn default() -> Self {
+        Self {
+            max_session_tools: DEFAULT_MAX_SESSION_TOOLS,
+            max_agent_tools: DEFAULT_MAX_AGENT_TOOLS,
+            promotion_threshold: PromotionThreshold::default(),
+            persist_sandbox_source: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emergent_config_fields_parse_and_default() {
+        let cfg: ForgeConfig = serde_json::from_str(
+            r#"{"maxSessionTools": 3, "promotionThreshold": {"uses": 2}, "persistSandboxSource": true}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.max_session_tools, 3);
+        assert_eq!(cfg.max_agent_tools, DEFAULT_MAX_AGENT_TOOLS);
+        assert_eq!(cfg.promotion_threshold.uses, 2);
+        assert_eq!(cfg.promotion_threshold.confidence, DEFAULT_PROMOTION_CONFIDENCE);
+        assert!(cfg.persist_sandbox_source);
+        let err = serde_json::from_str::<ForgeConfig>(r#"{"maxSesionTools": 3}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `maxSesionTools`"), "{err}");
+    }
+}

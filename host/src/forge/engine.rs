@@ -1,0 +1,958 @@
+//! [`Forge`]: the engine an agent drives. `forge` runs a request through
+//! validate → build → test → judge → register; `invoke` calls a registered
+//! tool with its grants and limits and validates its output (reuse
+//! validation); `promote` (session → agent, with a two-reviewer panel) and
+//! `approve` (agent → shared, a human's call) move tools between tiers;
+//! `cleanup_session` discards a session's tools. Every decision lands in the
+//! store's hash-chained audit trail.
+//!
+//! The session tier lives in this engine's memory ([`super::session`]); the
+//! agent and shared tiers, artifacts, stats and audit live in the [`Store`].
+//! Store calls are synchronous SQLite transactions (with fsync); they run on
+//! the calling task.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::config::ForgeConfig;
+use super::error::{ForgeError, InvokeError, PromoteError, Stage, ValidateError};
+use super::judge::{Judge, NoJudge, PanelVerdict, TestResultSummary, ToolCandidate, Verdict, panel};
+use super::manifest::{ToolInfo, ToolManifest};
+use super::schema::ToolSchemas;
+use super::session::{CallCounters, SessionSnapshot, SessionTool, SessionTools};
+use super::validate::{self, Occupancy};
+use crate::host_state::LogLine;
+use crate::request::ForgeRequest;
+use crate::runtime::{Runtime, Tool};
+use crate::store::{ArtifactId, AuditKind, Store, StoreError, Tier, ToolRecord, ToolStats};
+use crate::testcase::{CaseResult, run_cases};
+
+/// Who is asking: the agent and its current session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ForgeContext {
+    /// The agent (owner of agent-tier tools).
+    pub agent_id: String,
+    /// The session (scope of session-tier tools).
+    pub session_id: String,
+}
+
+impl ForgeContext {
+    /// A context for `agent_id` in `session_id`.
+    pub fn new(agent_id: impl Into<String>, session_id: impl Into<String>) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            session_id: session_id.into(),
+        }
+    }
+
+    fn key(&self) -> (String, String) {
+        (self.agent_id.clone(), self.session_id.clone())
+    }
+}
+
+/// A successful forge: the registered tool, the verdict and the test results.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Forged {
+    /// The tool, in the session tier.
+    pub tool: ToolInfo,
+    /// The judge's verdict.
+    pub verdict: Verdict,
+    /// The test results (first run).
+    pub test_results: Vec<CaseResult>,
+}
+
+/// The seed's `ForgeResult` shape: `success`, `tool`, `verdict`, `errors`,
+/// plus the refusing `stage` and the test results when there are some.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForgeResult {
+    /// Whether the tool was registered.
+    pub success: bool,
+    /// The tool, when registered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolInfo>,
+    /// The judge's verdict, when the judge ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Why it was refused (empty on success).
+    pub errors: Vec<String>,
+    /// The stage that refused it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<Stage>,
+    /// Test results, when the tests ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub test_results: Vec<CaseResult>,
+}
+
+impl From<&Result<Forged, ForgeError>> for ForgeResult {
+    fn from(outcome: &Result<Forged, ForgeError>) -> Self {
+        match outcome {
+            Ok(f) => ForgeResult {
+                success: true,
+                tool: Some(f.tool.clone()),
+                verdict: Some(f.verdict.clone()),
+                errors: Vec::new(),
+                stage: None,
+                test_results: f.test_results.clone(),
+            },
+            Err(e) => {
+                let (verdict, results) = match e {
+                    ForgeError::Judge { verdict, results } => {
+                        (Some(verdict.clone()), results.clone())
+                    }
+                    ForgeError::Test { results, .. } => (None, results.clone()),
+                    _ => (None, Vec::new()),
+                };
+                ForgeResult {
+                    success: false,
+                    tool: None,
+                    verdict,
+                    errors: vec![e.to_string()],
+                    stage: Some(e.stage()),
+                    test_results: results,
+                }
+            }
+        }
+    }
+}
+
+/// A successful invocation.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Invocation {
+    /// The tool's output (matched its `outputSchema`).
+    pub output: Value,
+    /// Console lines it printed.
+    pub logs: Vec<LogLine>,
+    /// Wall-clock time of the call, ms.
+    pub latency_ms: f64,
+    /// The tier it was found in.
+    pub tier: Tier,
+    /// Its artifact's blake3.
+    pub tool_id: String,
+}
+
+/// Builder for [`Forge`]. Secure defaults: no judge ([`NoJudge`], every forge
+/// is rejected), the promotion panel is the configured judge twice, limits
+/// from [`ForgeConfig::default`].
+pub struct ForgeBuilder {
+    runtime: Runtime,
+    store: Arc<Store>,
+    config: ForgeConfig,
+    judge: Arc<dyn Judge>,
+    panel: Option<(Arc<dyn Judge>, Arc<dyn Judge>)>,
+}
+
+impl ForgeBuilder {
+    /// Sets the forge configuration.
+    pub fn config(mut self, config: ForgeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the creation judge.
+    pub fn judge(mut self, judge: Arc<dyn Judge>) -> Self {
+        self.judge = judge;
+        self
+    }
+
+    /// Sets the promotion panel's safety and correctness reviewers (default:
+    /// the creation judge for both).
+    pub fn panel(mut self, safety: Arc<dyn Judge>, correctness: Arc<dyn Judge>) -> Self {
+        self.panel = Some((safety, correctness));
+        self
+    }
+
+    /// Builds the engine.
+    pub fn build(self) -> Forge {
+        let panel = self
+            .panel
+            .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
+        Forge {
+            inner: Arc::new(Inner {
+                runtime: self.runtime,
+                store: self.store,
+                config: self.config,
+                judge: self.judge,
+                panel,
+                sessions: Mutex::new(HashMap::new()),
+                loaded: Mutex::new(HashMap::new()),
+                schemas: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+/// The forge engine. Cheap to clone; safe to share between tasks.
+#[derive(Clone)]
+pub struct Forge {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Runtime,
+    store: Arc<Store>,
+    config: ForgeConfig,
+    judge: Arc<dyn Judge>,
+    panel: (Arc<dyn Judge>, Arc<dyn Judge>),
+    sessions: Mutex<HashMap<(String, String), SessionTools>>,
+    /// Tools by artifact id, without grants (granted per call).
+    loaded: Mutex<HashMap<ArtifactId, Tool>>,
+    /// Compiled schemas by blake3 of (input, output).
+    schemas: Mutex<HashMap<[u8; 32], Arc<ToolSchemas>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A resolved tool: where it lives and what it is.
+struct Target {
+    tier: Tier,
+    artifact: ArtifactId,
+    manifest: ToolManifest,
+}
+
+fn summaries(results: &[CaseResult]) -> Vec<TestResultSummary> {
+    results
+        .iter()
+        .map(|r| TestResultSummary {
+            index: r.index,
+            passed: r.passed,
+            input: r.input.clone(),
+            output: r.output.clone(),
+            failure: r.failure.clone(),
+        })
+        .collect()
+}
+
+fn used_apis(source: &str) -> Vec<String> {
+    crate::static_check::used_capabilities(source)
+        .into_iter()
+        .map(|c| c.as_str().to_string())
+        .collect()
+}
+
+impl Forge {
+    /// A builder over `runtime` (its policy and limits apply to every test
+    /// and call) and `store`.
+    pub fn builder(runtime: Runtime, store: Arc<Store>) -> ForgeBuilder {
+        ForgeBuilder {
+            runtime,
+            store,
+            config: ForgeConfig::default(),
+            judge: Arc::new(NoJudge),
+            panel: None,
+        }
+    }
+
+    /// The runtime tools run on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ForgeConfig {
+        &self.inner.config
+    }
+
+    // ---- forge -----------------------------------------------------------
+
+    /// Parses `json` as a forge request and forges it; a document that is
+    /// not a forge request is refused at the validate stage.
+    pub async fn forge_json(&self, json: &str, ctx: &ForgeContext) -> Result<Forged, ForgeError> {
+        match ForgeRequest::from_json(json) {
+            Ok(request) => self.forge(&request, ctx).await,
+            Err(e) => {
+                let err = ForgeError::Validate(ValidateError::Request(e.to_string()));
+                self.audit_rejection("(invalid request)", ctx, &err);
+                Err(err)
+            }
+        }
+    }
+
+    /// Runs `request` through validate → build → test → judge → register.
+    /// On success the tool is in `ctx`'s session tier. Every outcome,
+    /// approval or refusal, is appended to the audit trail as a
+    /// `forge_decision` (a refusal whose entry cannot be written is still
+    /// returned as that refusal).
+    pub async fn forge(
+        &self,
+        request: &ForgeRequest,
+        ctx: &ForgeContext,
+    ) -> Result<Forged, ForgeError> {
+        let outcome = self.pipeline(request, ctx).await;
+        if let Err(e) = &outcome
+            && !matches!(e, ForgeError::Register(_))
+        {
+            self.audit_rejection(&request.name, ctx, e);
+        }
+        outcome
+    }
+
+    fn audit_rejection(&self, name: &str, ctx: &ForgeContext, e: &ForgeError) {
+        let verdict = match e {
+            ForgeError::Judge { verdict, .. } => Some(verdict),
+            _ => None,
+        };
+        let payload = json!({
+            "approved": false,
+            "session": ctx.session_id,
+            "stage": e.stage().as_str(),
+            "reasons": [e.to_string()],
+            "verdict": verdict,
+        });
+        let _ = self.inner.store.append_audit(
+            AuditKind::ForgeDecision,
+            name,
+            Some(&ctx.agent_id),
+            &payload,
+        );
+    }
+
+    fn occupancy(
+        &self,
+        sessions: &HashMap<(String, String), SessionTools>,
+        name: &str,
+        ctx: &ForgeContext,
+    ) -> Result<Occupancy, StoreError> {
+        let session = sessions.get(&ctx.key());
+        let name_taken = if session.is_some_and(|s| s.contains_key(name)) {
+            Some(Tier::Session)
+        } else {
+            self.inner.store.get(name, &ctx.agent_id)?.map(|r| r.tier)
+        };
+        Ok(Occupancy {
+            session_tools: session.map_or(0, |s| s.len()),
+            agent_tools: self.inner.store.tools_for_agent(&ctx.agent_id)?.len(),
+            name_taken,
+        })
+    }
+
+    fn check_occupancy(
+        &self,
+        sessions: &HashMap<(String, String), SessionTools>,
+        name: &str,
+        ctx: &ForgeContext,
+    ) -> Result<(), ValidateError> {
+        let occupancy = self.occupancy(sessions, name, ctx)?;
+        validate::check_occupancy(
+            name,
+            &ctx.agent_id,
+            &ctx.session_id,
+            occupancy,
+            &self.inner.config,
+        )
+    }
+
+    async fn pipeline(
+        &self,
+        request: &ForgeRequest,
+        ctx: &ForgeContext,
+    ) -> Result<Forged, ForgeError> {
+        let inner = &self.inner;
+        let runtime = &inner.runtime;
+
+        // VALIDATE
+        let v = validate::validate(request, runtime.policy())?;
+        self.check_occupancy(&lock(&inner.sessions), &request.name, ctx)?;
+
+        // BUILD
+        let artifact = runtime.build(v.code).await?;
+        let base = runtime.tool(&artifact);
+        let tool = runtime
+            .grant(&base, v.allowlist)
+            .map_err(ValidateError::from)?;
+
+        // TEST (twice: the repeat run is the determinism evidence)
+        let results = run_cases(runtime, &tool, Some(&v.schemas), &request.test_cases).await;
+        let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
+        if let Some(first) = failed.first() {
+            return Err(ForgeError::Test {
+                failed: failed.len(),
+                total: results.len(),
+                first: format!(
+                    "case #{}: {}",
+                    first.index,
+                    first.failure.as_deref().unwrap_or("failed")
+                ),
+                results: results.clone(),
+            });
+        }
+        let repeat = run_cases(runtime, &tool, Some(&v.schemas), &request.test_cases).await;
+
+        // JUDGE
+        let test_results = summaries(&results);
+        let repeat_run = Some(summaries(&repeat));
+        let candidate = ToolCandidate {
+            name: request.name.clone(),
+            description: request.description.clone(),
+            input_schema: request.input_schema.clone(),
+            output_schema: Some(request.output_schema.clone()),
+            source: Some(v.code.to_string()),
+            composition: None,
+            allowlist: v.allowlist.to_vec(),
+            test_results: test_results.clone(),
+            used_apis: used_apis(v.code),
+            repeat_run: repeat_run.clone(),
+        };
+        let verdict = inner.judge.review(&candidate).await;
+        if !verdict.approved {
+            return Err(ForgeError::Judge { verdict, results });
+        }
+
+        // REGISTER
+        let id = inner
+            .store
+            .put_artifact(&artifact.bytes)
+            .map_err(ForgeError::Register)?;
+        let manifest = ToolManifest {
+            name: request.name.clone(),
+            description: request.description.clone(),
+            input_schema: request.input_schema.clone(),
+            output_schema: request.output_schema.clone(),
+            mode: "sandbox".into(),
+            allowlist: v.allowlist.to_vec(),
+            test_cases: request.test_cases.clone(),
+            source_blake3: blake3::hash(v.code.as_bytes()).to_hex().to_string(),
+            shim_blake3: crate::shim::shim_id(),
+            source: inner
+                .config
+                .persist_sandbox_source
+                .then(|| v.code.to_string()),
+            verdict: verdict.clone(),
+            test_results,
+            repeat_run,
+        };
+        {
+            let mut sessions = lock(&inner.sessions);
+            // Re-checked under the lock: a concurrent forge may have taken
+            // the name or the last slot.
+            self.check_occupancy(&sessions, &request.name, ctx)?;
+            inner
+                .store
+                .append_audit(
+                    AuditKind::ForgeDecision,
+                    &request.name,
+                    Some(&ctx.agent_id),
+                    &json!({
+                        "approved": true,
+                        "session": ctx.session_id,
+                        "tier": "session",
+                        "artifact": id.as_str(),
+                        "sourceBlake3": manifest.source_blake3,
+                        "verdict": verdict,
+                    }),
+                )
+                .map_err(ForgeError::Register)?;
+            sessions.entry(ctx.key()).or_default().insert(
+                request.name.clone(),
+                SessionTool {
+                    artifact: id.clone(),
+                    manifest: manifest.clone(),
+                    source_in_memory: Some(v.code.to_string()),
+                    counters: CallCounters::default(),
+                },
+            );
+        }
+        self.cache_schemas(&manifest, v.schemas);
+        lock(&inner.loaded).insert(id.clone(), base);
+        Ok(Forged {
+            tool: ToolInfo::new(
+                &manifest,
+                Tier::Session,
+                id.as_str(),
+                Some(ctx.agent_id.clone()),
+                Some(ctx.session_id.clone()),
+            ),
+            verdict,
+            test_results: results,
+        })
+    }
+
+    // ---- invoke ----------------------------------------------------------
+
+    fn schema_key(manifest: &ToolManifest) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        h.update(crate::store::canonical_json(&manifest.input_schema).as_bytes());
+        h.update(b"\0");
+        h.update(crate::store::canonical_json(&manifest.output_schema).as_bytes());
+        *h.finalize().as_bytes()
+    }
+
+    fn cache_schemas(&self, manifest: &ToolManifest, schemas: ToolSchemas) {
+        lock(&self.inner.schemas).insert(Self::schema_key(manifest), Arc::new(schemas));
+    }
+
+    fn schemas_for(&self, manifest: &ToolManifest) -> Result<Arc<ToolSchemas>, InvokeError> {
+        let key = Self::schema_key(manifest);
+        if let Some(s) = lock(&self.inner.schemas).get(&key) {
+            return Ok(s.clone());
+        }
+        let compiled = ToolSchemas::compile(&manifest.input_schema, &manifest.output_schema)
+            .map_err(|e| InvokeError::Load {
+                tool: manifest.name.clone(),
+                message: e.to_string(),
+            })?;
+        let compiled = Arc::new(compiled);
+        lock(&self.inner.schemas).insert(key, compiled.clone());
+        Ok(compiled)
+    }
+
+    fn resolve(&self, name: &str, ctx: &ForgeContext) -> Result<Target, InvokeError> {
+        if let Some(t) = lock(&self.inner.sessions)
+            .get(&ctx.key())
+            .and_then(|s| s.get(name))
+        {
+            return Ok(Target {
+                tier: Tier::Session,
+                artifact: t.artifact.clone(),
+                manifest: t.manifest.clone(),
+            });
+        }
+        let record = self
+            .inner
+            .store
+            .get(name, &ctx.agent_id)?
+            .ok_or_else(|| InvokeError::NotFound {
+                name: name.to_string(),
+                agent: ctx.agent_id.clone(),
+                session: ctx.session_id.clone(),
+            })?;
+        let manifest: ToolManifest =
+            serde_json::from_value(record.manifest).map_err(|e| InvokeError::Load {
+                tool: name.to_string(),
+                message: format!("unreadable manifest: {e}"),
+            })?;
+        Ok(Target {
+            tier: record.tier,
+            artifact: record.artifact,
+            manifest,
+        })
+    }
+
+    async fn loaded(&self, target: &Target) -> Result<Tool, InvokeError> {
+        if let Some(tool) = lock(&self.inner.loaded).get(&target.artifact) {
+            return Ok(tool.clone());
+        }
+        let load_err = |message: String| InvokeError::Load {
+            tool: target.manifest.name.clone(),
+            message,
+        };
+        let bytes = self
+            .inner
+            .store
+            .get_artifact(&target.artifact)
+            .map_err(|e| load_err(e.to_string()))?;
+        let tool = self
+            .inner
+            .runtime
+            .load(bytes)
+            .await
+            .map_err(|e| load_err(e.to_string()))?;
+        lock(&self.inner.loaded).insert(target.artifact.clone(), tool.clone());
+        Ok(tool)
+    }
+
+    /// Calls the tool `name` as `ctx` sees it (session tier first, then the
+    /// agent's, then shared) with `input`, under the runtime's limits and
+    /// the tool's grants (its allowlist ∩ the host policy, as of now). The
+    /// input must match `inputSchema` and the output `outputSchema`. Every
+    /// call is counted in the tool's stats; every failure is also appended
+    /// to the audit trail as an `invocation_failure`.
+    pub async fn invoke(
+        &self,
+        name: &str,
+        input: &Value,
+        ctx: &ForgeContext,
+    ) -> Result<Invocation, InvokeError> {
+        let target = self.resolve(name, ctx)?;
+        let mut latency_us = 0;
+        let outcome = self.call_target(&target, input, &mut latency_us).await;
+        let ok = outcome.is_ok();
+        match target.tier {
+            Tier::Session => {
+                if let Some(t) = lock(&self.inner.sessions)
+                    .get_mut(&ctx.key())
+                    .and_then(|s| s.get_mut(name))
+                {
+                    t.counters.record(ok, latency_us);
+                }
+            }
+            _ => self
+                .inner
+                .store
+                .record_invocation(name, &ctx.agent_id, ok, latency_us)?,
+        }
+        match outcome {
+            Ok((output, logs)) => Ok(Invocation {
+                output,
+                logs,
+                latency_ms: latency_us as f64 / 1000.0,
+                tier: target.tier,
+                tool_id: target.artifact.to_string(),
+            }),
+            Err(e) => {
+                self.inner.store.append_audit(
+                    AuditKind::InvocationFailure,
+                    name,
+                    Some(&ctx.agent_id),
+                    &json!({
+                        "session": ctx.session_id,
+                        "tier": target.tier.as_str(),
+                        "artifact": target.artifact.as_str(),
+                        "error": e.to_string(),
+                    }),
+                )?;
+                Err(e)
+            }
+        }
+    }
+
+    async fn call_target(
+        &self,
+        target: &Target,
+        input: &Value,
+        latency_us: &mut u64,
+    ) -> Result<(Value, Vec<LogLine>), InvokeError> {
+        let name = &target.manifest.name;
+        let schemas = self.schemas_for(&target.manifest)?;
+        schemas.input.check(input).map_err(|m| InvokeError::Input {
+            tool: name.clone(),
+            message: m.to_string(),
+        })?;
+        let base = self.loaded(target).await?;
+        let tool = self
+            .inner
+            .runtime
+            .grant(&base, &target.manifest.allowlist)
+            .map_err(|error| InvokeError::Capability {
+                tool: name.clone(),
+                error,
+            })?;
+        // Latency is the call itself (fresh instance, run, output), not the
+        // one-time load and compile of the artifact.
+        let started = Instant::now();
+        let out = self.inner.runtime.call(&tool, &input.to_string()).await;
+        *latency_us = started.elapsed().as_micros() as u64;
+        let out = out.map_err(|failure| InvokeError::Run {
+            tool: name.clone(),
+            failure,
+        })?;
+        let output: Value = serde_json::from_str(&out.output).map_err(|e| InvokeError::Output {
+            tool: name.clone(),
+            mismatch: super::schema::SchemaMismatch {
+                role: super::schema::SchemaRole::Output,
+                violations: vec![format!("(root): not JSON: {e}")],
+            },
+        })?;
+        schemas.output.check(&output).map_err(|mismatch| InvokeError::Output {
+            tool: name.clone(),
+            mismatch,
+        })?;
+        Ok((output, out.logs))
+    }
+
+    // ---- listing and stats -------------------------------------------------
+
+    /// The tools of `ctx`'s session, by name.
+    pub fn session_tools(&self, ctx: &ForgeContext) -> Vec<ToolInfo> {
+        lock(&self.inner.sessions)
+            .get(&ctx.key())
+            .map(|s| {
+                s.values()
+                    .map(|t| {
+                        ToolInfo::new(
+                            &t.manifest,
+                            Tier::Session,
+                            t.artifact.as_str(),
+                            Some(ctx.agent_id.clone()),
+                            Some(ctx.session_id.clone()),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn info_of(record: ToolRecord) -> Result<ToolInfo, StoreError> {
+        let manifest: ToolManifest =
+            serde_json::from_value(record.manifest).map_err(|source| StoreError::Json {
+                op: "manifest",
+                source,
+            })?;
+        Ok(ToolInfo::new(
+            &manifest,
+            record.tier,
+            record.artifact.as_str(),
+            record.agent_id,
+            record.session_id,
+        ))
+    }
+
+    /// The persisted tools `agent` can call: its own agent-tier tools, then
+    /// the shared tools it does not shadow, by name within each tier.
+    pub fn agent_tools(&self, agent: &str) -> Result<Vec<ToolInfo>, StoreError> {
+        let own = self.inner.store.tools_for_agent(agent)?;
+        let shared = self.inner.store.shared_tools()?;
+        let mut out = Vec::with_capacity(own.len() + shared.len());
+        for r in own {
+            out.push(Self::info_of(r)?);
+        }
+        for r in shared {
+            if !out.iter().any(|t| t.name == r.name) {
+                out.push(Self::info_of(r)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every tool `ctx` can call (session, agent, shared), each name once, as
+    /// [`Forge::invoke`] resolves it.
+    pub fn visible_tools(&self, ctx: &ForgeContext) -> Result<Vec<ToolInfo>, StoreError> {
+        let mut out = self.session_tools(ctx);
+        for t in self.agent_tools(&ctx.agent_id)? {
+            if !out.iter().any(|s| s.name == t.name) {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Call statistics of the tool `name` as `ctx` sees it.
+    pub fn tool_stats(&self, name: &str, ctx: &ForgeContext) -> Result<ToolStats, InvokeError> {
+        if let Some(t) = lock(&self.inner.sessions)
+            .get(&ctx.key())
+            .and_then(|s| s.get(name))
+        {
+            return Ok(t.counters.stats());
+        }
+        match self.inner.store.stats(name, &ctx.agent_id) {
+            Ok(s) => Ok(s),
+            Err(StoreError::NotFound { .. }) => Err(InvokeError::NotFound {
+                name: name.to_string(),
+                agent: ctx.agent_id.clone(),
+                session: ctx.session_id.clone(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    // ---- tiers -------------------------------------------------------------
+
+    /// Promotes the session tool `name` to `ctx.agent_id`'s agent tier. Needs
+    /// at least `promotionThreshold.uses` successful calls, a forge verdict
+    /// confidence above `promotionThreshold.confidence`, room under
+    /// `maxAgentTools`, and both panel reviewers (safety, correctness)
+    /// approving. The panel sees the source: the one kept in memory, or
+    /// `source` when given (it must hash to the recorded `sourceBlake3`).
+    /// The panel's decision is audited either way; on approval the tool
+    /// leaves the session tier and is registered for the agent (its session
+    /// stats stay behind: the agent-tier record starts its own).
+    pub async fn promote(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+        source: Option<&str>,
+    ) -> Result<ToolInfo, PromoteError> {
+        let store_err = |source| PromoteError::Store {
+            stage: Stage::Promote,
+            source,
+        };
+        let tool = lock(&self.inner.sessions)
+            .get(&ctx.key())
+            .and_then(|s| s.get(name))
+            .cloned()
+            .ok_or_else(|| PromoteError::NotFound {
+                stage: Stage::Promote,
+                tier: Tier::Session,
+                name: name.to_string(),
+                owner: ctx.session_id.clone(),
+            })?;
+        let threshold = self.inner.config.promotion_threshold;
+        if tool.counters.successes < threshold.uses {
+            return Err(PromoteError::NotEnoughUses {
+                name: name.to_string(),
+                have: tool.counters.successes,
+                need: threshold.uses,
+            });
+        }
+        let confidence = tool.manifest.verdict.confidence;
+        if confidence.is_nan() || confidence <= threshold.confidence {
+            return Err(PromoteError::LowConfidence {
+                name: name.to_string(),
+                have: confidence,
+                need: threshold.confidence,
+            });
+        }
+        let owned = self
+            .inner
+            .store
+            .tools_for_agent(&ctx.agent_id)
+            .map_err(store_err)?
+            .len();
+        if owned >= self.inner.config.max_agent_tools {
+            return Err(PromoteError::AgentFull {
+                agent: ctx.agent_id.clone(),
+                limit: self.inner.config.max_agent_tools,
+            });
+        }
+        let source = match (source, &tool.source_in_memory, &tool.manifest.source) {
+            (Some(given), _, _) => {
+                let hash = blake3::hash(given.as_bytes()).to_hex().to_string();
+                if hash != tool.manifest.source_blake3 {
+                    return Err(PromoteError::Source(format!(
+                        "the given source hashes to {hash}, but {name:?} was built from {}",
+                        tool.manifest.source_blake3
+                    )));
+                }
+                given.to_string()
+            }
+            (None, Some(kept), _) | (None, None, Some(kept)) => kept.clone(),
+            (None, None, None) => {
+                return Err(PromoteError::Source(format!(
+                    "the panel needs {name:?}'s source, which was not kept (persistSandboxSource is off): pass it again"
+                )));
+            }
+        };
+        let m = &tool.manifest;
+        let candidate = ToolCandidate {
+            name: m.name.clone(),
+            description: m.description.clone(),
+            input_schema: m.input_schema.clone(),
+            output_schema: Some(m.output_schema.clone()),
+            used_apis: used_apis(&source),
+            source: Some(source),
+            composition: None,
+            allowlist: m.allowlist.clone(),
+            test_results: m.test_results.clone(),
+            repeat_run: m.repeat_run.clone(),
+        };
+        let (safety, correctness) = &self.inner.panel;
+        let verdict: PanelVerdict = panel(safety.as_ref(), correctness.as_ref(), &candidate).await;
+        let payload = json!({
+            "from": "session",
+            "to": "agent",
+            "session": ctx.session_id,
+            "approved": verdict.approved,
+            "artifact": tool.artifact.as_str(),
+            "uses": tool.counters.successes,
+            "panel": verdict,
+        });
+        if !verdict.approved {
+            self.inner
+                .store
+                .append_audit(AuditKind::Promotion, name, Some(&ctx.agent_id), &payload)
+                .map_err(store_err)?;
+            return Err(PromoteError::PanelRejected {
+                name: name.to_string(),
+                panel: Box::new(verdict),
+            });
+        }
+        let record = ToolRecord {
+            name: name.to_string(),
+            agent_id: Some(ctx.agent_id.clone()),
+            session_id: Some(ctx.session_id.clone()),
+            tier: Tier::Agent,
+            artifact: tool.artifact.clone(),
+            manifest: serde_json::to_value(&tool.manifest).expect("a manifest serializes"),
+            created_seq: 0,
+        };
+        let mut sessions = lock(&self.inner.sessions);
+        let record = self
+            .inner
+            .store
+            .register_promoted(record, &payload)
+            .map_err(store_err)?;
+        if let Some(s) = sessions.get_mut(&ctx.key()) {
+            s.remove(name);
+        }
+        drop(sessions);
+        Self::info_of(record).map_err(store_err)
+    }
+
+    /// A human's approval: moves `agent`'s agent-tier tool `name` to the
+    /// shared tier. The `approval` (with `approver` and `note`) and the
+    /// promotion are audited in one transaction.
+    pub fn approve(
+        &self,
+        name: &str,
+        agent: &str,
+        approver: &str,
+        note: Option<&str>,
+    ) -> Result<ToolInfo, PromoteError> {
+        let store_err = |source| PromoteError::Store {
+            stage: Stage::Approve,
+            source,
+        };
+        if approver.trim().is_empty() {
+            return Err(PromoteError::NoApprover);
+        }
+        let payload = json!({"approver": approver, "note": note, "to": "shared"});
+        match self.inner.store.approve_and_promote(name, agent, &payload) {
+            Ok(record) => Self::info_of(record).map_err(store_err),
+            Err(StoreError::NotFound { .. }) => Err(PromoteError::NotFound {
+                stage: Stage::Approve,
+                tier: Tier::Agent,
+                name: name.to_string(),
+                owner: agent.to_string(),
+            }),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Discards `ctx`'s session tier, appending a `deletion` audit entry per
+    /// tool; returns how many tools were discarded.
+    pub fn cleanup_session(&self, ctx: &ForgeContext) -> Result<usize, StoreError> {
+        let Some(tools) = lock(&self.inner.sessions).remove(&ctx.key()) else {
+            return Ok(0);
+        };
+        for (name, t) in &tools {
+            self.inner.store.append_audit(
+                AuditKind::Deletion,
+                name,
+                Some(&ctx.agent_id),
+                &json!({
+                    "tier": "session",
+                    "session": ctx.session_id,
+                    "artifact": t.artifact.as_str(),
+                    "reason": "session ended",
+                }),
+            )?;
+        }
+        Ok(tools.len())
+    }
+
+    /// A copy of `ctx`'s session tier (see [`SessionSnapshot`]).
+    pub fn snapshot_session(&self, ctx: &ForgeContext) -> SessionSnapshot {
+        SessionSnapshot {
+            agent_id: ctx.agent_id.clone(),
+            session_id: ctx.session_id.clone(),
+            tools: lock(&self.inner.sessions)
+                .get(&ctx.key())
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Replaces a session tier with `snapshot`. Every artifact it names must
+    /// be in the store (checked by hash); nothing changes otherwise.
+    pub fn restore_session(&self, snapshot: SessionSnapshot) -> Result<(), StoreError> {
+        for t in snapshot.tools.values() {
+            self.inner.store.get_artifact(&t.artifact)?;
+        }
+        let key = (snapshot.agent_id, snapshot.session_id);
+        lock(&self.inner.sessions).insert(key, snapshot.tools);
+        Ok(())
+    }
+}

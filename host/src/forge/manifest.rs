@@ -1,0 +1,102 @@
+//! What the registry keeps about a forged tool besides its artifact: the
+//! [`ToolManifest`] (stored as a registry record's `manifest`), and the
+//! [`ToolInfo`] view handed to callers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::judge::{TestResultSummary, Verdict};
+use crate::request::TestCase;
+use crate::store::Tier;
+
+/// A forged tool's description, schemas, grants request, tests and
+/// provenance. Raw source is present only when `persistSandboxSource` is on;
+/// its blake3 is always recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolManifest {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of the input.
+    pub input_schema: Value,
+    /// JSON Schema of the output.
+    pub output_schema: Value,
+    /// `sandbox` (compose tools come with the compose issue).
+    pub mode: String,
+    /// Capabilities the tool asked for; granted ∩ host policy at each call.
+    pub allowlist: Vec<String>,
+    /// The request's test cases.
+    pub test_cases: Vec<TestCase>,
+    /// blake3 of the JS source, hex.
+    pub source_blake3: String,
+    /// blake3 of the shim the artifact was built from, hex.
+    pub shim_blake3: String,
+    /// The JS source, only with `persistSandboxSource`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The forge judge's verdict.
+    pub verdict: Verdict,
+    /// The test results the judge saw (first run).
+    #[serde(default)]
+    pub test_results: Vec<TestResultSummary>,
+    /// The repeat run's results (determinism check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_run: Option<Vec<TestResultSummary>>,
+}
+
+/// A registered tool as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    /// The name agents call it by.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Where it lives.
+    pub tier: Tier,
+    /// blake3 of its artifact, hex.
+    pub id: String,
+    /// The agent that forged it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// The session it was forged in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// JSON Schema of the input.
+    pub input_schema: Value,
+    /// JSON Schema of the output.
+    pub output_schema: Value,
+    /// Capabilities it asked for.
+    pub allowlist: Vec<String>,
+    /// blake3 of its source, hex.
+    pub source_blake3: String,
+    /// The forge verdict's confidence.
+    pub confidence: f64,
+}
+
+impl ToolInfo {
+    /// The view of `manifest` registered in `tier` under `artifact`.
+    pub fn new(
+        manifest: &ToolManifest,
+        tier: Tier,
+        artifact: &str,
+        agent_id: Option<String>,
+        session_id: Option<String>,
+    ) -> Self {
+        Self {
+            name: manifest.name.clone(),
+            description: manifest.description.clone(),
+            tier,
+            id: artifact.to_string(),
+            agent_id,
+            session_id,
+            input_schema: manifest.input_schema.clone(),
+            output_schema: manifest.output_schema.clone(),
+            allowlist: manifest.allowlist.clone(),
+            source_blake3: manifest.source_blake3.clone(),
+            confidence: manifest.verdict.confidence,
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The session tier: tools that live in memory for one (agent, session) and
+//! are discarded with it, with their call statistics.
+//!
+//! A [`SessionSnapshot`] lets a host whose "session" outlives one process
+//! (the `temper` CLI keeps one per `--session`) save and restore the tier
+//! explicitly. It carries raw source only when the tool's manifest does
+//! (`persistSandboxSource`); otherwise source kept in memory is dropped from
+//! the snapshot and must be handed back for a promotion panel.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::manifest::ToolManifest;
+use crate::store::{ArtifactId, LATENCY_WINDOW, ToolStats};
+
+/// Exact counters and the last [`LATENCY_WINDOW`] latencies of one tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallCounters {
+    /// Calls recorded.
+    pub total: u64,
+    /// Calls that succeeded.
+    pub successes: u64,
+    /// Sum of all latencies, µs.
+    pub latency_sum_us: u64,
+    /// The most recent latencies, µs, oldest first.
+    pub recent_us: VecDeque<u64>,
+}
+
+impl CallCounters {
+    /// Records one call.
+    pub fn record(&mut self, ok: bool, latency_us: u64) {
+        self.total += 1;
+        self.successes += ok as u64;
+        self.latency_sum_us = self.latency_sum_us.saturating_add(latency_us);
+        if self.recent_us.len() == LATENCY_WINDOW {
+            self.recent_us.pop_front();
+        }
+        self.recent_us.push_back(latency_us);
+    }
+
+    /// The same figures the store reports for persisted tools.
+    pub fn stats(&self) -> ToolStats {
+        let mut sorted: Vec<u64> = self.recent_us.iter().copied().collect();
+        sorted.sort_unstable();
+        let p95_us = if sorted.is_empty() {
+            0
+        } else {
+            let rank = (sorted.len() * 95).div_ceil(100);
+            sorted[rank.max(1) - 1]
+        };
+        let total = self.total as f64;
+        ToolStats {
+            total_calls: self.total,
+            successes: self.successes,
+            success_rate: if self.total > 0 { self.successes as f64 / total } else { 0.0 },
+            avg_latency_ms: if self.total > 0 {
+                self.latency_sum_us as f64 / total / 1000.0
+            } else {
+                0.0
+            },
+            p95_latency_ms: p95_us as f64 / 1000.0,
+        }
+    }
+}
+
+/// One session-tier tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionTool {
+    /// Its artifact (already in the store's artifact directory).
+    pub artifact: ArtifactId,
+    /// Its manifest (source only with `persistSandboxSource`).
+    pub manifest: ToolManifest,
+    /// Source kept in memory for the promotion panel; never serialized.
+    #[serde(skip)]
+    pub source_in_memory: Option<String>,
+    /// Its calls.
+    pub counters: CallCounters,
+}
+
+/// The tools of one (agent, session), by name.
+pub type SessionTools = BTreeMap<String, SessionTool>;
+
+/// A saved session tier (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSnapshot {
+    /// The agent.
+    pub agent_id: String,
+    /// The session.
+    pub session_id: String,
+    /// Its tools, by name.
+    pub tools: SessionTools,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_give_rate_mean_and_p95() {
+        let mut c = CallCounters::default();
+        for ms in 1..=100u64 {
+            c.record(ms % 10 != 0, ms * 1000);
+        }
+        let s = c.stats();
+        assert_eq!(s.total_calls, 100);
+        assert_eq!(s.successes, 90);
+        assert!((s.success_rate - 0.9).abs() < 1e-12);
+        assert!((s.avg_latency_ms - 50.5).abs() < 1e-9);
+        assert_eq!(s.p95_latency_ms, 95.0);
+        assert_eq!(CallCounters::default().stats().p95_latency_ms, 0.0);
+    }
+
+    #[test]
+    fn latency_window_is_bounded() {
+        let mut c = CallCounters::default();
+        for i in 0..(LATENCY_WINDOW as u64 + 10) {
+            c.record(true, i);
+        }
+        assert_eq!(c.recent_us.len(), LATENCY_WINDOW);
+        assert_eq!(c.recent_us.front(), Some(&10));
+        assert_eq!(c.total, LATENCY_WINDOW as u64 + 10);
+    }
+}

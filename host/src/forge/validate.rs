@@ -1,0 +1,258 @@
+//! The forge's VALIDATE stage: everything that can be refused before a
+//! build. Checks, in order: implementation mode, name, description, both
+//! schemas, allowlist against the host policy, source size, static check,
+//! test-case count; then ([`check_occupancy`]) the name is free and the
+//! session and agent limits leave room.
+
+use super::config::{ForgeConfig, MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_TEST_CASES};
+use super::error::ValidateError;
+use super::schema::ToolSchemas;
+use crate::policy::{Grants, HostPolicy};
+use crate::request::{ForgeRequest, Implementation};
+use crate::runtime::MAX_SOURCE_BYTES;
+use crate::store::Tier;
+
+/// Names no forged tool may take (the MCP meta-tool).
+pub const RESERVED_NAMES: &[&str] = &["forge_tool"];
+
+/// A request that passed the stateless checks.
+#[derive(Debug)]
+pub struct Validated<'r> {
+    /// The JavaScript source.
+    pub code: &'r str,
+    /// The allowlist as given.
+    pub allowlist: &'r [String],
+    /// Both schemas, compiled.
+    pub schemas: ToolSchemas,
+    /// What the tool will be granted (allowlist ∩ host policy).
+    pub grants: Grants,
+}
+
+/// Runs the stateless checks (see the module docs).
+pub fn validate<'r>(
+    request: &'r ForgeRequest,
+    policy: &HostPolicy,
+) -> Result<Validated<'r>, ValidateError> {
+    let (code, allowlist) = match &request.implementation {
+        Implementation::Sandbox { code, allowlist } => (code.as_str(), allowlist.as_slice()),
+        Implementation::Compose { .. } => return Err(ValidateError::ComposeNotSupported),
+    };
+    check_name(&request.name)?;
+    let description = request.description.trim();
+    if description.is_empty() {
+        return Err(ValidateError::Description("is empty: say what the tool does".into()));
+    }
+    if request.description.len() > MAX_DESCRIPTION_BYTES {
+        return Err(ValidateError::Description(format!(
+            "is {} bytes, over the {MAX_DESCRIPTION_BYTES}-byte limit",
+            request.description.len()
+        )));
+    }
+    let schemas = ToolSchemas::compile(&request.input_schema, &request.output_schema)?;
+    let grants = policy.grants(allowlist)?;
+    if code.len() > MAX_SOURCE_BYTES {
+        return Err(ValidateError::SourceTooLarge {
+            actual: code.len(),
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    crate::static_check::check(code)?;
+    match request.test_cases.len() {
+        0 => {
+            return Err(ValidateError::TestCases(
+                "is empty: at least one test case is required".into(),
+            ));
+        }
+        n if n > MAX_TEST_CASES => {
+            return Err(ValidateError::TestCases(format!(
+                "has {n} cases, over the limit of {MAX_TEST_CASES}"
+            )));
+        }
+        _ => {}
+    }
+    Ok(Validated {
+        code,
+        allowlist,
+        schemas,
+        grants,
+    })
+}
+
+/// snake_case ASCII, starting with a letter, at most [`MAX_NAME_LEN`]
+/// characters, not reserved. Path characters can never pass.
+pub fn check_name(name: &str) -> Result<(), ValidateError> {
+    let refuse = |reason: &str| {
+        Err(ValidateError::Name {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if name.is_empty() {
+        return refuse("is empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return refuse(&format!("is longer than {MAX_NAME_LEN} characters"));
+    }
+    if name.contains(['/', '\\', '.', '\0']) {
+        return refuse("contains path characters (`/`, `\\`, `.` or NUL)");
+    }
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !first_ok || !rest_ok {
+        return refuse("is not snake_case (lowercase ASCII letters, digits and `_`, starting with a letter)");
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return refuse("is reserved");
+    }
+    Ok(())
+}
+
+/// How full the tiers are for the forging agent and session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Tools in the session.
+    pub session_tools: usize,
+    /// Agent-tier tools the agent owns.
+    pub agent_tools: usize,
+    /// The tier of an existing tool with the requested name, if any.
+    pub name_taken: Option<Tier>,
+}
+
+/// The stateful checks: the name is free in every tier the agent sees, the
+/// session holds fewer than `maxSessionTools` tools, and the agent owns
+/// fewer than `maxAgentTools` (a tool forged at the cap could never be
+/// promoted).
+pub fn check_occupancy(
+    name: &str,
+    agent: &str,
+    session: &str,
+    occupancy: Occupancy,
+    config: &ForgeConfig,
+) -> Result<(), ValidateError> {
+    if let Some(tier) = occupancy.name_taken {
+        return Err(ValidateError::NameTaken {
+            name: name.to_string(),
+            tier,
+        });
+    }
+    if occupancy.session_tools >= config.max_session_tools {
+        return Err(ValidateError::SessionFull {
+            session: session.to_string(),
+            limit: config.max_session_tools,
+        });
+    }
+    if occupancy.agent_tools >= config.max_agent_tools {
+        return Err(ValidateError::AgentFull {
+            agent: agent.to_string(),
+            limit: config.max_agent_tools,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::TestCase;
+    use serde_json::json;
+
+    fn request(code: &str, allowlist: &[&str]) -> ForgeRequest {
+        ForgeRequest {
+            name: "add_numbers".into(),
+            description: "Adds two numbers.".into(),
+            input_schema: json!({"type": "object"}),
+            output_schema: json!({"type": "object"}),
+            implementation: Implementation::Sandbox {
+                code: code.into(),
+                allowlist: allowlist.iter().map(|s| s.to_string()).collect(),
+            },
+            test_cases: vec![TestCase {
+                input: json!({}),
+                expected_output: None,
+            }],
+        }
+    }
+
+    const OK: &str = "function execute(i) { return {}; }";
+
+    #[test]
+    fn names() {
+        for good in ["a", "parse_csv", "x1_y2", &"a".repeat(MAX_NAME_LEN)] {
+            check_name(good).unwrap();
+        }
+        for (bad, why) in [
+            ("", "empty"),
+            ("../etc/passwd", "path characters"),
+            ("a/b", "path characters"),
+            ("a\\b", "path characters"),
+            ("a.b", "path characters"),
+            ("ParseCsv", "snake_case"),
+            ("parse-csv", "snake_case"),
+            ("1abc", "snake_case"),
+            ("_abc", "snake_case"),
+            ("naïve", "snake_case"),
+            ("forge_tool", "reserved"),
+            (&"a".repeat(MAX_NAME_LEN + 1), "longer than"),
+        ] {
+            let err = check_name(bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad:?}: {err}");
+            assert!(err.starts_with("validate: name"), "{err}");
+        }
+    }
+
+    #[test]
+    fn each_check_names_what_failed() {
+        let policy = HostPolicy::deny_all();
+        validate(&request(OK, &[]), &policy).unwrap();
+
+        let mut r = request(OK, &[]);
+        r.description = "  ".into();
+        assert!(matches!(validate(&r, &policy), Err(ValidateError::Description(_))));
+
+        let mut r = request(OK, &[]);
+        r.output_schema = json!({"type": 12});
+        let err = validate(&r, &policy).unwrap_err().to_string();
+        assert!(err.starts_with("validate: outputSchema is not a valid JSON Schema"), "{err}");
+
+        let err = validate(&request(OK, &["fetch"]), &policy).unwrap_err().to_string();
+        assert!(err.contains("\"fetch\"") && err.contains("not allowed by the host policy"), "{err}");
+        let err = validate(&request(OK, &["net"]), &policy).unwrap_err().to_string();
+        assert!(err.contains("unknown capability \"net\""), "{err}");
+        let allowed = HostPolicy::deny_all().with_allow_crypto();
+        let v = validate(&request(OK, &["crypto"]), &allowed).unwrap();
+        assert!(v.grants.crypto && !v.grants.fetch);
+
+        let err = validate(&request("function execute() { return eval('1'); }", &[]), &policy)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("blocked API `eval` at 1:29"), "{err}");
+
+        let mut r = request(OK, &[]);
+        r.test_cases.clear();
+        assert!(validate(&r, &policy).unwrap_err().to_string().contains("at least one test case"));
+
+        let mut r = request(OK, &[]);
+        r.implementation = Implementation::Compose { steps: vec![] };
+        assert!(validate(&r, &policy).unwrap_err().to_string().contains("not supported yet"));
+    }
+
+    #[test]
+    fn occupancy_limits() {
+        let cfg = ForgeConfig::default();
+        let free = Occupancy { session_tools: 9, agent_tools: 49, name_taken: None };
+        check_occupancy("t", "a", "s", free, &cfg).unwrap();
+        let err = check_occupancy("t", "a", "s", Occupancy { session_tools: 10, ..free }, &cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("already holds 10 tools (maxSessionTools)"), "{err}");
+        let err = check_occupancy("t", "a", "s", Occupancy { agent_tools: 50, ..free }, &cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("already owns 50 tools (maxAgentTools)"), "{err}");
+        let err = check_occupancy("t", "a", "s", Occupancy { name_taken: Some(Tier::Shared), ..free }, &cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("already exists in the shared tier"), "{err}");
+    }
+}
