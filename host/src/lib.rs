@@ -23,6 +23,7 @@ pub mod error;
 pub mod forge;
 pub mod host_state;
 pub mod limits;
+pub mod mcp;
 pub mod policy;
 pub mod request;
 pub mod runtime;

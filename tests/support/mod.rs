@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod chat;
 pub mod http;
 
 use std::ffi::OsStr;

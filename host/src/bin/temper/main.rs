@@ -129,6 +129,16 @@ enum Command {
         #[command(subcommand)]
         command: SessionCommand,
     },
+    /// Serve MCP over stdio: `forge_tool` and the forged tools, for any MCP
+    /// client (the connection has its own session tier).
+    Mcp {
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        judge: JudgeArgs,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 #[derive(Subcommand)]
@@ -410,6 +420,18 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Session {
             command: SessionCommand::End { registry, common },
         } => registry::session_end(&registry, &common),
+        Command::Mcp {
+            registry,
+            judge,
+            common,
+        } => {
+            let opened = registry::Opened::open(&registry, &common, Some(&judge))?;
+            let ctx = temper::mcp::connection_context(&opened.ctx);
+            temper::mcp::serve_stdio(opened.forge, ctx)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
         Command::Run {
             tool,
             input,

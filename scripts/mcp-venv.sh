@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Creates target/mcp-venv with the official MCP Python SDK (PyPI `mcp`) for
+# the Python-client test of `temper mcp` (tests/mcp_client.py, run by
+# `cargo test --test mcp`). Idempotent: does nothing when the venv already
+# imports `mcp`; installs Debian's python3-venv first when `python3 -m venv`
+# cannot work. Packages come from PyPI through pip, nothing else.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/target/mcp-venv"
+spec="mcp>=1.10,<2"
+
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import mcp" 2>/dev/null; then
+  exit 0
+fi
+
+# Debian splits venv/ensurepip out of python3: `python3 -m venv` fails without it.
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -c "import venv, ensurepip" 2>/dev/null; then
+  echo "mcp-venv: installing Debian packages: python3 python3-venv" >&2
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq python3 python3-venv >/dev/null
+fi
+
+echo "mcp-venv: creating $venv with $spec" >&2
+rm -rf "$venv"
+mkdir -p "$root/target"
+python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check "$spec"
+"$venv/bin/python" -c "import mcp" 
