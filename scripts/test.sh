@@ -6,7 +6,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
-cargo test --release --locked --workspace
+# The official MCP Python SDK for the `temper mcp` client test; required here.
+bash scripts/mcp-venv.sh ||
+  echo "test: could not create target/mcp-venv: the MCP Python-client test will fail" >&2
+TEMPER_REQUIRE_MCP_PY=1 cargo test --release --locked --workspace
 if command -v node >/dev/null 2>&1; then
   node --test guest-js-shim/tests-js/
 else

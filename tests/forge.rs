@@ -597,11 +597,15 @@ fn crash_child() {
             max_agent_tools: 1000,
             ..ForgeConfig::default()
         };
-        let forge = Forge::builder(runtime(), store(Path::new(&dir))).judge(rules()).config(config).build();
+        let rt = runtime();
+        // Kill points are spread over forging work, not process start-up.
+        rt.warm_up().await.unwrap();
+        let forge = Forge::builder(rt, store(Path::new(&dir))).judge(rules()).config(config).build();
         let c = ForgeContext::new(agent, "s");
         println!("ready");
         for i in 0.. {
-            let name = format!("add_{i}");
+            // Unique across runs: shared-tier names are global.
+            let name = format!("{}_add_{i}", c.agent_id);
             // A distinct source per tool: distinct artifacts get written.
             let mut r = renamed(seed("add_numbers"), &name);
             r.implementation = Implementation::Sandbox {
@@ -655,7 +659,7 @@ fn killed_forging_process_leaves_a_consistent_store() {
     let mut agents = Vec::new();
     let mut registered = 0;
     for run in 0..runs {
-        let agent = format!("agent-{run}");
+        let agent = format!("a{run}");
         agents.push(agent.clone());
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["crash_child", "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
@@ -674,8 +678,11 @@ fn killed_forging_process_leaves_a_consistent_store() {
                 panic!("crash child exited before starting: {:?}", child.wait());
             }
         }
-        let delay = rand::random_range(0..600u64);
+        let delay = rand::random_range(0..800u64);
         std::thread::sleep(Duration::from_millis(delay));
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("run {run}: the child stopped on its own ({status}) instead of being killed");
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         registered = assert_consistent(dir.path(), &agents);

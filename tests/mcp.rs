@@ -27,7 +27,9 @@ fn root() -> PathBuf {
 }
 
 fn seed(name: &str) -> Value {
-    let path = root().join("tests/fixtures/seeds").join(format!("{name}.json"));
+    let path = root()
+        .join("tests/fixtures/seeds")
+        .join(format!("{name}.json"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -159,7 +161,9 @@ fn text_json(result: &Value) -> Value {
 }
 
 fn error_code(m: &Value) -> i64 {
-    m["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {m}"))
+    m["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {m}"))
 }
 
 #[test]
@@ -177,16 +181,29 @@ fn mcp_over_stdio_pipes() {
     assert_eq!(init["serverInfo"]["name"], "temper");
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let again = c.ok("initialize", json!({"protocolVersion": "2099-01-01"}));
-    assert_eq!(again["protocolVersion"], temper::mcp::SUPPORTED_PROTOCOL_VERSIONS[0]);
+    assert_eq!(
+        again["protocolVersion"],
+        temper::mcp::SUPPORTED_PROTOCOL_VERSIONS[0]
+    );
 
     // Only the meta-tool at first; its input schema is the forge request.
     let list = c.ok("tools/list", json!({}));
     assert_eq!(list["tools"].as_array().unwrap().len(), 1, "{list}");
     let forge_tool = &list["tools"][0];
     assert_eq!(forge_tool["name"], "forge_tool");
-    assert!(forge_tool["description"].as_str().unwrap().contains("execute(input)"));
+    assert!(
+        forge_tool["description"]
+            .as_str()
+            .unwrap()
+            .contains("execute(input)")
+    );
     assert_eq!(forge_tool["inputSchema"]["type"], "object");
-    assert!(forge_tool["inputSchema"]["required"].as_array().unwrap().contains(&json!("testCases")));
+    assert!(
+        forge_tool["inputSchema"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("testCases"))
+    );
 
     // Forge the slugify seed, asking for progress.
     let (m, notes) = c.request(
@@ -199,10 +216,17 @@ fn mcp_over_stdio_pipes() {
     assert_eq!(result["structuredContent"]["tool"]["name"], "slugify");
     assert_eq!(result["structuredContent"]["verdict"]["approved"], true);
     assert_eq!(text_json(result), result["structuredContent"]);
-    let methods: Vec<&str> = notes.iter().map(|n| n["method"].as_str().unwrap()).collect();
+    let methods: Vec<&str> = notes
+        .iter()
+        .map(|n| n["method"].as_str().unwrap())
+        .collect();
     assert_eq!(
         methods,
-        ["notifications/progress", "notifications/progress", "notifications/tools/list_changed"],
+        [
+            "notifications/progress",
+            "notifications/progress",
+            "notifications/tools/list_changed"
+        ],
         "{notes:?}"
     );
     assert_eq!(notes[0]["params"]["progressToken"], "forge-1");
@@ -213,7 +237,10 @@ fn mcp_over_stdio_pipes() {
     let list = c.ok("tools/list", json!({}));
     let tools = list["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 2, "{list}");
-    let slugify = tools.iter().find(|t| t["name"] == "slugify").expect("slugify listed");
+    let slugify = tools
+        .iter()
+        .find(|t| t["name"] == "slugify")
+        .expect("slugify listed");
     assert_eq!(slugify["description"], seed("slugify")["description"]);
     assert_eq!(slugify["inputSchema"], seed("slugify")["inputSchema"]);
     assert_eq!(slugify["outputSchema"], seed("slugify")["outputSchema"]);
@@ -227,11 +254,22 @@ fn mcp_over_stdio_pipes() {
     let bad = c.call("slugify", json!({"words": 3}));
     assert_eq!(bad["isError"], true, "{bad}");
     assert_eq!(bad["structuredContent"]["stage"], "invoke");
-    assert!(bad["structuredContent"]["error"].as_str().unwrap().contains("input"), "{bad}");
+    assert!(
+        bad["structuredContent"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("input"),
+        "{bad}"
+    );
 
     let unknown = c.call("no_such_tool", json!({}));
     assert_eq!(unknown["isError"], true, "{unknown}");
-    assert!(text_json(&unknown)["error"].as_str().unwrap().contains("no_such_tool"));
+    assert!(
+        text_json(&unknown)["error"]
+            .as_str()
+            .unwrap()
+            .contains("no_such_tool")
+    );
 
     // Protocol errors are answered, and the server keeps reading.
     c.send_raw(b"{\"jsonrpc\": \"2.0\", \"id\": 99, \"method\": \n");
@@ -244,14 +282,21 @@ fn mcp_over_stdio_pipes() {
     assert_eq!(error_code(&m), -32602, "{m}");
     c.send(&json!({"jsonrpc": "2.0", "id": "no-method"}));
     let m = c.recv();
-    assert_eq!((error_code(&m), &m["id"]), (-32600, &json!("no-method")), "{m}");
+    assert_eq!(
+        (error_code(&m), &m["id"]),
+        (-32600, &json!("no-method")),
+        "{m}"
+    );
 
     let mut huge = vec![b'x'; temper::mcp::jsonrpc::MAX_MESSAGE_BYTES + 1];
     huge.push(b'\n');
     c.send_raw(&huge);
     let m = c.recv();
     assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
-    assert!(m["error"]["message"].as_str().unwrap().contains("limit"), "{m}");
+    assert!(
+        m["error"]["message"].as_str().unwrap().contains("limit"),
+        "{m}"
+    );
 
     c.send(&json!({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"}));
     let (pong, _) = c.response_to(&json!("ping-1"));
@@ -262,13 +307,21 @@ fn mcp_over_stdio_pipes() {
     let mut wrong = seed("slugify");
     wrong["name"] = json!("slugify_wrong");
     wrong["testCases"][0]["expectedOutput"] = json!({"slug": "Hello World"});
-    let (m, notes) = c.request("tools/call", json!({"name": "forge_tool", "arguments": wrong}));
+    let (m, notes) = c.request(
+        "tools/call",
+        json!({"name": "forge_tool", "arguments": wrong}),
+    );
     assert!(notes.is_empty(), "{notes:?}");
     let refused = &m["result"];
     assert_eq!(refused["isError"], true, "{m}");
     assert_eq!(refused["structuredContent"]["success"], false);
     assert_eq!(refused["structuredContent"]["stage"], "test");
-    assert!(refused["structuredContent"]["errors"][0].as_str().unwrap().starts_with("test: "));
+    assert!(
+        refused["structuredContent"]["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("test: ")
+    );
     assert!(!c.tool_names().contains(&"slugify_wrong".to_string()));
 
     // A tool that runs into the time limit: the call is a tool error, and a
@@ -281,16 +334,28 @@ fn mcp_over_stdio_pipes() {
         "implementation": {"mode": "sandbox", "code": "function execute(input) { if (input.spin) { for (;;) {} } return { spun: false }; }", "allowlist": []},
         "testCases": [{"input": {"spin": false}, "expectedOutput": {"spun": false}}],
     });
-    let (m, notes) = c.request("tools/call", json!({"name": "forge_tool", "arguments": spin}));
+    let (m, notes) = c.request(
+        "tools/call",
+        json!({"name": "forge_tool", "arguments": spin}),
+    );
     assert_eq!(m["result"]["isError"], false, "{m}");
     assert_eq!(notes.len(), 1, "{notes:?}");
-    let call = c.start_request("tools/call", json!({"name": "spin", "arguments": {"spin": true}}));
+    let call = c.start_request(
+        "tools/call",
+        json!({"name": "spin", "arguments": {"spin": true}}),
+    );
     let ping = c.start_request("ping", json!({}));
     let first = c.recv();
     assert_eq!(first["id"], ping, "the ping waited for the call: {first}");
     let (m, _) = c.response_to(&call);
     assert_eq!(m["result"]["isError"], true, "{m}");
-    assert!(text_json(&m["result"])["error"].as_str().unwrap().contains("timed out"), "{m}");
+    assert!(
+        text_json(&m["result"])["error"]
+            .as_str()
+            .unwrap()
+            .contains("timed out"),
+        "{m}"
+    );
 
     let names = c.tool_names();
     assert_eq!(names, ["forge_tool", "slugify", "spin"].map(String::from));

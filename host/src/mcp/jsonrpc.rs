@@ -282,7 +282,10 @@ mod tests {
                 Frame::Line(b"last".to_vec()),
             ]
         );
-        assert_eq!(frames(b"0123456789", 5), vec![Frame::TooLarge { bytes: 10 }]);
+        assert_eq!(
+            frames(b"0123456789", 5),
+            vec![Frame::TooLarge { bytes: 10 }]
+        );
         assert_eq!(frames(b"", 5), Vec::<Frame>::new());
     }
 
@@ -328,8 +331,14 @@ mod tests {
         assert_eq!((r.id, r.error.code), (json!(4), INVALID_REQUEST));
         let r = rejected(r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":"x"}"#);
         assert_eq!((r.id, r.error.code), (json!(5), INVALID_REQUEST));
-        assert_eq!(rejected(r#"{"jsonrpc":"2.0","id":6}"#).error.code, INVALID_REQUEST);
-        assert_eq!(parse_message(b"\xff\xfe{}").unwrap_err().error.code, PARSE_ERROR);
+        assert_eq!(
+            rejected(r#"{"jsonrpc":"2.0","id":6}"#).error.code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse_message(b"\xff\xfe{}").unwrap_err().error.code,
+            PARSE_ERROR
+        );
     }
 
     #[test]

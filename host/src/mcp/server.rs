@@ -152,7 +152,9 @@ where
                     }
                 }
                 Ok(Incoming::Response { id }) => {
-                    eprintln!("temper mcp: ignoring a response (id {id}): this server sends no requests");
+                    eprintln!(
+                        "temper mcp: ignoring a response (id {id}): this server sends no requests"
+                    );
                 }
             },
         }
@@ -212,13 +214,20 @@ impl Connection {
             Ok(Err(error)) => jsonrpc::error_response(&id, &error),
             Err(e) => {
                 eprintln!("temper mcp: request {id} failed: {e}");
-                jsonrpc::error_response(&id, &RpcError::internal(format!("the handler failed: {e}")))
+                jsonrpc::error_response(
+                    &id,
+                    &RpcError::internal(format!("the handler failed: {e}")),
+                )
             }
         };
         self.send(message);
     }
 
-    async fn handle(self: Arc<Self>, method: String, params: Option<Value>) -> Result<Value, RpcError> {
+    async fn handle(
+        self: Arc<Self>,
+        method: String,
+        params: Option<Value>,
+    ) -> Result<Value, RpcError> {
         match method.as_str() {
             "initialize" => initialize(params.as_ref()),
             "ping" => Ok(json!({})),
@@ -229,7 +238,14 @@ impl Connection {
     }
 
     fn list_tools(&self) -> Result<Value, RpcError> {
-        let allowed: Vec<_> = self.forge.runtime().policy().allowed.iter().copied().collect();
+        let allowed: Vec<_> = self
+            .forge
+            .runtime()
+            .policy()
+            .allowed
+            .iter()
+            .copied()
+            .collect();
         let visible = self
             .forge
             .visible_tools(&self.ctx)
@@ -270,16 +286,34 @@ impl Connection {
         }
     }
 
-    async fn forge_tool(&self, request: &Value, progress: &Progress<'_>) -> Result<Value, RpcError> {
-        let name = request.get("name").and_then(Value::as_str).unwrap_or("(unnamed)");
-        progress.report(0, 2, format!("forging {name}: validate, build, test, judge, register"));
+    async fn forge_tool(
+        &self,
+        request: &Value,
+        progress: &Progress<'_>,
+    ) -> Result<Value, RpcError> {
+        let name = request
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)");
+        progress.report(
+            0,
+            2,
+            format!("forging {name}: validate, build, test, judge, register"),
+        );
         let outcome = self.forge.forge_json(&request.to_string(), &self.ctx).await;
         let result = ForgeResult::from(&outcome);
         match &outcome {
             Ok(forged) => {
-                eprintln!("temper mcp: forged {} ({})", forged.tool.name, &forged.tool.id[..12]);
+                eprintln!(
+                    "temper mcp: forged {} ({})",
+                    forged.tool.name,
+                    &forged.tool.id[..12]
+                );
                 progress.report(2, 2, format!("{name}: registered"));
-                self.send(jsonrpc::notification("notifications/tools/list_changed", json!({})));
+                self.send(jsonrpc::notification(
+                    "notifications/tools/list_changed",
+                    json!({}),
+                ));
             }
             Err(e) => {
                 eprintln!("temper mcp: forge of {name} refused: {e}");
@@ -339,7 +373,9 @@ fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
     let requested = params
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("initialize: params.protocolVersion must be a string"))?;
+        .ok_or_else(|| {
+            RpcError::invalid_params("initialize: params.protocolVersion must be a string")
+        })?;
     Ok(json!({
         "protocolVersion": negotiate_version(requested),
         "capabilities": { "tools": { "listChanged": true } },
@@ -357,12 +393,18 @@ mod tests {
     fn negotiates_the_clients_version_or_the_newest() {
         assert_eq!(negotiate_version("2025-06-18"), "2025-06-18");
         assert_eq!(negotiate_version("2024-11-05"), "2024-11-05");
-        assert_eq!(negotiate_version("1999-01-01"), SUPPORTED_PROTOCOL_VERSIONS[0]);
+        assert_eq!(
+            negotiate_version("1999-01-01"),
+            SUPPORTED_PROTOCOL_VERSIONS[0]
+        );
         let r = initialize(Some(&json!({"protocolVersion": "2025-03-26"}))).unwrap();
         assert_eq!(r["protocolVersion"], "2025-03-26");
         assert_eq!(r["capabilities"]["tools"]["listChanged"], true);
         assert_eq!(r["serverInfo"]["name"], "temper");
-        assert_eq!(initialize(Some(&json!({}))).unwrap_err().code, jsonrpc::INVALID_PARAMS);
+        assert_eq!(
+            initialize(Some(&json!({}))).unwrap_err().code,
+            jsonrpc::INVALID_PARAMS
+        );
     }
 
     #[test]
@@ -370,6 +412,9 @@ mod tests {
         let base = ForgeContext::new("a", "s");
         let ctx = connection_context(&base);
         assert_eq!(ctx.agent_id, "a");
-        assert!(ctx.session_id.starts_with(&format!("s/mcp-{}-", std::process::id())));
+        assert!(
+            ctx.session_id
+                .starts_with(&format!("s/mcp-{}-", std::process::id()))
+        );
     }
 }

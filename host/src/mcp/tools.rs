@@ -195,7 +195,12 @@ mod tests {
     #[test]
     fn forge_tool_names_the_host_capabilities() {
         let d = forge_tool_definition(&[Capability::Crypto]);
-        assert!(d["description"].as_str().unwrap().contains("(here: crypto)"));
+        assert!(
+            d["description"]
+                .as_str()
+                .unwrap()
+                .contains("(here: crypto)")
+        );
         let d = forge_tool_definition(&[]);
         assert!(d["description"].as_str().unwrap().contains("(here: none)"));
         assert_eq!(d["inputSchema"]["required"].as_array().unwrap().len(), 6);
