@@ -220,7 +220,8 @@ mod tests {
         let err = validate(&request(OK, &["net"]), &policy).unwrap_err().to_string();
         assert!(err.contains("unknown capability \"net\""), "{err}");
         let allowed = HostPolicy::deny_all().with_allow_crypto();
-        let v = validate(&request(OK, &["crypto"]), &allowed).unwrap();
+        let r = request(OK, &["crypto"]);
+        let v = validate(&r, &allowed).unwrap();
         assert!(v.grants.crypto && !v.grants.fetch);
 
         let err = validate(&request("function execute() { return eval('1'); }", &[]), &policy)
