@@ -45,6 +45,29 @@ if "$temper" run components/examples/fetch_json.js --allow-net=api.example.com \
   echo "expected: IP address not allowed" >&2; exit 1
 fi
 
+echo "== the forge pipeline: forge with the offline rules judge, call, stats, promote, approve, audit"
+store="$out/store"
+rm -rf "$store"
+reg=(--store "$store" --agent demo-agent --session demo-session)
+if "$temper" forge tests/fixtures/seeds/slugify.json "${reg[@]}"; then
+  echo "expected: no judge configured, forge rejected (fail closed)" >&2; exit 1
+fi
+for req in slugify add_numbers parse_csv convert_temperature; do
+  "$temper" forge "tests/fixtures/seeds/$req.json" --judge rules "${reg[@]}"
+done
+"$temper" tools "${reg[@]}"
+for text in "Hello World" "Forged tools" "Temper" "A b c" "Last one"; do
+  "$temper" call slugify --input "{\"text\": \"$text\"}" "${reg[@]}"
+done
+"$temper" stats slugify "${reg[@]}"
+python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["implementation"]["code"])' \
+  tests/fixtures/seeds/slugify.json > "$out/slugify.js"
+"$temper" promote slugify --judge rules --source "$out/slugify.js" "${reg[@]}"
+"$temper" approve slugify --by demo-operator --note "demo" "${reg[@]}"
+"$temper" call slugify --input '{"text": "Seen by another agent"}' --store "$store" --agent other-agent
+"$temper" audit verify "${reg[@]}"
+"$temper" session end "${reg[@]}"
+
 echo "== limits: an infinite loop stops at the timeout"
 echo 'function execute(input) { for (;;) {} }' > "$out/spin.js"
 if "$temper" run "$out/spin.js" --timeout-ms 300; then

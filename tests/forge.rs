@@ -118,7 +118,6 @@ async fn seed_examples_register_with_the_rules_judge() {
             vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
         )]),
         extra_roots_pem: vec![server.root_pem().into_bytes()],
-        ..TransportOptions::default()
     };
     let dir = tempfile::tempdir().unwrap();
     let forge = Forge::builder(runtime_with(policy, transport), store(dir.path()))
