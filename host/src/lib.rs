@@ -17,6 +17,7 @@
 //! ```
 
 mod bindings;
+pub mod artifact;
 pub mod capabilities;
 pub mod engine;
 pub mod error;
@@ -32,6 +33,7 @@ mod snapshot;
 pub mod static_check;
 pub mod store;
 pub mod testcase;
+pub mod verify;
 
 pub use error::{BuildError, JsLocation, LoadError, RunError};
 pub use host_state::LogLine;

@@ -19,15 +19,16 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::config::ForgeConfig;
-use super::error::{ForgeError, InvokeError, PromoteError, Stage, ValidateError};
+use super::error::{ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError};
 use super::judge::{Judge, NoJudge, PanelVerdict, TestResultSummary, ToolCandidate, Verdict, panel};
 use super::manifest::{ToolInfo, ToolManifest};
 use super::schema::ToolSchemas;
 use super::session::{CallCounters, SessionSnapshot, SessionTool, SessionTools};
 use super::validate::{self, Occupancy};
+use crate::artifact::{self, ArtifactManifest};
 use crate::host_state::LogLine;
 use crate::request::ForgeRequest;
-use crate::runtime::{Runtime, Tool};
+use crate::runtime::{Artifact, Runtime, Tool};
 use crate::store::{ArtifactId, AuditKind, Store, StoreError, Tier, ToolRecord, ToolStats};
 use crate::testcase::{CaseResult, run_cases};
 
@@ -211,6 +212,32 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// An artifact on its way through TEST, JUDGE and REGISTER.
+struct Admission {
+    manifest: ArtifactManifest,
+    bytes: Arc<Vec<u8>>,
+    base: Tool,
+    schemas: ToolSchemas,
+    /// Source for the judge (kept in memory for the session tier).
+    source: Option<String>,
+    imported: bool,
+}
+
+/// An exported artifact and its provenance.
+#[derive(Debug, Clone)]
+pub struct Exported {
+    /// The `.wasm` bytes.
+    pub bytes: Vec<u8>,
+    /// Their blake3 (the tool's id as a file).
+    pub id: String,
+    /// The tool as registered.
+    pub tool: ToolInfo,
+    /// Its audit entries (forge decision, registration, promotions,
+    /// approvals...), for a sidecar file: who and when stay out of the
+    /// artifact's bytes.
+    pub provenance: Vec<Value>,
+}
+
 /// A resolved tool: where it lives and what it is.
 struct Target {
     tier: Tier,
@@ -229,6 +256,21 @@ fn summaries(results: &[CaseResult]) -> Vec<TestResultSummary> {
             failure: r.failure.clone(),
         })
         .collect()
+}
+
+/// `built` with `manifest` embedded: the registered (and exported) bytes.
+fn with_manifest(built: &Artifact, manifest: &ArtifactManifest) -> Result<Artifact, ForgeError> {
+    let bytes = artifact::embed(&built.bytes, manifest).map_err(|e| {
+        ForgeError::Build(crate::error::BuildError::Internal {
+            stage: "embed manifest",
+            message: e.to_string(),
+        })
+    })?;
+    Ok(Artifact {
+        id: blake3::hash(&bytes).to_hex().to_string(),
+        bytes: Arc::new(bytes),
+        bytecode: built.bytecode.clone(),
+    })
 }
 
 fn used_apis(source: &str) -> Vec<String> {
@@ -339,13 +381,22 @@ impl Forge {
         })
     }
 
+    /// The name is free and `tier` has room: the session limit applies to
+    /// the session tier, the agent limit to the session and agent tiers.
     fn check_occupancy(
         &self,
         sessions: &HashMap<(String, String), SessionTools>,
         name: &str,
         ctx: &ForgeContext,
+        tier: Tier,
     ) -> Result<(), ValidateError> {
-        let occupancy = self.occupancy(sessions, name, ctx)?;
+        let mut occupancy = self.occupancy(sessions, name, ctx)?;
+        if tier != Tier::Session {
+            occupancy.session_tools = 0;
+        }
+        if tier == Tier::Shared {
+            occupancy.agent_tools = 0;
+        }
         validate::check_occupancy(
             name,
             &ctx.agent_id,
@@ -365,17 +416,53 @@ impl Forge {
 
         // VALIDATE
         let v = validate::validate(request, runtime.policy())?;
-        self.check_occupancy(&lock(&inner.sessions), &request.name, ctx)?;
+        self.check_occupancy(&lock(&inner.sessions), &request.name, ctx, Tier::Session)?;
 
-        // BUILD
-        let artifact = runtime.build(v.code).await?;
+        // BUILD: the component, then its manifest section.
+        let built = runtime.build(v.code).await?;
+        let manifest = ArtifactManifest::sandbox(
+            &request.name,
+            &request.description,
+            &request.input_schema,
+            &request.output_schema,
+            v.allowlist,
+            &request.test_cases,
+            v.code,
+            inner.config.persist_sandbox_source,
+        );
+        let artifact = with_manifest(&built, &manifest)?;
         let base = runtime.tool(&artifact);
+        self.admit(
+            Admission {
+                manifest,
+                bytes: artifact.bytes.clone(),
+                base,
+                schemas: v.schemas,
+                source: Some(v.code.to_string()),
+                imported: false,
+            },
+            ctx,
+            Tier::Session,
+        )
+        .await
+    }
+
+    /// TEST, JUDGE and REGISTER for a built (or imported) artifact.
+    async fn admit(
+        &self,
+        a: Admission,
+        ctx: &ForgeContext,
+        tier: Tier,
+    ) -> Result<Forged, ForgeError> {
+        let inner = &self.inner;
+        let runtime = &inner.runtime;
+        let m = &a.manifest;
         let tool = runtime
-            .grant(&base, v.allowlist)
+            .grant(&a.base, &m.capabilities)
             .map_err(ValidateError::from)?;
 
         // TEST (twice: the repeat run is the determinism evidence)
-        let results = run_cases(runtime, &tool, Some(&v.schemas), &request.test_cases).await;
+        let results = run_cases(runtime, &tool, Some(&a.schemas), &m.test_cases).await;
         let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
         if let Some(first) = failed.first() {
             return Err(ForgeError::Test {
@@ -389,22 +476,26 @@ impl Forge {
                 results: results.clone(),
             });
         }
-        let repeat = run_cases(runtime, &tool, Some(&v.schemas), &request.test_cases).await;
+        let repeat = run_cases(runtime, &tool, Some(&a.schemas), &m.test_cases).await;
 
         // JUDGE
         let test_results = summaries(&results);
         let repeat_run = Some(summaries(&repeat));
         let candidate = ToolCandidate {
-            name: request.name.clone(),
-            description: request.description.clone(),
-            input_schema: request.input_schema.clone(),
-            output_schema: Some(request.output_schema.clone()),
-            source: Some(v.code.to_string()),
+            name: m.name.clone(),
+            description: m.description.clone(),
+            input_schema: m.input_schema.clone(),
+            output_schema: Some(m.output_schema.clone()),
+            source: a.source.clone(),
             composition: None,
-            allowlist: v.allowlist.to_vec(),
+            allowlist: m.capabilities.clone(),
             test_results: test_results.clone(),
-            used_apis: used_apis(v.code),
+            used_apis: match &a.source {
+                Some(src) => used_apis(src),
+                None => m.capabilities.clone(),
+            },
             repeat_run: repeat_run.clone(),
+            bytecode_only: a.source.is_none(),
         };
         let verdict = inner.judge.review(&candidate).await;
         if !verdict.approved {
@@ -414,69 +505,232 @@ impl Forge {
         // REGISTER
         let id = inner
             .store
-            .put_artifact(&artifact.bytes)
+            .put_artifact(&a.bytes)
             .map_err(ForgeError::Register)?;
         let manifest = ToolManifest {
-            name: request.name.clone(),
-            description: request.description.clone(),
-            input_schema: request.input_schema.clone(),
-            output_schema: request.output_schema.clone(),
-            mode: "sandbox".into(),
-            allowlist: v.allowlist.to_vec(),
-            test_cases: request.test_cases.clone(),
-            source_blake3: blake3::hash(v.code.as_bytes()).to_hex().to_string(),
-            shim_blake3: crate::shim::shim_id(),
-            source: inner
-                .config
-                .persist_sandbox_source
-                .then(|| v.code.to_string()),
+            name: m.name.clone(),
+            description: m.description.clone(),
+            input_schema: m.input_schema.clone(),
+            output_schema: m.output_schema.clone(),
+            mode: m.mode.clone(),
+            allowlist: m.capabilities.clone(),
+            test_cases: m.test_cases.clone(),
+            source_blake3: m.source_blake3.clone(),
+            shim_blake3: m.shim_blake3.clone(),
+            source: m.source.clone(),
             verdict: verdict.clone(),
             test_results,
             repeat_run,
         };
-        {
+        let decision = json!({
+            "approved": true,
+            "imported": a.imported,
+            "session": ctx.session_id,
+            "tier": tier.as_str(),
+            "artifact": id.as_str(),
+            "sourceBlake3": manifest.source_blake3,
+            "verdict": verdict,
+        });
+        let info = {
             let mut sessions = lock(&inner.sessions);
             // Re-checked under the lock: a concurrent forge may have taken
             // the name or the last slot.
-            self.check_occupancy(&sessions, &request.name, ctx)?;
-            inner
-                .store
-                .append_audit(
-                    AuditKind::ForgeDecision,
-                    &request.name,
-                    Some(&ctx.agent_id),
-                    &json!({
-                        "approved": true,
-                        "session": ctx.session_id,
-                        "tier": "session",
-                        "artifact": id.as_str(),
-                        "sourceBlake3": manifest.source_blake3,
-                        "verdict": verdict,
-                    }),
+            self.check_occupancy(&sessions, &m.name, ctx, tier)?;
+            if tier == Tier::Session {
+                inner
+                    .store
+                    .append_audit(AuditKind::ForgeDecision, &m.name, Some(&ctx.agent_id), &decision)
+                    .map_err(ForgeError::Register)?;
+                sessions.entry(ctx.key()).or_default().insert(
+                    m.name.clone(),
+                    SessionTool {
+                        artifact: id.clone(),
+                        manifest: manifest.clone(),
+                        source_in_memory: a.source.clone(),
+                        counters: CallCounters::default(),
+                    },
+                );
+                ToolInfo::new(
+                    &manifest,
+                    Tier::Session,
+                    id.as_str(),
+                    Some(ctx.agent_id.clone()),
+                    Some(ctx.session_id.clone()),
                 )
-                .map_err(ForgeError::Register)?;
-            sessions.entry(ctx.key()).or_default().insert(
-                request.name.clone(),
-                SessionTool {
+            } else {
+                let record = ToolRecord {
+                    name: m.name.clone(),
+                    agent_id: Some(ctx.agent_id.clone()),
+                    session_id: Some(ctx.session_id.clone()),
+                    tier,
                     artifact: id.clone(),
-                    manifest: manifest.clone(),
-                    source_in_memory: Some(v.code.to_string()),
-                    counters: CallCounters::default(),
-                },
-            );
-        }
-        self.cache_schemas(&manifest, v.schemas);
-        lock(&inner.loaded).insert(id.clone(), base);
+                    manifest: serde_json::to_value(&manifest).expect("a manifest serializes"),
+                    created_seq: 0,
+                };
+                let record = inner
+                    .store
+                    .register_with_entry(record, AuditKind::ForgeDecision, &decision)
+                    .map_err(ForgeError::Register)?;
+                Self::info_of(record).map_err(ForgeError::Register)?
+            }
+        };
+        self.cache_schemas(&manifest, a.schemas);
+        lock(&inner.loaded).insert(id, a.base);
         Ok(Forged {
-            tool: ToolInfo::new(
-                &manifest,
-                Tier::Session,
-                id.as_str(),
-                Some(ctx.agent_id.clone()),
-                Some(ctx.session_id.clone()),
-            ),
+            tool: info,
             verdict,
             test_results: results,
+        })
+    }
+
+    /// Imports a `.wasm` artifact into `tier` for `ctx`: the file must be a
+    /// `tool`-world component with a well-formed manifest whose requested
+    /// capabilities all fit this host's policy (refused naming each one
+    /// that does not); then its test cases run under this host's limits, the
+    /// judge reviews it (a bytecode-only artifact is marked so), and it is
+    /// registered. Grants are always the manifest's capabilities ∩ this
+    /// host's policy. Nothing is stored unless every step passes.
+    pub async fn import(
+        &self,
+        bytes: Vec<u8>,
+        ctx: &ForgeContext,
+        tier: Tier,
+    ) -> Result<Forged, ForgeError> {
+        let outcome = self.import_inner(bytes, ctx, tier).await;
+        if let Err(e) = &outcome
+            && !matches!(e, ForgeError::Register(_))
+        {
+            self.audit_rejection("(import)", ctx, e);
+        }
+        outcome
+    }
+
+    async fn import_inner(
+        &self,
+        bytes: Vec<u8>,
+        ctx: &ForgeContext,
+        tier: Tier,
+    ) -> Result<Forged, ForgeError> {
+        let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;
+        if manifest.mode != "sandbox" {
+            return Err(ValidateError::ComposeNotSupported.into());
+        }
+        validate::check_name(&manifest.name)?;
+        if manifest.description.trim().is_empty() {
+            return Err(ValidateError::Description("is empty".into()).into());
+        }
+        let schemas = ToolSchemas::compile(&manifest.input_schema, &manifest.output_schema)
+            .map_err(ValidateError::from)?;
+        let policy = self.inner.runtime.policy();
+        let refused: Vec<String> = manifest
+            .capabilities
+            .iter()
+            .filter_map(|name| match name.parse::<crate::policy::Capability>() {
+                Err(_) => Some(format!("{name} (unknown capability)")),
+                Ok(cap) if !policy.allowed.contains(&cap) => {
+                    Some(format!("{name} (not allowed by this host's policy)"))
+                }
+                Ok(_) => None,
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(ImportError::Capabilities(refused).into());
+        }
+        if let Some(source) = &manifest.source {
+            let hash = blake3::hash(source.as_bytes()).to_hex().to_string();
+            if hash != manifest.source_blake3 {
+                return Err(ImportError::SourceMismatch {
+                    recorded: manifest.source_blake3.clone(),
+                    actual: hash,
+                }
+                .into());
+            }
+            crate::static_check::check(source).map_err(ValidateError::from)?;
+        }
+        self.check_occupancy(&lock(&self.inner.sessions), &manifest.name, ctx, tier)?;
+        let base = self
+            .inner
+            .runtime
+            .load(bytes.clone())
+            .await
+            .map_err(ImportError::Load)?;
+        let source = manifest.source.clone();
+        self.admit(
+            Admission {
+                manifest,
+                bytes: Arc::new(bytes),
+                base,
+                schemas,
+                source,
+                imported: true,
+            },
+            ctx,
+            tier,
+        )
+        .await
+    }
+
+    /// The artifact of the tool `name_or_id` (a name, or an artifact id, as
+    /// `ctx` sees it). With `with_source`, the artifact carries the source
+    /// for review: the persisted or in-memory one, or `source` (checked
+    /// against the recorded blake3); that is a different file, with its own
+    /// id. Also returns the tool's provenance (its audit entries) for an
+    /// optional sidecar file.
+    pub fn export(
+        &self,
+        name_or_id: &str,
+        ctx: &ForgeContext,
+        with_source: bool,
+        source: Option<&str>,
+    ) -> Result<Exported, ExportError> {
+        let visible = self.visible_tools(ctx)?;
+        let info = visible
+            .iter()
+            .find(|t| t.name == name_or_id)
+            .or_else(|| visible.iter().find(|t| t.id == name_or_id))
+            .ok_or_else(|| ExportError::NotFound(name_or_id.to_string()))?
+            .clone();
+        let id = ArtifactId::from_hex(&info.id)?;
+        let mut bytes = self.inner.store.get_artifact(&id)?;
+        if with_source {
+            let (mut manifest, component) = artifact::split(&bytes)?;
+            if manifest.source.is_none() {
+                let kept = lock(&self.inner.sessions)
+                    .get(&ctx.key())
+                    .and_then(|s| s.get(&info.name))
+                    .and_then(|t| t.source_in_memory.clone());
+                let given = match (source, kept) {
+                    (Some(s), _) => s.to_string(),
+                    (None, Some(k)) => k,
+                    (None, None) => return Err(ExportError::NoSource(info.name.clone())),
+                };
+                let hash = blake3::hash(given.as_bytes()).to_hex().to_string();
+                if hash != manifest.source_blake3 {
+                    return Err(ExportError::SourceMismatch {
+                        recorded: manifest.source_blake3.clone(),
+                        actual: hash,
+                    });
+                }
+                manifest.source = Some(given);
+                bytes = artifact::embed(component, &manifest)?;
+            }
+        }
+        let provenance: Vec<Value> = self
+            .inner
+            .store
+            .audit_entries(0, usize::MAX)?
+            .into_iter()
+            .filter(|e| e.subject == info.name)
+            .map(|e| {
+                json!({"seq": e.seq, "kind": e.kind, "agent": e.agent, "tsMs": e.ts_ms,
+                       "hash": e.hash, "payload": e.payload})
+            })
+            .collect();
+        Ok(Exported {
+            id: blake3::hash(&bytes).to_hex().to_string(),
+            bytes,
+            tool: info,
+            provenance,
         })
     }
 
@@ -837,6 +1091,7 @@ impl Forge {
             allowlist: m.allowlist.clone(),
             test_results: m.test_results.clone(),
             repeat_run: m.repeat_run.clone(),
+            bytecode_only: false,
         };
         let (safety, correctness) = &self.inner.panel;
         let verdict: PanelVerdict = panel(safety.as_ref(), correctness.as_ref(), &candidate).await;

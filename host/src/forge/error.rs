@@ -32,6 +32,10 @@ pub enum Stage {
     Promote,
     /// Agent → shared approval.
     Approve,
+    /// Reading and checking an artifact file before admitting it.
+    Import,
+    /// Writing an artifact file.
+    Export,
 }
 
 impl Stage {
@@ -46,6 +50,8 @@ impl Stage {
             Stage::Invoke => "invoke",
             Stage::Promote => "promote",
             Stage::Approve => "approve",
+            Stage::Import => "import",
+            Stage::Export => "export",
         }
     }
 }
@@ -159,6 +165,57 @@ pub enum ForgeError {
     /// Recording the decision failed (the tool is not registered).
     #[error("register: {0}")]
     Register(#[source] StoreError),
+    /// An imported file was refused before testing.
+    #[error("{0}")]
+    Import(#[from] ImportError),
+}
+
+/// Why an artifact file was refused at import, before its tests ran.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// Not a well-formed artifact (no or bad manifest, not a component).
+    #[error("import: {0}")]
+    Artifact(#[from] crate::artifact::ArtifactError),
+    /// Not a component of the `tool` world.
+    #[error("import: {0}")]
+    Load(#[from] crate::error::LoadError),
+    /// Requested capabilities that this host's policy does not allow, each
+    /// with why.
+    #[error("import: requested capabilities do not fit this host's policy: {}", .0.join(", "))]
+    Capabilities(Vec<String>),
+    /// The embedded source does not hash to the recorded blake3.
+    #[error("import: the embedded source hashes to {actual}, the manifest records {recorded}")]
+    SourceMismatch {
+        /// `sourceBlake3` in the manifest.
+        recorded: String,
+        /// blake3 of the embedded source.
+        actual: String,
+    },
+}
+
+/// Why an export failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// No tool of that name or id is visible.
+    #[error("export: no tool named (or with id) {0:?}")]
+    NotFound(String),
+    /// `--with-source` but the source was not kept and not given.
+    #[error("export: {0:?} was stored without its source (persistSandboxSource is off): pass the source to include it")]
+    NoSource(String),
+    /// The given source does not hash to the recorded blake3.
+    #[error("export: the given source hashes to {actual}, but the tool was built from {recorded}")]
+    SourceMismatch {
+        /// `sourceBlake3` in the manifest.
+        recorded: String,
+        /// blake3 of the given source.
+        actual: String,
+    },
+    /// The stored artifact is not well formed.
+    #[error("export: {0}")]
+    Artifact(#[from] crate::artifact::ArtifactError),
+    /// The store failed.
+    #[error("export: {0}")]
+    Store(#[from] StoreError),
 }
 
 impl ForgeError {
@@ -170,6 +227,7 @@ impl ForgeError {
             ForgeError::Test { .. } => Stage::Test,
             ForgeError::Judge { .. } => Stage::Judge,
             ForgeError::Register(_) => Stage::Register,
+            ForgeError::Import(_) => Stage::Import,
         }
     }
 }

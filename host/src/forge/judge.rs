@@ -103,6 +103,11 @@ pub struct ToolCandidate {
     /// determinism. `None` when no repeat run was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat_run: Option<Vec<TestResultSummary>>,
+    /// The candidate is an imported artifact that carries QuickJS bytecode
+    /// but no source: only its tests, its declared capabilities and the
+    /// sandbox speak for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bytecode_only: bool,
 }
 
 /// Outcome of one test case, as shown to the judge.

@@ -17,6 +17,8 @@ pub mod session;
 pub mod validate;
 
 pub use config::{ForgeConfig, PromotionThreshold};
-pub use engine::{Forge, ForgeBuilder, ForgeContext, ForgeResult, Forged, Invocation};
-pub use error::{ForgeError, InvokeError, PromoteError, Stage, ValidateError};
+pub use engine::{Exported, Forge, ForgeBuilder, ForgeContext, ForgeResult, Forged, Invocation};
+pub use error::{
+    ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
+};
 pub use manifest::{ToolInfo, ToolManifest};

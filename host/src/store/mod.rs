@@ -399,6 +399,18 @@ impl Store {
         self.register_with(record, Some((AuditKind::Promotion, payload)))
     }
 
+    /// [`Store::register`] with an audit entry of `kind` and `payload` (for
+    /// example the forge decision of an imported tool) appended in the same
+    /// transaction, before the registration entry.
+    pub fn register_with_entry(
+        &self,
+        record: ToolRecord,
+        kind: AuditKind,
+        payload: &Value,
+    ) -> Result<ToolRecord, StoreError> {
+        self.register_with(record, Some((kind, payload)))
+    }
+
     fn register_with(
         &self,
         record: ToolRecord,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod artifacts;
 mod registry;
 
 use clap::{Args, Parser, Subcommand};
@@ -24,9 +25,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build a JS tool (`function execute(input) {...}`) into a component.
+    /// Build a JS tool (`function execute(input) {...}`) into a component;
+    /// from a forge request (`.json`), the artifact carries its manifest.
     Build {
-        /// The tool's JavaScript source.
+        /// The tool's JavaScript source, or a forge request (`.json`).
         source: PathBuf,
         /// Where to write the component (default: SOURCE with `.wasm`).
         #[arg(short, long)]
@@ -119,6 +121,62 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Show an artifact's id, manifest, capabilities and WIT world.
+    Inspect {
+        /// A `.wasm` artifact.
+        file: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Write a registered tool's artifact to a `.wasm` file.
+    Export {
+        /// The tool's name or artifact id.
+        name: String,
+        /// The file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Include the source for review (a different file, with its own id).
+        #[arg(long)]
+        with_source: bool,
+        /// The source to include when it was not kept (checked by blake3).
+        #[arg(long, value_name = "FILE")]
+        source: Option<PathBuf>,
+        /// Also write FILE.provenance.json: who forged it and when (audit
+        /// entries), kept out of the artifact's bytes.
+        #[arg(long)]
+        sidecar: bool,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Import a `.wasm` artifact: check it, re-run its tests here, judge, register.
+    Import {
+        /// A `.wasm` artifact.
+        file: PathBuf,
+        /// Where it lands.
+        #[arg(long, value_enum, default_value = "agent")]
+        tier: artifacts::TierArg,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        judge: JudgeArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Rebuild an artifact from its source and compare bytes.
+    Verify {
+        /// A `.wasm` artifact.
+        file: PathBuf,
+        /// The JS source (default: the request's, or the one the file carries).
+        #[arg(long, value_name = "FILE")]
+        source: Option<PathBuf>,
+        /// The forge request (also checks every manifest field).
+        #[arg(long, value_name = "FILE")]
+        request: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
     /// The provenance audit trail.
     Audit {
         #[command(subcommand)]
@@ -207,6 +265,20 @@ struct Common {
     /// Compiled-component cache directory (default: the platform cache dir).
     #[arg(long)]
     cache_dir: Option<PathBuf>,
+    /// Deterministic mode: every call reads the same wall clock (the policy's
+    /// `epoch_ms`, default the Unix epoch), a standing monotonic clock and
+    /// random seeded with SEED (default: the policy file's seed, else 0).
+    #[arg(long, value_name = "SEED", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    deterministic: Option<String>,
+    /// Record every fetch exchange that passes the policy into FILE (a JSON
+    /// cassette; redirect hops one by one).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+    /// Serve fetch from the cassette FILE only, with no network; a request
+    /// it does not hold is an error naming method and URL. The policy still
+    /// applies.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
 }
 
 impl Common {
@@ -223,6 +295,15 @@ impl Common {
         }
         if self.allow_crypto {
             policy = policy.with_allow_crypto();
+        }
+        if let Some(seed) = &self.deterministic {
+            let mut determinism = policy.determinism.unwrap_or_default();
+            if !seed.is_empty() {
+                determinism.seed = seed.parse().map_err(|_| {
+                    format!("--deterministic={seed}: the seed must be an integer from 0 to {}", u64::MAX)
+                })?;
+            }
+            policy = policy.with_determinism(determinism);
         }
         Ok(policy)
     }
@@ -251,6 +332,16 @@ impl Common {
         let mut builder = Runtime::builder().limits(limits).policy(policy);
         if let Some(dir) = &self.cache_dir {
             builder = builder.cache_dir(Some(dir.clone()));
+        }
+        if let Some(path) = &self.record {
+            let cassette = temper::capabilities::cassette::Cassette::record(path)
+                .map_err(|e| e.to_string())?;
+            builder = builder.cassette(cassette);
+        }
+        if let Some(path) = &self.replay {
+            let cassette = temper::capabilities::cassette::Cassette::replay(path)
+                .map_err(|e| e.to_string())?;
+            builder = builder.cassette(cassette);
         }
         builder.build().map_err(|e| e.to_string())
     }
@@ -288,8 +379,38 @@ async fn run(cli: Cli) -> Result<(), String> {
             common,
         } => {
             let runtime = common.runtime()?;
-            let js = read_source(&source)?;
-            let artifact = runtime.build(&js).await.map_err(|e| e.to_string())?;
+            let text = read_source(&source)?;
+            let is_request = source.extension().is_some_and(|e| e == "json");
+            let artifact = if is_request {
+                // A forge request: the artifact carries its manifest.
+                let req = temper::request::ForgeRequest::from_json(&text)
+                    .map_err(|e| format!("{}: not a forge request: {e}", source.display()))?;
+                let temper::request::Implementation::Sandbox { code, allowlist } =
+                    &req.implementation
+                else {
+                    return Err(format!("{}: compose mode is not supported yet", req.name));
+                };
+                let built = runtime.build(code).await.map_err(|e| e.to_string())?;
+                let manifest = temper::artifact::ArtifactManifest::sandbox(
+                    &req.name,
+                    &req.description,
+                    &req.input_schema,
+                    &req.output_schema,
+                    allowlist,
+                    &req.test_cases,
+                    code,
+                    false,
+                );
+                let bytes = temper::artifact::embed(&built.bytes, &manifest)
+                    .map_err(|e| e.to_string())?;
+                temper::Artifact {
+                    id: blake3::hash(&bytes).to_hex().to_string(),
+                    bytes: std::sync::Arc::new(bytes),
+                    bytecode: built.bytecode,
+                }
+            } else {
+                runtime.build(&text).await.map_err(|e| e.to_string())?
+            };
             let output = output.unwrap_or_else(|| source.with_extension("wasm"));
             write_atomically(&output, &artifact.bytes)?;
             if common.json {
@@ -405,6 +526,37 @@ async fn run(cli: Cli) -> Result<(), String> {
             registry,
             common,
         } => registry::approve(&name, &by, note.as_deref(), &registry, &common),
+        Command::Inspect { file, common } => artifacts::inspect(&file, &common),
+        Command::Export {
+            name,
+            output,
+            with_source,
+            source,
+            sidecar,
+            registry,
+            common,
+        } => artifacts::export(
+            &name,
+            &output,
+            with_source,
+            source.as_deref(),
+            sidecar,
+            &registry,
+            &common,
+        ),
+        Command::Import {
+            file,
+            tier,
+            registry,
+            judge,
+            common,
+        } => artifacts::import(&file, tier, &registry, &judge, &common).await,
+        Command::Verify {
+            file,
+            source,
+            request,
+            common,
+        } => artifacts::verify(&file, source.as_deref(), request.as_deref(), &common).await,
         Command::Audit {
             command: AuditCommand::Verify { registry, common },
         } => registry::audit_verify(&registry, &common),

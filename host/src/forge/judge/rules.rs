@@ -18,6 +18,9 @@ pub type StaticCheck = fn(&str) -> Result<(), String>;
 const CONFIDENCE_WELL_TESTED: f64 = 0.9;
 /// Confidence of an approval backed by fewer tests.
 const CONFIDENCE_FEW_TESTS: f64 = 0.85;
+/// Confidence of an approval of a bytecode-only artifact: below the
+/// promotion threshold, so it cannot be promoted without its source.
+const CONFIDENCE_BYTECODE_ONLY: f64 = 0.5;
 /// Longest JSON rendering of an output quoted in a reason.
 const MAX_QUOTED: usize = 200;
 
@@ -27,7 +30,9 @@ const MAX_QUOTED: usize = 200;
 ///
 /// 1. There is at least one test result, and every test passed.
 /// 2. The candidate has a source or a composition spec; a source passes the
-///    configured [`StaticCheck`] (no blocked API).
+///    configured [`StaticCheck`] (no blocked API). An imported artifact
+///    marked `bytecodeOnly` may have neither: it is approved (if the other
+///    rules hold) with confidence 0.5, below the promotion threshold.
 /// 3. The allowlist is exactly what the code uses: every allowlisted
 ///    capability appears in `usedApis` (nothing granted "just in case"), and
 ///    every capability in `usedApis` is allowlisted (the code does not
@@ -77,6 +82,7 @@ impl RulesJudge {
         // Rules 2 and 3: safety.
         let safety_before = reasons.len();
         match (&candidate.source, &candidate.composition) {
+            (None, None) if candidate.bytecode_only => {}
             (None, None) => {
                 reasons.push("candidate has neither source code nor a composition".to_string())
             }
@@ -118,8 +124,10 @@ impl RulesJudge {
                 n as f64 / total as f64
             }
         };
+        let unreviewed = candidate.source.is_none() && candidate.composition.is_none();
         let confidence = match (approved, total >= Self::WELL_TESTED) {
             (false, _) => 0.0,
+            _ if unreviewed => CONFIDENCE_BYTECODE_ONLY,
             (true, true) => CONFIDENCE_WELL_TESTED,
             (true, false) => CONFIDENCE_FEW_TESTS,
         };
@@ -127,7 +135,11 @@ impl RulesJudge {
             reasons = vec![
                 format!("all {total} tests passed"),
                 "allowlist matches the APIs the code uses".to_string(),
-                "no blocked API in the source".to_string(),
+                if unreviewed {
+                    "no source (bytecode-only artifact): static check not possible; capabilities as declared, bounded by the host policy".to_string()
+                } else {
+                    "no blocked API in the source".to_string()
+                },
                 "repeat run gave identical outputs".to_string(),
             ];
         }

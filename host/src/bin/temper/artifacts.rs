@@ -1,0 +1,182 @@
+//! The artifact commands: `inspect`, `export`, `import`, `verify`.
+
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+use serde_json::json;
+use temper::artifact;
+use temper::forge::ForgeResult;
+use temper::request::ForgeRequest;
+use temper::store::Tier;
+
+use crate::Common;
+use crate::registry::{JudgeArgs, Opened, Registry};
+
+/// The tier an import lands in.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum TierArg {
+    /// This session only.
+    Session,
+    /// The importing agent.
+    Agent,
+    /// Every agent (an operator's decision).
+    Shared,
+}
+
+impl From<TierArg> for Tier {
+    fn from(t: TierArg) -> Tier {
+        match t {
+            TierArg::Session => Tier::Session,
+            TierArg::Agent => Tier::Agent,
+            TierArg::Shared => Tier::Shared,
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// `temper inspect FILE.wasm`.
+pub fn inspect(file: &Path, common: &Common) -> Result<(), String> {
+    let bytes = read_file(file)?;
+    let id = blake3::hash(&bytes).to_hex().to_string();
+    let manifest = artifact::read_manifest(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    let world = artifact::world(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    if common.json {
+        println!(
+            "{}",
+            json!({"id": id, "bytes": bytes.len(), "manifest": manifest,
+                   "capabilities": manifest.capabilities, "world": world})
+        );
+    } else {
+        let caps = if manifest.capabilities.is_empty() {
+            "none".to_string()
+        } else {
+            manifest.capabilities.join(", ")
+        };
+        println!("{}  ({} bytes)", file.display(), bytes.len());
+        println!("id            {id}");
+        println!("name          {}", manifest.name);
+        println!("description   {}", manifest.description);
+        println!("format        {} ({} mode)", manifest.format, manifest.mode);
+        println!("capabilities  {caps}");
+        println!("tests         {}", manifest.test_cases.len());
+        println!("source        {} ({})", manifest.source_blake3, if manifest.source.is_some() { "included" } else { "not included" });
+        println!("shim          {}", manifest.shim_blake3);
+        println!("imports       {}", world.imports.join(", "));
+        println!("exports       {}", world.exports.join(", "));
+        println!("inputSchema   {}", manifest.input_schema);
+        println!("outputSchema  {}", manifest.output_schema);
+    }
+    Ok(())
+}
+
+/// `temper export NAME|ID -o FILE`.
+#[allow(clippy::too_many_arguments)]
+pub fn export(
+    name: &str,
+    output: &Path,
+    with_source: bool,
+    source: Option<&Path>,
+    sidecar: bool,
+    registry: &Registry,
+    common: &Common,
+) -> Result<(), String> {
+    let opened = Opened::open(registry, common, None)?;
+    let source = source.map(crate::read_source).transpose()?;
+    let exported = opened
+        .forge
+        .export(name, &opened.ctx, with_source || source.is_some(), source.as_deref())
+        .map_err(|e| e.to_string())?;
+    crate::write_atomically(output, &exported.bytes)?;
+    let sidecar_path = sidecar.then(|| {
+        let mut p = output.as_os_str().to_owned();
+        p.push(".provenance.json");
+        PathBuf::from(p)
+    });
+    if let Some(path) = &sidecar_path {
+        let doc = json!({"id": exported.id, "tool": exported.tool, "auditTrail": exported.provenance});
+        let text = serde_json::to_vec_pretty(&doc).map_err(|e| e.to_string())?;
+        crate::write_atomically(path, &text)?;
+    }
+    if common.json {
+        println!(
+            "{}",
+            json!({"ok": true, "id": exported.id, "path": output, "bytes": exported.bytes.len(), "sidecar": sidecar_path})
+        );
+    } else {
+        println!("exported {} to {} ({} bytes)\nid  {}", exported.tool.name, output.display(), exported.bytes.len(), exported.id);
+    }
+    Ok(())
+}
+
+/// `temper import FILE.wasm`.
+pub async fn import(
+    file: &Path,
+    tier: TierArg,
+    registry: &Registry,
+    judge: &JudgeArgs,
+    common: &Common,
+) -> Result<(), String> {
+    let opened = Opened::open(registry, common, Some(judge))?;
+    let bytes = read_file(file)?;
+    let outcome = opened.forge.import(bytes, &opened.ctx, tier.into()).await;
+    if outcome.is_ok() {
+        opened.save()?;
+    }
+    let result = ForgeResult::from(&outcome);
+    if common.json {
+        println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
+    } else if let Ok(f) = &outcome {
+        println!(
+            "imported {} into the {} tier\n  id       {}\n  verdict  approved by {} (confidence {:.2})\n  tests    {} passed",
+            f.tool.name,
+            f.tool.tier,
+            f.tool.id,
+            f.verdict.judge,
+            f.verdict.confidence,
+            f.test_results.len()
+        );
+    }
+    outcome
+        .map(|_| ())
+        .map_err(|e| format!("{}: import refused at the {} stage: {e}", file.display(), e.stage()))
+}
+
+/// `temper verify FILE.wasm --source tool.js | --request req.json`.
+pub async fn verify(
+    file: &Path,
+    source: Option<&Path>,
+    request: Option<&Path>,
+    common: &Common,
+) -> Result<(), String> {
+    let runtime = common.runtime()?;
+    let bytes = read_file(file)?;
+    let source = source.map(crate::read_source).transpose()?;
+    let request = match request {
+        Some(p) => Some(
+            ForgeRequest::from_json(&crate::read_source(p)?)
+                .map_err(|e| format!("{}: not a forge request: {e}", p.display()))?,
+        ),
+        None => None,
+    };
+    let report = temper::verify::verify(&runtime, &bytes, source.as_deref(), request.as_ref())
+        .await
+        .map_err(|e| e.to_string())?;
+    if common.json {
+        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+    } else if report.identical {
+        println!("verified: rebuilding gives the same bytes\nid  {}", report.id);
+    } else {
+        println!("NOT reproduced: {} (file) vs {} (rebuilt)", report.id, report.rebuilt_id);
+        for d in &report.differences {
+            println!("  {d}");
+        }
+    }
+    if report.identical {
+        Ok(())
+    } else {
+        Err(format!("{}: rebuilt bytes differ", file.display()))
+    }
+}
