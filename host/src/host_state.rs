@@ -6,6 +6,10 @@
 //! (TCP, UDP and name lookup all refused), and every capability import
 //! (`fetch`, `crypto`) denies with `capability not granted: NAME` until a
 //! later grant links a real implementation.
+//!
+//! Clocks and random sources are the host's ([`Clocks`]): real ones, the
+//! build's fixed ones, or deterministic mode's (policy `[determinism]`),
+//! where every call reads the same time and seeded random.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +22,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::temper::tool::{crypto, fetch, log, types};
 use crate::capabilities::fetch::FetchTransport;
+use crate::policy::Determinism;
 
 /// One captured console line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -105,12 +110,38 @@ impl ResourceLimiter for MemoryCap {
 /// How the WASI clocks and random sources behave in a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Clocks {
-    /// The host's real clocks and random sources.
+    /// The host's real clocks and random sources. The monotonic clock starts
+    /// at a random offset per store, so `Math.random()` (which QuickJS's
+    /// javy seeds from it on first use) differs from call to call.
     Real,
     /// Fixed clocks and seeded random: used while snapshotting a tool so the
     /// artifact's bytes do not depend on when or where it was built, and
     /// while replaying that snapshot's `load` on the warm-up path.
     Fixed,
+    /// Deterministic mode: the wall clock stands at `epoch_ms`, the
+    /// monotonic clock stands at a value derived from the seed, and every
+    /// random source (WASI secure and insecure random, the `crypto`
+    /// capability) is a generator seeded from `seed`. Same seed, same
+    /// artifact: same reads, on every run and machine.
+    Deterministic(Determinism),
+}
+
+/// Seed of the build's fixed insecure-random seed (`wasi:random/insecure-seed`).
+const FIXED_INSECURE_SEED: u64 = 0x7e3b_e7;
+
+/// One of the independent random streams derived from a deterministic seed
+/// (splitmix64 of seed and stream number).
+fn stream_seed(seed: u64, stream: u64) -> u64 {
+    let mut z = seed.wrapping_add(stream.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Where the monotonic clock stands in deterministic mode.
+fn deterministic_monotonic(d: &Determinism) -> u64 {
+    // Below 2^62 ns, so it is far from overflowing however a guest adds to it.
+    stream_seed(d.seed, 0) >> 2
 }
 
 /// A switch shared by a store's clocks and random sources: while set, wall
@@ -162,11 +193,37 @@ pub struct Granted {
 }
 
 impl HostState {
-    /// A fresh state with the secure defaults above.
+    /// A fresh state with the secure defaults above; the guest reads
+    /// `clocks` (with [`Clocks::Fixed`], the fixed sources can later be
+    /// switched to real ones through [`HostState::fixed`]).
     pub fn new(
         memory_limit: usize,
         console_limit: usize,
         clocks: Clocks,
+        granted: Granted,
+    ) -> Result<Self, String> {
+        let start_fixed = clocks == Clocks::Fixed;
+        let live = if start_fixed { Clocks::Real } else { clocks };
+        Self::with_clocks(memory_limit, console_limit, live, start_fixed, granted)
+    }
+
+    /// A fresh state whose guest starts on the build's fixed clocks and
+    /// random (the warm-up path replays the snapshot's `load` under them)
+    /// and reads `live` once [`HostState::fixed`] is switched off.
+    pub fn starting_fixed(
+        memory_limit: usize,
+        console_limit: usize,
+        live: Clocks,
+        granted: Granted,
+    ) -> Result<Self, String> {
+        Self::with_clocks(memory_limit, console_limit, live, true, granted)
+    }
+
+    fn with_clocks(
+        memory_limit: usize,
+        console_limit: usize,
+        live: Clocks,
+        start_fixed: bool,
         granted: Granted,
     ) -> Result<Self, String> {
         let mut builder = WasiCtxBuilder::new();
@@ -181,17 +238,40 @@ impl HostState {
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
         let fixed = FixedSwitch::default();
-        fixed.set_fixed(clocks == Clocks::Fixed);
+        fixed.set_fixed(start_fixed || live == Clocks::Fixed);
+        let det = match live {
+            Clocks::Deterministic(d) => Some(d),
+            Clocks::Real | Clocks::Fixed => None,
+        };
+        let monotonic = match det {
+            Some(d) => MonotonicBase::Standing(deterministic_monotonic(&d)),
+            None => {
+                use rand::Rng;
+                // An arbitrary origin (WASI promises nothing else), random
+                // per store: it seeds `Math.random()`. Under 2^48 ns (3 days).
+                MonotonicBase::Running(Instant::now(), rand::rng().next_u64() >> 16)
+            }
+        };
         builder
-            .wall_clock(SwitchWallClock(fixed.clone()))
-            .monotonic_clock(SwitchMonotonicClock(fixed.clone(), Instant::now()))
-            .secure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e5))
-            .insecure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e6));
-        if clocks == Clocks::Fixed {
-            builder.insecure_random_seed(0x7e3b_e7);
+            .wall_clock(SwitchWallClock {
+                fixed: fixed.clone(),
+                epoch_ms: det.map(|d| d.epoch_ms),
+            })
+            .monotonic_clock(SwitchMonotonicClock {
+                fixed: fixed.clone(),
+                base: monotonic,
+            })
+            .secure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e5, det, 1))
+            .insecure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e6, det, 2));
+        // The insecure seed is one value per store, read by the guest's
+        // runtime when it first builds a hash map (possibly during `load`):
+        // the build's value whenever the store replays or continues a
+        // snapshot deterministically.
+        if fixed.is_fixed() || det.is_some() {
+            builder.insecure_random_seed(FIXED_INSECURE_SEED.into());
         }
         Ok(Self {
-            random: SwitchRng::new(fixed.clone(), 0x7e3b_e8),
+            random: SwitchRng::new(fixed.clone(), 0x7e3b_e8, det, 3),
             granted,
             wasi: builder.build(),
             table: ResourceTable::new(),
@@ -222,15 +302,22 @@ impl WasiView for HostState {
     }
 }
 
-/// The wall clock: the Unix epoch while fixed, else the host's.
-struct SwitchWallClock(FixedSwitch);
+/// The wall clock: the Unix epoch while fixed; in deterministic mode
+/// `epoch_ms`; else the host's.
+struct SwitchWallClock {
+    fixed: FixedSwitch,
+    epoch_ms: Option<u64>,
+}
 impl wasmtime_wasi::HostWallClock for SwitchWallClock {
     fn resolution(&self) -> Duration {
         Duration::from_millis(1)
     }
     fn now(&self) -> Duration {
-        if self.0.is_fixed() {
+        if self.fixed.is_fixed() {
             return Duration::ZERO;
+        }
+        if let Some(ms) = self.epoch_ms {
+            return Duration::from_millis(ms);
         }
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -238,33 +325,54 @@ impl wasmtime_wasi::HostWallClock for SwitchWallClock {
     }
 }
 
-/// The monotonic clock: stands still while fixed, else counts from the
-/// store's creation.
-struct SwitchMonotonicClock(FixedSwitch, Instant);
+/// Where the monotonic clock reads from once it is not fixed.
+#[derive(Clone, Copy)]
+enum MonotonicBase {
+    /// Deterministic mode: stands still at this value.
+    Standing(u64),
+    /// Counts from the store's creation, plus a per-store offset.
+    Running(Instant, u64),
+}
+
+/// The monotonic clock: stands at 0 while fixed, else see [`MonotonicBase`].
+struct SwitchMonotonicClock {
+    fixed: FixedSwitch,
+    base: MonotonicBase,
+}
 impl wasmtime_wasi::HostMonotonicClock for SwitchMonotonicClock {
     fn resolution(&self) -> u64 {
         1_000
     }
     fn now(&self) -> u64 {
-        if self.0.is_fixed() {
+        if self.fixed.is_fixed() {
             return 0;
         }
-        self.1.elapsed().as_nanos() as u64
+        match self.base {
+            MonotonicBase::Standing(at) => at,
+            MonotonicBase::Running(start, offset) => {
+                offset.saturating_add(start.elapsed().as_nanos() as u64)
+            }
+        }
     }
 }
 
-/// Random bytes: from a fixed seed while fixed, else from the thread RNG.
+/// Random bytes: from the build's fixed seed while fixed; in deterministic
+/// mode from a generator seeded by the policy's seed (one stream per
+/// source); else from the thread RNG.
 struct SwitchRng {
     fixed: FixedSwitch,
     seeded: rand::rngs::StdRng,
+    deterministic: Option<rand::rngs::StdRng>,
 }
 
 impl SwitchRng {
-    fn new(fixed: FixedSwitch, seed: u64) -> Self {
+    fn new(fixed: FixedSwitch, build_seed: u64, det: Option<Determinism>, stream: u64) -> Self {
         use rand::SeedableRng;
         Self {
             fixed,
-            seeded: rand::rngs::StdRng::seed_from_u64(seed),
+            seeded: rand::rngs::StdRng::seed_from_u64(build_seed),
+            deterministic: det
+                .map(|d| rand::rngs::StdRng::seed_from_u64(stream_seed(d.seed, stream))),
         }
     }
 }
@@ -285,6 +393,8 @@ impl rand::TryRng for SwitchRng {
         use rand::Rng;
         if self.fixed.is_fixed() {
             self.seeded.fill_bytes(dst);
+        } else if let Some(rng) = &mut self.deterministic {
+            rng.fill_bytes(dst);
         } else {
             rand::rng().fill_bytes(dst);
         }

@@ -22,6 +22,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use wasmtime_wizer::{ComponentContext, Wizer};
 
 use crate::bindings::{JsShim, RunIndices, ShimIndices, ToolError};
+use crate::capabilities::cassette::Cassette;
 use crate::capabilities::fetch::{FetchTransport, TransportOptions};
 use crate::engine::{EngineOptions, TemperEngine};
 use crate::error::{BuildError, JsLocation, LoadError, RunError};
@@ -157,6 +158,7 @@ pub struct RuntimeBuilder {
     engine: EngineOptions,
     policy: HostPolicy,
     transport: TransportOptions,
+    cassette: Option<Cassette>,
 }
 
 impl RuntimeBuilder {
@@ -175,6 +177,14 @@ impl RuntimeBuilder {
     /// overrides, extra TLS roots).
     pub fn transport(mut self, options: TransportOptions) -> Self {
         self.transport = options;
+        self
+    }
+    /// A fetch cassette: record every exchange that passes the policy, or
+    /// serve `fetch` from the cassette only, with no network (see
+    /// [`crate::capabilities::cassette`]). Has an effect only when the
+    /// policy allows `fetch`.
+    pub fn cassette(mut self, cassette: Cassette) -> Self {
+        self.cassette = Some(cassette);
         self
     }
     /// Where compiled components are cached; `None` disables the cache.
@@ -199,11 +209,14 @@ impl RuntimeBuilder {
         )
         .map_err(internal("linker"))?;
         let fetch = if self.policy.allowed.contains(&Capability::Fetch) {
-            let transport = FetchTransport::new(self.policy.fetch.clone(), &self.transport)
+            let mut transport = FetchTransport::new(self.policy.fetch.clone(), &self.transport)
                 .map_err(|message| BuildError::Internal {
                     stage: "fetch transport",
                     message,
                 })?;
+            if let Some(cassette) = self.cassette.take() {
+                transport = transport.with_cassette(cassette);
+            }
             Some(Arc::new(transport))
         } else {
             None
@@ -336,17 +349,33 @@ impl Runtime {
     }
 
     fn new_store(&self, clocks: Clocks) -> Store<HostState> {
-        self.new_store_granted(clocks, Granted::default())
+        self.new_store_granted(clocks, false, Granted::default())
             .expect("a store without grants opens no directories")
     }
 
+    /// The clocks and random a call's guest reads: the host's, or
+    /// deterministic mode's when the policy turns it on.
+    fn call_clocks(&self) -> Clocks {
+        match self.inner.policy.determinism {
+            Some(d) => Clocks::Deterministic(d),
+            None => Clocks::Real,
+        }
+    }
+
+    /// A store whose guest reads `clocks`; with `start_fixed`, the build's
+    /// fixed clocks and random until `fixed` is switched off.
     fn new_store_granted(
         &self,
         clocks: Clocks,
+        start_fixed: bool,
         granted: Granted,
     ) -> Result<Store<HostState>, String> {
         let limits = &self.inner.limits;
-        let state = HostState::new(limits.memory_bytes, limits.console_bytes, clocks, granted)?;
+        let state = if start_fixed {
+            HostState::starting_fixed(limits.memory_bytes, limits.console_bytes, clocks, granted)?
+        } else {
+            HostState::new(limits.memory_bytes, limits.console_bytes, clocks, granted)?
+        };
         let mut store = Store::new(self.inner.engine.engine(), state);
         store.limiter(|state| &mut state.memory);
         let deadline = Instant::now() + limits.timeout;
@@ -561,14 +590,10 @@ impl Runtime {
         };
         let compiled_path = ready.is_some() || tool.inner.bytecode.is_none();
         // The warm-up path replays the snapshot's `load` under the same fixed
-        // clocks and random the build used, then switches to real ones.
+        // clocks and random the build used, then switches to the call's
+        // (real ones, or deterministic mode's).
         let granted = self.granted(&tool.grants, Instant::now() + limits.timeout);
-        let clocks = if compiled_path {
-            Clocks::Real
-        } else {
-            Clocks::Fixed
-        };
-        let mut store = match self.new_store_granted(clocks, granted) {
+        let mut store = match self.new_store_granted(self.call_clocks(), !compiled_path, granted) {
             Ok(store) => store,
             Err(message) => return Err(fail(RunError::Instantiate { message })),
         };

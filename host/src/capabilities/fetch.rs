@@ -9,6 +9,9 @@
 //! - Redirects are followed here, not by reqwest, up to the policy's limit.
 //! - Request body, response body, header count and header bytes are capped.
 //! - HTTPS via rustls with the webpki roots (plus roots a test adds).
+//! - With a [`Cassette`]: recording stores every exchange that passed the
+//!   policy (each redirect hop too); replaying serves exchanges from the
+//!   cassette only, never touching the network, under the same checks.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::bindings::temper::tool::fetch::{Request, Response};
+use crate::capabilities::cassette::{Cassette, CassetteMode, RecordedResponse};
 use crate::policy::{CheckedUrl, FetchDenied, FetchPolicy, HostKind};
 
 /// Transport settings that are not policy: test hooks and extra TLS roots.
@@ -35,6 +39,49 @@ pub struct TransportOptions {
 pub struct FetchTransport {
     client: reqwest::Client,
     policy: Arc<FetchPolicy>,
+    cassette: Option<Cassette>,
+}
+
+/// One hop's response: from the network, or from a cassette.
+enum Hop {
+    Live(reqwest::Response),
+    Replayed(RecordedResponse),
+}
+
+impl Hop {
+    fn status(&self) -> reqwest::StatusCode {
+        match self {
+            Hop::Live(r) => r.status(),
+            Hop::Replayed(r) => reqwest::StatusCode::from_u16(r.status)
+                .unwrap_or(reqwest::StatusCode::INTERNAL_SERVER_ERROR),
+        }
+    }
+    fn location(&self) -> Option<String> {
+        match self {
+            Hop::Live(r) => r
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            Hop::Replayed(r) => r
+                .headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("location"))
+                .map(|(_, v)| v.clone()),
+        }
+    }
+}
+
+fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_string(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
 }
 
 struct PolicyResolver {
@@ -92,7 +139,30 @@ impl FetchTransport {
         let client = builder
             .build()
             .map_err(|e| format!("fetch: cannot build the HTTP client: {e}"))?;
-        Ok(Self { client, policy })
+        Ok(Self {
+            client,
+            policy,
+            cassette: None,
+        })
+    }
+
+    /// Records exchanges into, or serves them from, `cassette` (see the
+    /// [`cassette`](crate::capabilities::cassette) module).
+    pub fn with_cassette(mut self, cassette: Cassette) -> Self {
+        self.cassette = Some(cassette);
+        self
+    }
+
+    fn replaying(&self) -> Option<&Cassette> {
+        self.cassette
+            .as_ref()
+            .filter(|c| c.mode() == CassetteMode::Replay)
+    }
+
+    fn recording(&self) -> Option<&Cassette> {
+        self.cassette
+            .as_ref()
+            .filter(|c| c.mode() == CassetteMode::Record)
     }
 
     /// Performs `req` under the policy, finishing before `deadline`.
@@ -129,28 +199,52 @@ impl FetchTransport {
             if remaining.is_zero() {
                 return Err("fetch: out of time".into());
             }
-            let mut request = self
-                .client
-                .request(method.clone(), url.clone())
-                .timeout(remaining);
-            for (name, value) in &req.headers {
-                request = request.header(name.as_str(), value.as_str());
-            }
-            if let Some(b) = &body {
-                request = request.body(b.clone());
-            }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| describe_send_error(&url, &e))?;
-            let status = response.status();
-            let location = response
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            let hop = match self.replaying() {
+                // Replay: the cassette or nothing; no lookup, no socket.
+                Some(cassette) => Hop::Replayed(
+                    cassette
+                        .lookup(method.as_str(), url.as_str(), body.as_deref())
+                        .map_err(|e| e.to_string())?,
+                ),
+                None => {
+                    let mut request = self
+                        .client
+                        .request(method.clone(), url.clone())
+                        .timeout(remaining);
+                    for (name, value) in &req.headers {
+                        request = request.header(name.as_str(), value.as_str());
+                    }
+                    if let Some(b) = &body {
+                        request = request.body(b.clone());
+                    }
+                    Hop::Live(
+                        request
+                            .send()
+                            .await
+                            .map_err(|e| describe_send_error(&url, &e))?,
+                    )
+                }
+            };
+            let status = hop.status();
+            let location = hop.location();
             if status.is_redirection() && req.redirect != "manual" {
                 if let Some(location) = location {
+                    // A hop is recorded as it came (status and headers; its
+                    // body is never read), before deciding to follow it.
+                    if let (Some(cassette), Hop::Live(response)) = (self.recording(), &hop) {
+                        cassette
+                            .store(
+                                method.as_str(),
+                                url.as_str(),
+                                body.as_deref(),
+                                RecordedResponse {
+                                    status: status.as_u16(),
+                                    headers: header_pairs(response.headers()),
+                                    body: Vec::new(),
+                                },
+                            )
+                            .map_err(|e| e.to_string())?;
+                    }
                     if req.redirect == "error" {
                         return Err(format!(
                             "redirect to {location} refused: redirect mode is 'error'"
@@ -186,10 +280,78 @@ impl FetchTransport {
                     continue;
                 }
             }
-            return self
-                .read_response(response, url.to_string(), redirected, deadline)
-                .await;
+            return match hop {
+                Hop::Live(response) => {
+                    let out = self
+                        .read_response(response, url.to_string(), redirected, deadline)
+                        .await?;
+                    if let Some(cassette) = self.recording() {
+                        cassette
+                            .store(
+                                method.as_str(),
+                                url.as_str(),
+                                body.as_deref(),
+                                RecordedResponse {
+                                    status: out.status,
+                                    headers: out.headers.clone(),
+                                    body: out.body.clone(),
+                                },
+                            )
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok(out)
+                }
+                Hop::Replayed(recorded) => {
+                    self.replayed_response(recorded, url.to_string(), redirected)
+                }
+            };
         }
+    }
+
+    /// A response from the cassette, under the same caps as a live one.
+    fn replayed_response(
+        &self,
+        recorded: RecordedResponse,
+        url: String,
+        redirected: bool,
+    ) -> Result<Response, String> {
+        self.check_response_headers(&recorded.headers)?;
+        let limit = self.policy.max_response_body;
+        if recorded.body.len() as u64 > limit {
+            return Err(over_limit(limit));
+        }
+        let status = reqwest::StatusCode::from_u16(recorded.status)
+            .map_err(|_| format!("fetch: recorded status {} is invalid", recorded.status))?;
+        Ok(Response {
+            status: status.as_u16(),
+            status_text: status.canonical_reason().unwrap_or("").to_string(),
+            url,
+            redirected,
+            headers: recorded.headers,
+            body: recorded.body,
+        })
+    }
+
+    /// The caps on response header count and bytes.
+    fn check_response_headers(&self, headers: &[(String, String)]) -> Result<(), String> {
+        let policy = &self.policy;
+        if headers.len() as u32 > policy.max_headers {
+            return Err(format!(
+                "too many response headers (limit {})",
+                policy.max_headers
+            ));
+        }
+        let bytes: u64 = headers
+            .iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum();
+        if bytes > policy.max_header_bytes {
+            return Err(format!(
+                "response headers over {} bytes",
+                policy.max_header_bytes
+            ));
+        }
+        Ok(())
     }
 
     async fn read_response(

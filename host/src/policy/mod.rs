@@ -33,6 +33,11 @@
 //! timeout_ms = 5000
 //! memory_mb = 64
 //! max_output_bytes = 1048576
+//!
+//! [determinism]        # deterministic mode; leave the section out for real clocks
+//! enabled = true       # default true once the section is written
+//! seed = 42            # seeds every random source a tool can read; default 0
+//! epoch_ms = 1700000000000  # what Date.now() returns; default 0 (the Unix epoch)
 //! ```
 //!
 //! Rules of the format:
@@ -45,7 +50,31 @@
 //!   ([`PolicyError::SectionWithoutCapability`]) rather than ignored
 //!   configuration.
 //! * Limits, when given, must be greater than zero.
+//! * `determinism.epoch_ms` must be a date JavaScript can represent
+//!   (at most 8.64e15 ms, [`MAX_EPOCH_MS`]); `seed` is a non-negative integer.
 //! * An empty file is [`HostPolicy::deny_all`].
+//!
+//! # Deterministic mode
+//!
+//! With a [`Determinism`] in the policy (`[determinism]`, the
+//! `--deterministic[=SEED]` flag or [`HostPolicy::with_determinism`]) every
+//! call sees the same time and the same random numbers, on every run and
+//! every machine, for the same artifact and seed:
+//!
+//! * the wall clock stands at `epoch_ms` (`Date.now()`, `new Date()`);
+//! * the monotonic clock stands still at a value derived from the seed;
+//! * `wasi:random` (secure and insecure) and the `crypto` capability's
+//!   random bytes (`crypto.randomUUID()`, `crypto.getRandomValues()`,
+//!   `crypto.randomBytes()`) come from generators seeded with `seed`;
+//! * `Math.random()` seeds itself from the monotonic clock on its first use
+//!   in a call, so it repeats too and changes with the seed.
+//!
+//! Time does not pass inside a call: code that waits for `Date.now()` to
+//! move spins until the call's timeout (`setTimeout` and friends run on the
+//! prelude's virtual clock and are unaffected). What a tool computes at its
+//! top level was fixed when it was built (builds always run under fixed
+//! clocks), in either mode. Without deterministic mode, each call gets the
+//! host's clocks and fresh random, and `Math.random()` a fresh seed.
 //!
 //! # Command-line flags (Deno style)
 //!
@@ -55,6 +84,9 @@
 //!   [`HostPolicy::with_allow_read`]: allows `fs.readFile` and adds a
 //!   directory.
 //! * `--allow-crypto` → [`HostPolicy::with_allow_crypto`].
+//! * `--deterministic` or `--deterministic=SEED` →
+//!   [`HostPolicy::with_determinism`] (the seed defaults to the policy
+//!   file's, else 0).
 
 pub mod domain;
 mod ip;
@@ -205,6 +237,36 @@ pub struct LimitsConfig {
     pub max_output_bytes: Option<u64>,
 }
 
+/// The largest `epoch_ms` deterministic mode accepts: the last instant a
+/// JavaScript `Date` can represent (8.64e15 ms after the Unix epoch).
+pub const MAX_EPOCH_MS: u64 = 8_640_000_000_000_000;
+
+/// Deterministic mode: every call gets the same wall clock, a monotonic
+/// clock that stands still, and random sources seeded from `seed` (see the
+/// [module docs](self#deterministic-mode)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Determinism {
+    /// Seeds every random source a tool can read.
+    pub seed: u64,
+    /// What the wall clock reads, in milliseconds since the Unix epoch (at
+    /// most [`MAX_EPOCH_MS`]).
+    pub epoch_ms: u64,
+}
+
+impl Determinism {
+    /// Deterministic mode with this seed, the wall clock at the Unix epoch.
+    pub fn seeded(seed: u64) -> Self {
+        Determinism { seed, epoch_ms: 0 }
+    }
+
+    /// The same, with the wall clock at `epoch_ms` (clamped to
+    /// [`MAX_EPOCH_MS`]).
+    pub fn with_epoch_ms(mut self, epoch_ms: u64) -> Self {
+        self.epoch_ms = epoch_ms.min(MAX_EPOCH_MS);
+        self
+    }
+}
+
 /// What a tool is actually granted: the intersection of its allowlist with
 /// the host policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -229,6 +291,8 @@ pub struct HostPolicy {
     pub read_dirs: Vec<ReadDir>,
     /// Per-call limits.
     pub limits: LimitsConfig,
+    /// Deterministic mode, when on (`None`: the host's clocks and random).
+    pub determinism: Option<Determinism>,
 }
 
 impl Default for HostPolicy {
@@ -247,6 +311,15 @@ struct RawPolicy {
     read: Vec<RawRead>,
     #[serde(default)]
     limits: LimitsConfig,
+    determinism: Option<RawDeterminism>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDeterminism {
+    enabled: Option<bool>,
+    seed: Option<u64>,
+    epoch_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -278,6 +351,7 @@ impl HostPolicy {
             fetch: FetchPolicy::default(),
             read_dirs: Vec::new(),
             limits: LimitsConfig::default(),
+            determinism: None,
         }
     }
 
@@ -331,6 +405,23 @@ impl HostPolicy {
             }
         }
         policy.limits = raw.limits;
+        if let Some(det) = raw.determinism {
+            let epoch_ms = det.epoch_ms.unwrap_or(0);
+            if epoch_ms > MAX_EPOCH_MS {
+                return Err(PolicyError::BadValue {
+                    key: "determinism.epoch_ms".into(),
+                    reason: format!(
+                        "{epoch_ms} is past the last date JavaScript can represent ({MAX_EPOCH_MS})"
+                    ),
+                });
+            }
+            if det.enabled.unwrap_or(true) {
+                policy.determinism = Some(Determinism {
+                    seed: det.seed.unwrap_or(0),
+                    epoch_ms,
+                });
+            }
+        }
         Ok(policy)
     }
 
@@ -384,6 +475,14 @@ impl HostPolicy {
     /// `--allow-crypto`: allows `crypto`.
     pub fn with_allow_crypto(mut self) -> Self {
         self.allowed.insert(Capability::Crypto);
+        self
+    }
+
+    /// Turns deterministic mode on (`--deterministic[=SEED]`): fixed clocks
+    /// and seeded random for every call, see the
+    /// [module docs](self#deterministic-mode).
+    pub fn with_determinism(mut self, determinism: Determinism) -> Self {
+        self.determinism = Some(determinism);
         self
     }
 
@@ -586,6 +685,10 @@ mod tests {
                 memory_mb: Some(64),
                 max_output_bytes: Some(1048576),
             },
+            determinism: Some(Determinism {
+                seed: 42,
+                epoch_ms: 1_700_000_000_000,
+            }),
         };
         assert_eq!(p, expected);
     }
@@ -634,6 +737,72 @@ mod tests {
         assert_eq!(p.fetch.rules.len(), 4);
         assert_eq!(p.read_dirs.len(), 1);
         assert_eq!(p.limits.timeout_ms, Some(5000));
+        assert_eq!(
+            p.determinism,
+            Some(Determinism::seeded(42).with_epoch_ms(1_700_000_000_000))
+        );
+    }
+
+    #[test]
+    fn determinism_fixtures() {
+        let p = load(fixture!("good_deterministic.toml")).unwrap();
+        assert_eq!(
+            p.determinism,
+            Some(Determinism {
+                seed: 42,
+                epoch_ms: 1_700_000_000_000
+            })
+        );
+        assert_eq!(p.allowed, [Capability::Crypto].into_iter().collect());
+        // `enabled = false` keeps the section but switches the mode off.
+        assert_eq!(
+            load(fixture!("good_deterministic_off.toml"))
+                .unwrap()
+                .determinism,
+            None
+        );
+        // Defaults: writing the section turns it on, seed 0, the Unix epoch.
+        assert_eq!(
+            HostPolicy::from_toml("[determinism]\n")
+                .unwrap()
+                .determinism,
+            Some(Determinism::default())
+        );
+        assert_eq!(
+            HostPolicy::from_toml("[determinism]\nseed = 9\n")
+                .unwrap()
+                .determinism,
+            Some(Determinism::seeded(9))
+        );
+        // The largest representable date is accepted, one more is not.
+        let at = |ms: u64| HostPolicy::from_toml(&format!("[determinism]\nepoch_ms = {ms}\n"));
+        assert_eq!(
+            at(MAX_EPOCH_MS).unwrap().determinism.unwrap().epoch_ms,
+            MAX_EPOCH_MS
+        );
+        assert!(matches!(
+            at(MAX_EPOCH_MS + 1),
+            Err(PolicyError::BadValue { key, .. }) if key == "determinism.epoch_ms"
+        ));
+        // No section: real clocks.
+        assert_eq!(HostPolicy::from_toml("").unwrap().determinism, None);
+    }
+
+    #[test]
+    fn determinism_builder() {
+        let p = HostPolicy::deny_all().with_determinism(Determinism::seeded(7));
+        assert_eq!(
+            p.determinism,
+            Some(Determinism {
+                seed: 7,
+                epoch_ms: 0
+            })
+        );
+        assert!(p.allowed.is_empty(), "determinism grants nothing");
+        assert_eq!(
+            Determinism::seeded(1).with_epoch_ms(u64::MAX).epoch_ms,
+            MAX_EPOCH_MS
+        );
     }
 
     #[test]
@@ -773,6 +942,18 @@ mod tests {
             (
                 fixture!("bad_limits_zero.toml"),
                 Want::Value("limits.timeout_ms"),
+            ),
+            (
+                fixture!("bad_determinism_unknown_key.toml"),
+                Want::Toml(&["clock", "line 3"]),
+            ),
+            (
+                fixture!("bad_determinism_epoch.toml"),
+                Want::Value("determinism.epoch_ms"),
+            ),
+            (
+                fixture!("bad_determinism_seed_negative.toml"),
+                Want::Toml(&["seed", "line 2"]),
             ),
         ];
         for (path, want) in table {

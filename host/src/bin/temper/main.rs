@@ -300,7 +300,10 @@ impl Common {
             let mut determinism = policy.determinism.unwrap_or_default();
             if !seed.is_empty() {
                 determinism.seed = seed.parse().map_err(|_| {
-                    format!("--deterministic={seed}: the seed must be an integer from 0 to {}", u64::MAX)
+                    format!(
+                        "--deterministic={seed}: the seed must be an integer from 0 to {}",
+                        u64::MAX
+                    )
                 })?;
             }
             policy = policy.with_determinism(determinism);
