@@ -38,7 +38,7 @@ pub const RUN_EXPORT: &str = "temper:tool/run@0.1.0";
 
 /// Interfaces a tool may import: the `tool` world's own, and the WASI
 /// interfaces the host provides locked down (no sockets, no HTTP).
-const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
+pub const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
     "temper:tool/types@0.1.",
     "temper:tool/log@0.1.",
     "temper:tool/fetch@0.1.",
