@@ -66,6 +66,14 @@ python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["impl
 "$temper" approve slugify --by demo-operator --note "demo" "${reg[@]}"
 "$temper" call slugify --input '{"text": "Seen by another agent"}' --store "$store" --agent other-agent
 "$temper" audit verify "${reg[@]}"
+
+echo "== artifacts: export, inspect, verify by rebuilding, import into another store"
+"$temper" export add_numbers -o "$out/add_numbers.wasm" --sidecar "${reg[@]}"
+"$temper" inspect "$out/add_numbers.wasm"
+"$temper" verify "$out/add_numbers.wasm" --request tests/fixtures/seeds/add_numbers.json
+rm -rf "$out/store2"
+"$temper" import "$out/add_numbers.wasm" --judge rules --store "$out/store2" --agent imported-agent
+"$temper" call add_numbers --input '{"a": 40, "b": 2}' --store "$out/store2" --agent imported-agent
 "$temper" session end "${reg[@]}"
 
 echo "== limits: an infinite loop stops at the timeout"
