@@ -2,6 +2,13 @@
 # The test suite on a fresh Debian machine: install what is missing, then run
 # every test (unit, integration, CLI) in the release profile, which the CLI
 # and the benches share, so wasmtime is compiled once.
+#
+# Offline: everything the tests need is fetched and built first; then the
+# tests run inside a network namespace whose only interface is loopback
+# (`unshare -n`, or `unshare -rn` without root), with cargo --offline, so a
+# test that reaches beyond 127.0.0.1 fails. Where the machine does not allow
+# a namespace, this says so and runs the tests normally.
+# TEMPER_TEST_OFFLINE=0 skips the namespace.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -9,9 +16,45 @@ bash scripts/setup.sh
 # The official MCP Python SDK for the `temper mcp` client test; required here.
 bash scripts/mcp-venv.sh ||
   echo "test: could not create target/mcp-venv: the MCP Python-client test will fail" >&2
-TEMPER_REQUIRE_MCP_PY=1 cargo test --release --locked --workspace
+
+# Fetch every crate and build every test binary (and the JS shim, which
+# host/build.rs builds with its own cargo) while the network is there.
+cargo test --release --locked --workspace --no-run
+
+# How to enter a namespace with only loopback up, if the machine allows it.
+netns=()
+if [ "${TEMPER_TEST_OFFLINE:-1}" = 0 ]; then
+  echo "test: TEMPER_TEST_OFFLINE=0: running the tests with the network" >&2
+elif ! command -v unshare >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+  echo "test: unshare or ip not found: cannot run the tests without network; running them normally" >&2
+else
+  for flags in -n -rn; do
+    if unshare "$flags" sh -c 'ip link set lo up' >/dev/null 2>&1; then
+      netns=(unshare "$flags" sh -c 'ip link set lo up && exec "$@"' sh)
+      break
+    fi
+  done
+  if [ ${#netns[@]} -eq 0 ]; then
+    echo "test: this machine does not allow a network namespace (unshare -n / -rn refused): running the tests with the network" >&2
+  fi
+fi
+
+offline() {
+  if [ ${#netns[@]} -gt 0 ]; then
+    "${netns[@]}" "$@"
+  else
+    "$@"
+  fi
+}
+
+if [ ${#netns[@]} -gt 0 ]; then
+  links="$(offline ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
+  echo "test: running the tests offline: network namespace (${netns[1]}) with interfaces: ${links}" >&2
+fi
+offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 \
+  cargo test --release --locked --offline --workspace
 if command -v node >/dev/null 2>&1; then
-  node --test guest-js-shim/tests-js/
+  offline node --test guest-js-shim/tests-js/
 else
   echo "node not found: skipping the prelude's node tests" >&2
 fi
