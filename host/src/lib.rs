@@ -19,6 +19,7 @@
 mod bindings;
 pub mod artifact;
 pub mod capabilities;
+pub mod compose;
 pub mod engine;
 pub mod error;
 pub mod forge;
