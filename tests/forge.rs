@@ -66,6 +66,16 @@ fn renamed(mut r: ForgeRequest, name: &str) -> ForgeRequest {
     r
 }
 
+/// The add_numbers seed renamed, with other code and allowlist.
+fn with_code(name: &str, code: &str, allowlist: &[&str]) -> ForgeRequest {
+    let mut r = renamed(seed("add_numbers"), name);
+    r.implementation = Implementation::Sandbox {
+        code: code.into(),
+        allowlist: allowlist.iter().map(|s| s.to_string()).collect(),
+    };
+    r
+}
+
 fn ctx() -> ForgeContext {
     ForgeContext::new("agent-1", "session-1")
 }
@@ -235,20 +245,12 @@ async fn refusals_name_their_stage_and_reason() {
     assert!(err.to_string().contains("inputSchema is not a valid JSON Schema"), "{err}");
 
     // VALIDATE: a blocked API.
-    let mut r = renamed(seed("add_numbers"), "spawner");
-    r.implementation = Implementation::Sandbox {
-        code: "function execute(i) { return require('child_process').execSync('id'); }".into(),
-        allowlist: vec![],
-    };
+    let r = with_code("spawner", "function execute(i) { return require('child_process').execSync('id'); }", &[]);
     let err = refused(&forge, &r, Stage::Validate).await;
     assert!(err.to_string().contains("blocked API `require`"), "{err}");
 
     // VALIDATE: an allowlist wider than the host policy (which allows crypto only).
-    let mut r = renamed(seed("add_numbers"), "wants_fetch");
-    r.implementation = Implementation::Sandbox {
-        code: "function execute(i) { return { sum: i.a + i.b }; }".into(),
-        allowlist: vec!["fetch".into()],
-    };
+    let r = with_code("wants_fetch", "function execute(i) { return { sum: i.a + i.b }; }", &["fetch"]);
     let err = refused(&forge, &r, Stage::Validate).await;
     assert!(
         err.to_string()
@@ -263,20 +265,12 @@ async fn refusals_name_their_stage_and_reason() {
     assert!(err.to_string().contains("not supported yet"), "{err}");
 
     // BUILD: a syntax error, with its line.
-    let mut r = renamed(seed("add_numbers"), "broken");
-    r.implementation = Implementation::Sandbox {
-        code: "function execute(i) {\n  return { sum: i.a + };\n}".into(),
-        allowlist: vec![],
-    };
+    let r = with_code("broken", "function execute(i) {\n  return { sum: i.a + };\n}", &[]);
     let err = refused(&forge, &r, Stage::Build).await;
     assert!(err.to_string().contains("line 2"), "{err}");
 
     // JUDGE: the rules judge refuses an allowlist wider than the code's use.
-    let mut r = renamed(seed("add_numbers"), "idle_crypto");
-    r.implementation = Implementation::Sandbox {
-        code: "function execute(i) { return { sum: i.a + i.b }; }".into(),
-        allowlist: vec!["crypto".into()],
-    };
+    let r = with_code("idle_crypto", "function execute(i) { return { sum: i.a + i.b }; }", &["crypto"]);
     let err = refused(&forge, &r, Stage::Judge).await;
     assert!(err.to_string().contains("allowlist grants `crypto` but the code does not appear to use it"), "{err}");
 
@@ -503,12 +497,8 @@ async fn low_confidence_blocks_promotion() {
 async fn reuse_validation_records_output_schema_failures() {
     let dir = tempfile::tempdir().unwrap();
     let forge = Forge::builder(runtime(), store(dir.path())).judge(rules()).build();
-    let mut r = renamed(seed("add_numbers"), "sloppy_add");
-    r.implementation = Implementation::Sandbox {
-        // Passes its test, but returns a string sum for string inputs.
-        code: "function execute(i) { return { sum: i.a + i.b }; }".into(),
-        allowlist: vec![],
-    };
+    // Passes its test, but returns a string sum for string inputs.
+    let mut r = with_code("sloppy_add", "function execute(i) { return { sum: i.a + i.b }; }", &[]);
     r.input_schema = json!({"type": "object"});
     forge.forge(&r, &ctx()).await.unwrap();
     let err = forge
@@ -524,11 +514,7 @@ async fn reuse_validation_records_output_schema_failures() {
     assert!(last.payload["error"].as_str().unwrap().contains("outputSchema"));
 
     // Runtime failures are recorded the same way.
-    let mut r = renamed(seed("add_numbers"), "thrower");
-    r.implementation = Implementation::Sandbox {
-        code: "function execute(i) {\n  if (i.a === 0) throw new Error('zero');\n  return { sum: i.a + i.b };\n}".into(),
-        allowlist: vec![],
-    };
+    let r = with_code("thrower", "function execute(i) {\n  if (i.a === 0) throw new Error('zero');\n  return { sum: i.a + i.b };\n}", &[]);
     forge.forge(&r, &ctx()).await.unwrap();
     let err = forge.invoke("thrower", &json!({"a": 0, "b": 1}), &ctx()).await.unwrap_err();
     assert!(err.to_string().contains("zero") && err.to_string().contains("line 2"), "{err}");
@@ -606,11 +592,8 @@ fn crash_child() {
             // Unique across runs: shared-tier names are global.
             let name = format!("{}_add_{i}", c.agent_id);
             // A distinct source per tool: distinct artifacts get written.
-            let mut r = renamed(seed("add_numbers"), &name);
-            r.implementation = Implementation::Sandbox {
-                code: format!("function execute(input) {{ return {{ sum: input.a + input.b + {i} - {i} }}; }}"),
-                allowlist: vec![],
-            };
+            let code = format!("function execute(input) {{ return {{ sum: input.a + input.b + {i} - {i} }}; }}");
+            let r = with_code(&name, &code, &[]);
             forge.forge(&r, &c).await.unwrap();
             forge.invoke(&name, &json!({"a": 1, "b": 2}), &c).await.unwrap();
             forge.promote(&name, &c, None).await.unwrap();
