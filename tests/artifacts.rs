@@ -118,7 +118,7 @@ async fn hostile_files_are_refused_or_contained_and_nothing_partial_lands() {
     // Random bytes; a truncated file; a flipped byte in the magic.
     let mut rng_bytes = vec![0u8; 4096];
     for (i, b) in rng_bytes.iter_mut().enumerate() {
-        *b = (i * 2654435761usize >> 7) as u8;
+        *b = ((i * 2654435761usize) >> 7) as u8;
     }
     let truncated = bytes[..bytes.len() / 2].to_vec();
     let mut magic = bytes.clone();

@@ -278,7 +278,7 @@ impl Runtime {
             .get_or_try_init(|| async {
                 let mut wizer = Wizer::new();
                 wizer
-                    .init_func(format!("temper:tool/shim@0.1.0#load"))
+                    .init_func("temper:tool/shim@0.1.0#load".to_string())
                     .keep_init_func(true);
                 let (context, instrumented) = wizer
                     .instrument_component(shim::SHIM_WASM)
