@@ -367,7 +367,7 @@ async fn check_http_status_passes_offline_from_a_cassette() {
     // The test stage may call each case more than once: every call is kept.
     let repeats = requests.len() / expected.len();
     assert!(
-        repeats >= 1 && requests.len() % expected.len() == 0,
+        repeats >= 1 && requests.len().is_multiple_of(expected.len()),
         "{requests:?}"
     );
     expected = expected

@@ -412,12 +412,12 @@ fn parse(text: &str) -> Result<State, String> {
         if parsed.scheme() != "http" && parsed.scheme() != "https" {
             return Err(at(format!("URL \"{}\" is not http or https", key.url)));
         }
-        if let Some(hash) = &key.body_blake3 {
-            if hash.len() != 64 || !hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-                return Err(at(format!(
-                    "body_blake3 \"{hash}\" is not 64 lower-case hex digits"
-                )));
-            }
+        if let Some(hash) = &key.body_blake3
+            && (hash.len() != 64 || !hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        {
+            return Err(at(format!(
+                "body_blake3 \"{hash}\" is not 64 lower-case hex digits"
+            )));
         }
         let r = item.response;
         if !(100..=599).contains(&r.status) {
@@ -471,7 +471,7 @@ fn base64_encode(bytes: &[u8]) -> String {
 /// Decodes standard base64 with padding; anything else is an error.
 fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err("length is not a multiple of 4".into());
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
