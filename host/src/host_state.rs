@@ -127,7 +127,7 @@ pub enum Clocks {
 }
 
 /// Seed of the build's fixed insecure-random seed (`wasi:random/insecure-seed`).
-const FIXED_INSECURE_SEED: u64 = 0x7e3b_e7;
+const FIXED_INSECURE_SEED: u64 = 0x007e_3be7;
 
 /// One of the independent random streams derived from a deterministic seed
 /// (splitmix64 of seed and stream number).
@@ -261,8 +261,8 @@ impl HostState {
                 fixed: fixed.clone(),
                 base: monotonic,
             })
-            .secure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e5, det, 1))
-            .insecure_random(SwitchRng::new(fixed.clone(), 0x7e3b_e6, det, 2));
+            .secure_random(SwitchRng::new(fixed.clone(), 0x007e_3be5, det, 1))
+            .insecure_random(SwitchRng::new(fixed.clone(), 0x007e_3be6, det, 2));
         // The insecure seed is one value per store, read by the guest's
         // runtime when it first builds a hash map (possibly during `load`):
         // the build's value whenever the store replays or continues a
@@ -271,7 +271,7 @@ impl HostState {
             builder.insecure_random_seed(FIXED_INSECURE_SEED.into());
         }
         Ok(Self {
-            random: SwitchRng::new(fixed.clone(), 0x7e3b_e8, det, 3),
+            random: SwitchRng::new(fixed.clone(), 0x007e_3be8, det, 3),
             granted,
             wasi: builder.build(),
             table: ResourceTable::new(),

@@ -23,7 +23,11 @@ impl Reply {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]
         })
         .to_string();
-        Reply { status: 200, body, delay: Duration::ZERO }
+        Reply {
+            status: 200,
+            body,
+            delay: Duration::ZERO,
+        }
     }
 }
 

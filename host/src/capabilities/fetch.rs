@@ -177,13 +177,13 @@ impl FetchTransport {
             return Err(format!("fetch: method not allowed: {method}"));
         }
         let mut body = req.body;
-        if let Some(b) = &body {
-            if b.len() as u64 > policy.max_request_body {
-                return Err(format!(
-                    "request body over {} bytes",
-                    policy.max_request_body
-                ));
-            }
+        if let Some(b) = &body
+            && b.len() as u64 > policy.max_request_body
+        {
+            return Err(format!(
+                "request body over {} bytes",
+                policy.max_request_body
+            ));
         }
         if req.headers.len() as u32 > policy.max_headers {
             return Err(format!(
@@ -418,7 +418,7 @@ impl FetchTransport {
 }
 
 fn over_limit(limit: u64) -> String {
-    if limit % (1 << 20) == 0 {
+    if limit.is_multiple_of(1 << 20) {
         format!("response body over {} MiB", limit >> 20)
     } else {
         format!("response body over {limit} bytes")
