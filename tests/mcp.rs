@@ -220,18 +220,27 @@ fn mcp_over_stdio_pipes() {
         .iter()
         .map(|n| n["method"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        methods,
-        [
-            "notifications/progress",
-            "notifications/progress",
-            "notifications/tools/list_changed"
-        ],
-        "{notes:?}"
-    );
-    assert_eq!(notes[0]["params"]["progressToken"], "forge-1");
-    assert_eq!(notes[0]["params"]["progress"], 0);
-    assert_eq!(notes[1]["params"]["progress"], notes[1]["params"]["total"]);
+    // One progress step per stage (validate, build, test, judge, register),
+    // then done, then list_changed.
+    let mut expected = vec!["notifications/progress"; 6];
+    expected.push("notifications/tools/list_changed");
+    assert_eq!(methods, expected, "{notes:?}");
+    let steps: Vec<(u64, u64, String)> = notes[..6]
+        .iter()
+        .map(|n| {
+            assert_eq!(n["params"]["progressToken"], "forge-1");
+            (
+                n["params"]["progress"].as_u64().unwrap(),
+                n["params"]["total"].as_u64().unwrap(),
+                n["params"]["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let stages = ["validate", "build", "test", "judge", "register", "registered"];
+    for (i, (progress, total, message)) in steps.iter().enumerate() {
+        assert_eq!((*progress, *total), (i as u64, 5), "{steps:?}");
+        assert!(message.ends_with(stages[i]), "{steps:?}");
+    }
 
     // Now listed, with its schemas.
     let list = c.ok("tools/list", json!({}));

@@ -75,7 +75,8 @@ async def sdk_flow(temper, store, cache, seed):
             # The server sends list_changed before the result; the session
             # handles messages in order.
             assert len(changed) == 1, changed
-            assert [p[0] for p in progress] == [0, 2], progress
+            assert [p[0] for p in progress] == [0, 1, 2, 3, 4, 5], progress
+            assert all(p[1] == 5 for p in progress), progress
 
             listed = await session.list_tools()
             by_name = {t.name: t for t in listed.tools}

@@ -313,8 +313,20 @@ impl Forge {
     /// Parses `json` as a forge request and forges it; a document that is
     /// not a forge request is refused at the validate stage.
     pub async fn forge_json(&self, json: &str, ctx: &ForgeContext) -> Result<Forged, ForgeError> {
+        self.forge_json_with_progress(json, ctx, &|_| {}).await
+    }
+
+    /// [`Forge::forge_json`], calling `progress` as each stage starts
+    /// (validate, build, test, judge, register), e.g. to report progress to
+    /// a client.
+    pub async fn forge_json_with_progress(
+        &self,
+        json: &str,
+        ctx: &ForgeContext,
+        progress: &(dyn Fn(Stage) + Send + Sync),
+    ) -> Result<Forged, ForgeError> {
         match ForgeRequest::from_json(json) {
-            Ok(request) => self.forge(&request, ctx).await,
+            Ok(request) => self.forge_with_progress(&request, ctx, progress).await,
             Err(e) => {
                 let err = ForgeError::Validate(ValidateError::Request(e.to_string()));
                 self.audit_rejection("(invalid request)", ctx, &err);
@@ -333,7 +345,17 @@ impl Forge {
         request: &ForgeRequest,
         ctx: &ForgeContext,
     ) -> Result<Forged, ForgeError> {
-        let outcome = self.pipeline(request, ctx).await;
+        self.forge_with_progress(request, ctx, &|_| {}).await
+    }
+
+    /// [`Forge::forge`], calling `progress` as each stage starts.
+    pub async fn forge_with_progress(
+        &self,
+        request: &ForgeRequest,
+        ctx: &ForgeContext,
+        progress: &(dyn Fn(Stage) + Send + Sync),
+    ) -> Result<Forged, ForgeError> {
+        let outcome = self.pipeline(request, ctx, progress).await;
         if let Err(e) = &outcome
             && !matches!(e, ForgeError::Register(_))
         {
@@ -410,15 +432,18 @@ impl Forge {
         &self,
         request: &ForgeRequest,
         ctx: &ForgeContext,
+        progress: &(dyn Fn(Stage) + Send + Sync),
     ) -> Result<Forged, ForgeError> {
         let inner = &self.inner;
         let runtime = &inner.runtime;
 
         // VALIDATE
+        progress(Stage::Validate);
         let v = validate::validate(request, runtime.policy())?;
         self.check_occupancy(&lock(&inner.sessions), &request.name, ctx, Tier::Session)?;
 
         // BUILD: the component, then its manifest section.
+        progress(Stage::Build);
         let built = runtime.build(v.code).await?;
         let manifest = ArtifactManifest::sandbox(
             &request.name,
@@ -443,6 +468,7 @@ impl Forge {
             },
             ctx,
             Tier::Session,
+            progress,
         )
         .await
     }
@@ -453,6 +479,7 @@ impl Forge {
         a: Admission,
         ctx: &ForgeContext,
         tier: Tier,
+        progress: &(dyn Fn(Stage) + Send + Sync),
     ) -> Result<Forged, ForgeError> {
         let inner = &self.inner;
         let runtime = &inner.runtime;
@@ -462,6 +489,7 @@ impl Forge {
             .map_err(ValidateError::from)?;
 
         // TEST (twice: the repeat run is the determinism evidence)
+        progress(Stage::Test);
         let results = run_cases(runtime, &tool, Some(&a.schemas), &m.test_cases).await;
         let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
         if let Some(first) = failed.first() {
@@ -497,12 +525,14 @@ impl Forge {
             repeat_run: repeat_run.clone(),
             bytecode_only: a.source.is_none(),
         };
+        progress(Stage::Judge);
         let verdict = inner.judge.review(&candidate).await;
         if !verdict.approved {
             return Err(ForgeError::Judge { verdict, results });
         }
 
         // REGISTER
+        progress(Stage::Register);
         let id = inner
             .store
             .put_artifact(&a.bytes)
@@ -666,6 +696,7 @@ impl Forge {
             },
             ctx,
             tier,
+            &|_| {},
         )
         .await
     }

@@ -27,7 +27,7 @@ use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
 use super::tools::{self, FORGE_TOOL};
-use crate::forge::{Forge, ForgeContext, ForgeResult, InvokeError};
+use crate::forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage};
 use crate::store::StoreError;
 
 /// MCP protocol versions this server speaks, newest first.
@@ -295,12 +295,21 @@ impl Connection {
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
-        progress.report(
-            0,
-            2,
-            format!("forging {name}: validate, build, test, judge, register"),
-        );
-        let outcome = self.forge.forge_json(&request.to_string(), &self.ctx).await;
+        // One step per stage (validate, build, test, judge, register), then done.
+        let report_stage = |stage: Stage| {
+            let step = match stage {
+                Stage::Validate => 0,
+                Stage::Build => 1,
+                Stage::Test => 2,
+                Stage::Judge => 3,
+                _ => 4,
+            };
+            progress.report(step, FORGE_STEPS, format!("{name}: {stage}"));
+        };
+        let outcome = self
+            .forge
+            .forge_json_with_progress(&request.to_string(), &self.ctx, &report_stage)
+            .await;
         let result = ForgeResult::from(&outcome);
         match &outcome {
             Ok(forged) => {
@@ -309,7 +318,7 @@ impl Connection {
                     forged.tool.name,
                     &forged.tool.id[..12]
                 );
-                progress.report(2, 2, format!("{name}: registered"));
+                progress.report(FORGE_STEPS, FORGE_STEPS, format!("{name}: registered"));
                 self.send(jsonrpc::notification(
                     "notifications/tools/list_changed",
                     json!({}),
@@ -317,7 +326,11 @@ impl Connection {
             }
             Err(e) => {
                 eprintln!("temper mcp: forge of {name} refused: {e}");
-                progress.report(2, 2, format!("{name}: refused at the {} stage", e.stage()));
+                progress.report(
+                    FORGE_STEPS,
+                    FORGE_STEPS,
+                    format!("{name}: refused at the {} stage", e.stage()),
+                );
             }
         }
         let value = serde_json::to_value(&result)
@@ -350,6 +363,9 @@ impl Connection {
         }
     }
 }
+
+/// Progress steps of a forge: the five stages, then done.
+const FORGE_STEPS: u32 = 5;
 
 /// Progress notifications for one request, when the client asked for them
 /// (`_meta.progressToken`).
