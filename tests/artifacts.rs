@@ -21,7 +21,9 @@ use temper::store::{Store, Tier};
 use temper::{Limits, Runtime};
 
 fn fixture(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(path)
 }
 
 fn request(path: &str) -> ForgeRequest {
@@ -29,7 +31,9 @@ fn request(path: &str) -> ForgeRequest {
 }
 
 fn code_of(r: &ForgeRequest) -> String {
-    let Implementation::Sandbox { code, .. } = &r.implementation else { unreachable!() };
+    let Implementation::Sandbox { code, .. } = &r.implementation else {
+        unreachable!()
+    };
     code.clone()
 }
 
@@ -57,7 +61,10 @@ fn ctx() -> ForgeContext {
 fn assert_nothing_landed(forge: &Forge) {
     let st = forge.store();
     assert!(st.artifact_ids().unwrap().is_empty(), "an artifact landed");
-    assert!(forge.visible_tools(&ctx()).unwrap().is_empty(), "a tool landed");
+    assert!(
+        forge.visible_tools(&ctx()).unwrap().is_empty(),
+        "a tool landed"
+    );
     st.verify_audit().unwrap();
 }
 
@@ -69,50 +76,97 @@ async fn export_then_import_elsewhere_keeps_the_id_and_the_outputs() {
     let req = request("artifacts/hash_message.json");
     let forged = origin.forge(&req, &ctx()).await.unwrap();
     let input = json!({"message": "hello"});
-    let expected = origin.invoke("hash_message", &input, &ctx()).await.unwrap().output;
+    let expected = origin
+        .invoke("hash_message", &input, &ctx())
+        .await
+        .unwrap()
+        .output;
 
     // Without source: still importable (it carries bytecode), judged as such.
     let exported = origin.export("hash_message", &ctx(), false, None).unwrap();
-    assert_eq!(exported.id, forged.tool.id, "the file is the registered artifact");
+    assert_eq!(
+        exported.id, forged.tool.id,
+        "the file is the registered artifact"
+    );
     let m = artifact::read_manifest(&exported.bytes).unwrap();
     assert!(m.source.is_none());
     assert_eq!(m.capabilities, ["crypto"]);
-    assert_eq!(m.source_blake3, blake3::hash(code_of(&req).as_bytes()).to_hex().as_str());
+    assert_eq!(
+        m.source_blake3,
+        blake3::hash(code_of(&req).as_bytes()).to_hex().as_str()
+    );
     let text = String::from_utf8_lossy(&exported.bytes);
-    assert!(!text.contains("createHash('sha256')"), "no source in a plain export");
-    assert!(exported.provenance.iter().any(|e| e["kind"] == "forge_decision"));
+    assert!(
+        !text.contains("createHash('sha256')"),
+        "no source in a plain export"
+    );
+    assert!(
+        exported
+            .provenance
+            .iter()
+            .any(|e| e["kind"] == "forge_decision")
+    );
 
     let target = forge_in(b.path(), crypto(), ForgeConfig::default());
     let other = ForgeContext::new("agent-b", "s9");
-    let imported = target.import(exported.bytes.clone(), &other, Tier::Agent).await.unwrap();
+    let imported = target
+        .import(exported.bytes.clone(), &other, Tier::Agent)
+        .await
+        .unwrap();
     assert_eq!(imported.tool.id, exported.id);
     assert_eq!(imported.tool.tier, Tier::Agent);
     assert!(imported.test_results.iter().all(|r| r.passed) && !imported.test_results.is_empty());
-    assert_eq!(imported.verdict.confidence, 0.5, "bytecode-only: below the promotion threshold");
+    assert_eq!(
+        imported.verdict.confidence, 0.5,
+        "bytecode-only: below the promotion threshold"
+    );
     let out = target.invoke("hash_message", &input, &other).await.unwrap();
     assert_eq!(out.output, expected);
 
     // With source: a different file (its own id) that carries the source.
     let with_src = origin.export(&forged.tool.id, &ctx(), true, None).unwrap();
     assert_ne!(with_src.id, exported.id);
-    assert_eq!(artifact::read_manifest(&with_src.bytes).unwrap().source, Some(code_of(&req)));
+    assert_eq!(
+        artifact::read_manifest(&with_src.bytes).unwrap().source,
+        Some(code_of(&req))
+    );
     let c = tempfile::tempdir().unwrap();
     let third = forge_in(c.path(), crypto(), ForgeConfig::default());
-    let imported = third.import(with_src.bytes, &ctx(), Tier::Session).await.unwrap();
+    let imported = third
+        .import(with_src.bytes, &ctx(), Tier::Session)
+        .await
+        .unwrap();
     assert_eq!(imported.verdict.confidence, 0.85);
     // Re-importing the same name is refused (the name is taken).
-    let err = target.import(exported.bytes, &other, Tier::Agent).await.unwrap_err();
-    assert!(err.to_string().contains("already exists in the agent tier"), "{err}");
+    let err = target
+        .import(exported.bytes, &other, Tier::Agent)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("already exists in the agent tier"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_files_are_refused_or_contained_and_nothing_partial_lands() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let origin = forge_in(a.path(), HostPolicy::deny_all().with_allow_crypto(), ForgeConfig::default());
+    let origin = forge_in(
+        a.path(),
+        HostPolicy::deny_all().with_allow_crypto(),
+        ForgeConfig::default(),
+    );
     let req = request("artifacts/hash_message.json");
     let good = origin.forge(&req, &ctx()).await.unwrap();
-    let bytes = origin.export("hash_message", &ctx(), false, None).unwrap().bytes;
-    let target = forge_in(b.path(), HostPolicy::deny_all().with_allow_crypto(), ForgeConfig::default());
+    let bytes = origin
+        .export("hash_message", &ctx(), false, None)
+        .unwrap()
+        .bytes;
+    let target = forge_in(
+        b.path(),
+        HostPolicy::deny_all().with_allow_crypto(),
+        ForgeConfig::default(),
+    );
 
     let refused = |e: &ForgeError| e.to_string();
     // Random bytes; a truncated file; a flipped byte in the magic.
@@ -123,19 +177,40 @@ async fn hostile_files_are_refused_or_contained_and_nothing_partial_lands() {
     let truncated = bytes[..bytes.len() / 2].to_vec();
     let mut magic = bytes.clone();
     magic[1] ^= 0x01;
-    for (what, file) in [("random", rng_bytes), ("truncated", truncated), ("magic", magic)] {
+    for (what, file) in [
+        ("random", rng_bytes),
+        ("truncated", truncated),
+        ("magic", magic),
+    ] {
         let err = target.import(file, &ctx(), Tier::Agent).await.unwrap_err();
         assert_eq!(err.stage(), Stage::Import, "{what}: {err}");
-        assert!(matches!(err, ForgeError::Import(ImportError::Artifact(_))), "{what}: {}", refused(&err));
+        assert!(
+            matches!(err, ForgeError::Import(ImportError::Artifact(_))),
+            "{what}: {}",
+            refused(&err)
+        );
     }
 
     // A flipped byte in the manifest's JSON syntax.
     let (manifest, component) = artifact::split(&bytes).unwrap();
-    let json_at = component.len() + bytes[component.len()..].windows(2).position(|w| w == b"{\"").unwrap();
+    let json_at = component.len()
+        + bytes[component.len()..]
+            .windows(2)
+            .position(|w| w == b"{\"")
+            .unwrap();
     let mut broken = bytes.clone();
     broken[json_at] = b'[';
-    let err = target.import(broken, &ctx(), Tier::Agent).await.unwrap_err();
-    assert!(matches!(err, ForgeError::Import(ImportError::Artifact(ArtifactError::Malformed(_)))), "{err}");
+    let err = target
+        .import(broken, &ctx(), Tier::Agent)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ForgeError::Import(ImportError::Artifact(ArtifactError::Malformed(_)))
+        ),
+        "{err}"
+    );
 
     // A flipped byte inside the component: refused, or contained as a
     // different tool; never accepted under the original id.
@@ -154,23 +229,39 @@ async fn hostile_files_are_refused_or_contained_and_nothing_partial_lands() {
     let mut fewer = manifest.clone();
     fewer.capabilities.clear();
     let edited = artifact::embed(component, &fewer).unwrap();
-    let err = target.import(edited, &ctx(), Tier::Agent).await.unwrap_err();
+    let err = target
+        .import(edited, &ctx(), Tier::Agent)
+        .await
+        .unwrap_err();
     assert_eq!(err.stage(), Stage::Test, "{err}");
-    assert!(err.to_string().contains("capability not granted: crypto"), "{err}");
+    assert!(
+        err.to_string().contains("capability not granted: crypto"),
+        "{err}"
+    );
 
     // A component that is not of the `tool` world, with a valid manifest.
-    let foreign = wat::parse_str(
-        r#"(component (import "wasi:sockets/tcp@0.2.0" (instance)))"#,
-    )
-    .unwrap();
+    let foreign =
+        wat::parse_str(r#"(component (import "wasi:sockets/tcp@0.2.0" (instance)))"#).unwrap();
     let foreign = artifact::embed(&foreign, &manifest).unwrap();
-    let err = target.import(foreign, &ctx(), Tier::Agent).await.unwrap_err();
-    assert!(matches!(err, ForgeError::Import(ImportError::Load(_))), "{err}");
+    let err = target
+        .import(foreign, &ctx(), Tier::Agent)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ForgeError::Import(ImportError::Load(_))),
+        "{err}"
+    );
     assert!(err.to_string().contains("wasi:sockets/tcp"), "{err}");
 
     // No manifest at all: a plain component.
-    let err = target.import(component.to_vec(), &ctx(), Tier::Agent).await.unwrap_err();
-    assert!(err.to_string().contains("no `temper.manifest` section"), "{err}");
+    let err = target
+        .import(component.to_vec(), &ctx(), Tier::Agent)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no `temper.manifest` section"),
+        "{err}"
+    );
 
     let st = target.store();
     let ids = st.artifact_ids().unwrap();
@@ -181,9 +272,19 @@ async fn hostile_files_are_refused_or_contained_and_nothing_partial_lands() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_that_do_not_fit_the_host_are_each_named() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let origin = forge_in(a.path(), HostPolicy::deny_all().with_allow_crypto(), ForgeConfig::default());
-    origin.forge(&request("artifacts/hash_message.json"), &ctx()).await.unwrap();
-    let bytes = origin.export("hash_message", &ctx(), false, None).unwrap().bytes;
+    let origin = forge_in(
+        a.path(),
+        HostPolicy::deny_all().with_allow_crypto(),
+        ForgeConfig::default(),
+    );
+    origin
+        .forge(&request("artifacts/hash_message.json"), &ctx())
+        .await
+        .unwrap();
+    let bytes = origin
+        .export("hash_message", &ctx(), false, None)
+        .unwrap()
+        .bytes;
     let (mut manifest, component) = artifact::split(&bytes).unwrap();
     manifest.capabilities = vec!["crypto".into(), "fetch".into(), "net.raw".into()];
     let wider = artifact::embed(component, &manifest).unwrap();
@@ -191,7 +292,10 @@ async fn capabilities_that_do_not_fit_the_host_are_each_named() {
     let target = forge_in(b.path(), HostPolicy::deny_all(), ForgeConfig::default());
     let err = target.import(wider, &ctx(), Tier::Agent).await.unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, ForgeError::Import(ImportError::Capabilities(ref c)) if c.len() == 3), "{text}");
+    assert!(
+        matches!(err, ForgeError::Import(ImportError::Capabilities(ref c)) if c.len() == 3),
+        "{text}"
+    );
     for part in [
         "crypto (not allowed by this host's policy)",
         "fetch (not allowed by this host's policy)",
@@ -211,24 +315,43 @@ async fn verify_rebuilds_and_names_what_differs() {
     let bytes = origin.export("slugify", &ctx(), false, None).unwrap().bytes;
     let rt = origin.runtime();
 
-    let report = temper::verify::verify(rt, &bytes, Some(&code_of(&req)), None).await.unwrap();
+    let report = temper::verify::verify(rt, &bytes, Some(&code_of(&req)), None)
+        .await
+        .unwrap();
     assert!(report.identical, "{report:?}");
-    let report = temper::verify::verify(rt, &bytes, None, Some(&req)).await.unwrap();
-    assert!(report.identical && report.rebuilt_id == report.id, "{report:?}");
+    let report = temper::verify::verify(rt, &bytes, None, Some(&req))
+        .await
+        .unwrap();
+    assert!(
+        report.identical && report.rebuilt_id == report.id,
+        "{report:?}"
+    );
 
     let other = code_of(&req).replace("'-'", "'_'");
-    let report = temper::verify::verify(rt, &bytes, Some(&other), None).await.unwrap();
+    let report = temper::verify::verify(rt, &bytes, Some(&other), None)
+        .await
+        .unwrap();
     assert!(!report.identical);
     let all = report.differences.join("\n");
-    assert!(all.contains("source: the file was built from source"), "{all}");
+    assert!(
+        all.contains("source: the file was built from source"),
+        "{all}"
+    );
     assert!(all.contains("component: the rebuilt component"), "{all}");
 
     let mut renamed = req.clone();
     renamed.description = "Something else".into();
-    let report = temper::verify::verify(rt, &bytes, None, Some(&renamed)).await.unwrap();
-    assert_eq!(report.differences, ["manifest: field `description` differs from the request"]);
+    let report = temper::verify::verify(rt, &bytes, None, Some(&renamed))
+        .await
+        .unwrap();
+    assert_eq!(
+        report.differences,
+        ["manifest: field `description` differs from the request"]
+    );
 
-    let err = temper::verify::verify(rt, &bytes, None, None).await.unwrap_err();
+    let err = temper::verify::verify(rt, &bytes, None, None)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("carries no source"), "{err}");
 }
 
@@ -236,19 +359,42 @@ async fn verify_rebuilds_and_names_what_differs() {
 async fn exported_artifact_decodes_to_the_tool_world() {
     let a = tempfile::tempdir().unwrap();
     let origin = forge_in(a.path(), HostPolicy::deny_all(), ForgeConfig::default());
-    origin.forge(&request("seeds/add_numbers.json"), &ctx()).await.unwrap();
-    let bytes = origin.export("add_numbers", &ctx(), false, None).unwrap().bytes;
+    origin
+        .forge(&request("seeds/add_numbers.json"), &ctx())
+        .await
+        .unwrap();
+    let bytes = origin
+        .export("add_numbers", &ctx(), false, None)
+        .unwrap()
+        .bytes;
     let world = artifact::world(&bytes).unwrap();
-    assert!(world.exports.contains(&temper::runtime::RUN_EXPORT.to_string()), "{world:?}");
-    for name in ["temper:tool/log@0.1.0", "temper:tool/fetch@0.1.0", "temper:tool/crypto@0.1.0"] {
-        assert!(world.imports.iter().any(|i| i == name), "{name} in {world:?}");
+    assert!(
+        world
+            .exports
+            .contains(&temper::runtime::RUN_EXPORT.to_string()),
+        "{world:?}"
+    );
+    for name in [
+        "temper:tool/log@0.1.0",
+        "temper:tool/fetch@0.1.0",
+        "temper:tool/crypto@0.1.0",
+    ] {
+        assert!(
+            world.imports.iter().any(|i| i == name),
+            "{name} in {world:?}"
+        );
     }
     for import in &world.imports {
         assert!(
-            temper::runtime::ALLOWED_IMPORT_PREFIXES.iter().any(|p| import.starts_with(p)),
+            temper::runtime::ALLOWED_IMPORT_PREFIXES
+                .iter()
+                .any(|p| import.starts_with(p)),
             "import {import} outside the tool world"
         );
-        assert!(!import.starts_with("wasi:sockets") && !import.starts_with("wasi:http"), "{import}");
+        assert!(
+            !import.starts_with("wasi:sockets") && !import.starts_with("wasi:http"),
+            "{import}"
+        );
     }
 }
 
@@ -261,11 +407,22 @@ fn build_in_process(req: &Path, out: &Path, cwd: &Path, tmp: &Path, tz: &str) ->
         .env("TZ", tz)
         .env("HOME", cwd)
         .env("LANG", if tz == "UTC" { "C" } else { "de_DE.UTF-8" })
-        .args(["build", req.to_str().unwrap(), "-o", out.to_str().unwrap(), "--json", "--cache-dir"])
+        .args([
+            "build",
+            req.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--json",
+            "--cache-dir",
+        ])
         .arg(cache_dir())
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let bytes = std::fs::read(out).unwrap();
     assert_eq!(doc["id"], blake3::hash(&bytes).to_hex().as_str());
@@ -278,13 +435,31 @@ const UPDATE_ENV: &str = "TEMPER_UPDATE_REPRODUCIBLE";
 
 #[test]
 fn builds_are_byte_identical_and_match_the_recorded_hashes() {
-    let seeds = ["add_numbers", "check_http_status", "convert_temperature", "parse_csv", "slugify"];
+    let seeds = [
+        "add_numbers",
+        "check_http_status",
+        "convert_temperature",
+        "parse_csv",
+        "slugify",
+    ];
     let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut built = serde_json::Map::new();
     for name in seeds {
         let req = fixture(&format!("seeds/{name}.json"));
-        let a = build_in_process(&req, &one.path().join("a.wasm"), one.path(), two.path(), "UTC");
-        let b = build_in_process(&req, &two.path().join("b.wasm"), two.path(), one.path(), "Asia/Kolkata");
+        let a = build_in_process(
+            &req,
+            &one.path().join("a.wasm"),
+            one.path(),
+            two.path(),
+            "UTC",
+        );
+        let b = build_in_process(
+            &req,
+            &two.path().join("b.wasm"),
+            two.path(),
+            one.path(),
+            "Asia/Kolkata",
+        );
         assert_eq!(a, b, "{name}: two processes built different bytes");
         built.insert(name.to_string(), json!(a));
     }
@@ -294,13 +469,18 @@ fn builds_are_byte_identical_and_match_the_recorded_hashes() {
     });
     let path = fixture("reproducible.json");
     if std::env::var_os(UPDATE_ENV).is_some() {
-        std::fs::write(&path, serde_json::to_string_pretty(&current).unwrap() + "\n").unwrap();
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&current).unwrap() + "\n",
+        )
+        .unwrap();
         return;
     }
     let recorded: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(
-        current, recorded,
+        current,
+        recorded,
         "a clean build differs from {} (shim or artifacts drifted); if the change is deliberate, rerun with {UPDATE_ENV}=1 and commit the file",
         path.display()
     );

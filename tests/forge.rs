@@ -144,23 +144,35 @@ async fn seed_examples_register_with_the_rules_judge() {
     for name in names {
         let mut request = seed(name);
         if name == "check_http_status" {
-            request.test_cases[0].input["url"] = json!(format!("https://httpstat.us:{port}/status/200"));
+            request.test_cases[0].input["url"] =
+                json!(format!("https://httpstat.us:{port}/status/200"));
         }
         let outcome = forge.forge(&request, &ctx()).await;
         let result = ForgeResult::from(&outcome);
         assert!(result.success, "{name}: {:?}", result.errors);
         let verdict = result.verdict.as_ref().unwrap();
-        assert!(verdict.approved && verdict.judge == "rules", "{name}: {verdict:?}");
+        assert!(
+            verdict.approved && verdict.judge == "rules",
+            "{name}: {verdict:?}"
+        );
         let tool = result.tool.unwrap();
         assert_eq!(tool.tier, Tier::Session);
-        assert!(forge.store().has_artifact(&temper::store::ArtifactId::from_hex(&tool.id).unwrap()));
+        assert!(
+            forge
+                .store()
+                .has_artifact(&temper::store::ArtifactId::from_hex(&tool.id).unwrap())
+        );
         // The seed's JSON result shape.
         let doc = serde_json::to_value(ForgeResult::from(&outcome)).unwrap();
         assert_eq!(doc["success"], true);
         assert_eq!(doc["tool"]["name"], name);
         assert_eq!(doc["verdict"]["approved"], true);
     }
-    let listed: Vec<String> = forge.session_tools(&ctx()).into_iter().map(|t| t.name).collect();
+    let listed: Vec<String> = forge
+        .session_tools(&ctx())
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     assert_eq!(listed.len(), 5, "{listed:?}");
 
     let out = forge
@@ -169,7 +181,11 @@ async fn seed_examples_register_with_the_rules_judge() {
         .unwrap();
     assert_eq!(out.output, json!({"slug": "hello-world"}));
     let out = forge
-        .invoke("convert_temperature", &json!({"value": 100, "from": "C", "to": "F"}), &ctx())
+        .invoke(
+            "convert_temperature",
+            &json!({"value": 100, "from": "C", "to": "F"}),
+            &ctx(),
+        )
         .await
         .unwrap();
     assert_eq!(out.output["result"].as_f64(), Some(212.0));
@@ -181,8 +197,15 @@ async fn seed_examples_register_with_the_rules_judge() {
     let Implementation::Sandbox { code, .. } = &seed("slugify").implementation else {
         unreachable!()
     };
-    assert_eq!(slug.manifest.source_blake3, blake3::hash(code.as_bytes()).to_hex().as_str());
-    assert!(!serde_json::to_string(&snapshot).unwrap().contains("toLowerCase"));
+    assert_eq!(
+        slug.manifest.source_blake3,
+        blake3::hash(code.as_bytes()).to_hex().as_str()
+    );
+    assert!(
+        !serde_json::to_string(&snapshot)
+            .unwrap()
+            .contains("toLowerCase")
+    );
 
     let entries = audit(forge.store());
     let decisions: Vec<_> = entries
@@ -190,7 +213,10 @@ async fn seed_examples_register_with_the_rules_judge() {
         .filter(|e| e.kind == AuditKind::ForgeDecision && e.payload["approved"] == true)
         .collect();
     assert_eq!(decisions.len(), 5);
-    assert_eq!(forge.store().verify_audit().unwrap().entries, entries.len() as u64);
+    assert_eq!(
+        forge.store().verify_audit().unwrap().entries,
+        entries.len() as u64
+    );
 }
 
 /// Forges `request` and returns the refusal, checking its stage and that a
@@ -218,78 +244,133 @@ async fn refusals_name_their_stage_and_reason() {
         max_session_tools: 1,
         ..ForgeConfig::default()
     };
-    let forge = Forge::builder(runtime_with(policy, TransportOptions::default()), store(dir.path()))
-        .judge(rules())
-        .config(config)
-        .build();
+    let forge = Forge::builder(
+        runtime_with(policy, TransportOptions::default()),
+        store(dir.path()),
+    )
+    .judge(rules())
+    .config(config)
+    .build();
 
     // TEST: a failing test case.
     let mut r = renamed(seed("slugify"), "slug_wrong");
     r.test_cases[1].expected_output = Some(json!({"slug": "spaces--symbols"}));
     let err = refused(&forge, &r, Stage::Test).await;
     let text = err.to_string();
-    assert!(text.starts_with("test: 1 of 2 test case(s) failed: case #1"), "{text}");
+    assert!(
+        text.starts_with("test: 1 of 2 test case(s) failed: case #1"),
+        "{text}"
+    );
     assert!(text.contains("$.slug"), "{text}");
 
     // TEST: an input that does not match inputSchema.
     let mut r = renamed(seed("add_numbers"), "add_strings");
     r.test_cases[0].input = json!({"a": "2", "b": 3});
     let err = refused(&forge, &r, Stage::Test).await;
-    assert!(err.to_string().contains("input does not match inputSchema: /a"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("input does not match inputSchema: /a"),
+        "{err}"
+    );
 
     // VALIDATE: an invalid schema.
     let mut r = renamed(seed("add_numbers"), "bad_schema");
     r.input_schema = json!({"type": "objcet"});
     let err = refused(&forge, &r, Stage::Validate).await;
-    assert!(matches!(err, ForgeError::Validate(ValidateError::Schema(_))), "{err}");
-    assert!(err.to_string().contains("inputSchema is not a valid JSON Schema"), "{err}");
+    assert!(
+        matches!(err, ForgeError::Validate(ValidateError::Schema(_))),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("inputSchema is not a valid JSON Schema"),
+        "{err}"
+    );
 
     // VALIDATE: a blocked API.
-    let r = with_code("spawner", "function execute(i) { return require('child_process').execSync('id'); }", &[]);
+    let r = with_code(
+        "spawner",
+        "function execute(i) { return require('child_process').execSync('id'); }",
+        &[],
+    );
     let err = refused(&forge, &r, Stage::Validate).await;
     assert!(err.to_string().contains("blocked API `require`"), "{err}");
 
     // VALIDATE: an allowlist wider than the host policy (which allows crypto only).
-    let r = with_code("wants_fetch", "function execute(i) { return { sum: i.a + i.b }; }", &["fetch"]);
+    let r = with_code(
+        "wants_fetch",
+        "function execute(i) { return { sum: i.a + i.b }; }",
+        &["fetch"],
+    );
     let err = refused(&forge, &r, Stage::Validate).await;
     assert!(
-        err.to_string()
-            .contains("capability \"fetch\" is requested by the tool but not allowed by the host policy"),
+        err.to_string().contains(
+            "capability \"fetch\" is requested by the tool but not allowed by the host policy"
+        ),
         "{err}"
     );
 
     // VALIDATE: compose is recognised and refused for now.
     let mut r = renamed(seed("add_numbers"), "composed");
-    r.implementation = Implementation::Compose { steps: vec![json!({"name": "a", "tool": "x"})] };
+    r.implementation = Implementation::Compose {
+        steps: vec![json!({"name": "a", "tool": "x"})],
+    };
     let err = refused(&forge, &r, Stage::Validate).await;
     assert!(err.to_string().contains("not supported yet"), "{err}");
 
     // BUILD: a syntax error, with its line.
-    let r = with_code("broken", "function execute(i) {\n  return { sum: i.a + };\n}", &[]);
+    let r = with_code(
+        "broken",
+        "function execute(i) {\n  return { sum: i.a + };\n}",
+        &[],
+    );
     let err = refused(&forge, &r, Stage::Build).await;
     assert!(err.to_string().contains("line 2"), "{err}");
 
     // JUDGE: the rules judge refuses an allowlist wider than the code's use.
-    let r = with_code("idle_crypto", "function execute(i) { return { sum: i.a + i.b }; }", &["crypto"]);
+    let r = with_code(
+        "idle_crypto",
+        "function execute(i) { return { sum: i.a + i.b }; }",
+        &["crypto"],
+    );
     let err = refused(&forge, &r, Stage::Judge).await;
-    assert!(err.to_string().contains("allowlist grants `crypto` but the code does not appear to use it"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("allowlist grants `crypto` but the code does not appear to use it"),
+        "{err}"
+    );
 
     // A request that is not a forge request at all.
-    let err = forge.forge_json(r#"{"name": "x"}"#, &ctx()).await.unwrap_err();
+    let err = forge
+        .forge_json(r#"{"name": "x"}"#, &ctx())
+        .await
+        .unwrap_err();
     assert_eq!(err.stage(), Stage::Validate);
     assert!(err.to_string().contains("not a forge request"), "{err}");
 
     // Over the tool count: maxSessionTools is 1 here.
     forge.forge(&seed("add_numbers"), &ctx()).await.unwrap();
     let err = refused(&forge, &seed("slugify"), Stage::Validate).await;
-    assert!(err.to_string().contains("already holds 1 tools (maxSessionTools)"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("already holds 1 tools (maxSessionTools)"),
+        "{err}"
+    );
     // The same name again is refused too (in another session it would be
     // a new tool; here the name is taken first).
     let err = refused(&forge, &seed("add_numbers"), Stage::Validate).await;
-    assert!(err.to_string().contains("already exists in the session tier"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("already exists in the session tier"),
+        "{err}"
+    );
 
     // Nothing refused was registered.
-    let names: Vec<String> = forge.session_tools(&ctx()).into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = forge
+        .session_tools(&ctx())
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     assert_eq!(names, ["add_numbers"]);
     forge.store().verify_audit().unwrap();
 }
@@ -299,17 +380,30 @@ async fn agent_tool_limit_is_enforced_at_forge_and_promotion() {
     let dir = tempfile::tempdir().unwrap();
     let config = ForgeConfig {
         max_agent_tools: 1,
-        promotion_threshold: temper::forge::PromotionThreshold { uses: 0, confidence: 0.8 },
+        promotion_threshold: temper::forge::PromotionThreshold {
+            uses: 0,
+            confidence: 0.8,
+        },
         ..ForgeConfig::default()
     };
-    let forge = Forge::builder(runtime(), store(dir.path())).judge(rules()).config(config).build();
+    let forge = Forge::builder(runtime(), store(dir.path()))
+        .judge(rules())
+        .config(config)
+        .build();
     forge.forge(&seed("add_numbers"), &ctx()).await.unwrap();
     forge.forge(&seed("slugify"), &ctx()).await.unwrap();
     forge.promote("add_numbers", &ctx(), None).await.unwrap();
     let err = forge.promote("slugify", &ctx(), None).await.unwrap_err();
-    assert!(matches!(err, PromoteError::AgentFull { limit: 1, .. }), "{err}");
+    assert!(
+        matches!(err, PromoteError::AgentFull { limit: 1, .. }),
+        "{err}"
+    );
     let err = refused(&forge, &seed("parse_csv"), Stage::Validate).await;
-    assert!(err.to_string().contains("already owns 1 tools (maxAgentTools)"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("already owns 1 tools (maxAgentTools)"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,7 +412,9 @@ async fn no_judge_rejects_everything() {
     let forge = Forge::builder(runtime(), store(dir.path())).build();
     for name in ["slugify", "add_numbers"] {
         let err = refused(&forge, &seed(name), Stage::Judge).await;
-        let ForgeError::Judge { verdict, results } = &err else { unreachable!() };
+        let ForgeError::Judge { verdict, results } = &err else {
+            unreachable!()
+        };
         assert!(!verdict.approved);
         assert_eq!(verdict.reasons, [NO_JUDGE_REASON]);
         assert!(results.iter().all(|r| r.passed), "the tests ran and passed");
@@ -333,7 +429,10 @@ async fn llm_judge_verdicts_through_the_pipeline() {
                "confidence": 0.9, "reasons": [reason]})
         .to_string()
     };
-    let (approve, reject) = (verdict(true, "looks right"), verdict(false, "adds the wrong way"));
+    let (approve, reject) = (
+        verdict(true, "looks right"),
+        verdict(false, "adds the wrong way"),
+    );
     // The tool's name in the candidate picks the answer.
     let base = chat::serve(move |body| {
         if body.contains("llm_approve") {
@@ -343,20 +442,36 @@ async fn llm_judge_verdicts_through_the_pipeline() {
         } else if body.contains("llm_malformed") {
             Reply::content("I think it is fine, approved!")
         } else if body.contains("llm_slow") {
-            Reply { delay: Duration::from_secs(10), ..Reply::content(&approve) }
+            Reply {
+                delay: Duration::from_secs(10),
+                ..Reply::content(&approve)
+            }
         } else {
-            Reply { status: 500, body: "{\"error\": \"overloaded\"}".into(), delay: Duration::ZERO }
+            Reply {
+                status: 500,
+                body: "{\"error\": \"overloaded\"}".into(),
+                delay: Duration::ZERO,
+            }
         }
     })
     .await;
     let mut cfg = LlmJudgeConfig::new(base, "judge-model");
     cfg.timeout = Duration::from_millis(1500);
     cfg.system_proxy = false;
-    let judge: Arc<dyn Judge> = Arc::new(LlmJudge::new(cfg).unwrap().with_focus(ReviewFocus::Creation));
+    let judge: Arc<dyn Judge> = Arc::new(
+        LlmJudge::new(cfg)
+            .unwrap()
+            .with_focus(ReviewFocus::Creation),
+    );
     let dir = tempfile::tempdir().unwrap();
-    let forge = Forge::builder(runtime(), store(dir.path())).judge(judge).build();
+    let forge = Forge::builder(runtime(), store(dir.path()))
+        .judge(judge)
+        .build();
 
-    let f = forge.forge(&renamed(seed("add_numbers"), "llm_approve"), &ctx()).await.unwrap();
+    let f = forge
+        .forge(&renamed(seed("add_numbers"), "llm_approve"), &ctx())
+        .await
+        .unwrap();
     assert_eq!(f.verdict.judge, "llm:judge-model");
     assert_eq!(f.verdict.reasons, ["looks right"]);
     assert_eq!(f.verdict.confidence, 0.9);
@@ -368,15 +483,27 @@ async fn llm_judge_verdicts_through_the_pipeline() {
         ("llm_http_500", "500"),
     ] {
         let err = refused(&forge, &renamed(seed("add_numbers"), name), Stage::Judge).await;
-        let ForgeError::Judge { verdict, .. } = &err else { unreachable!() };
+        let ForgeError::Judge { verdict, .. } = &err else {
+            unreachable!()
+        };
         assert!(!verdict.approved);
         let reasons = verdict.reasons.join(" | ");
         assert!(reasons.contains(expect), "{name}: {reasons}");
         // The judge's reasons are in the audit entry.
         let last = audit(forge.store()).pop().unwrap();
-        assert!(last.payload["verdict"]["reasons"].to_string().contains(expect), "{}", last.payload);
+        assert!(
+            last.payload["verdict"]["reasons"]
+                .to_string()
+                .contains(expect),
+            "{}",
+            last.payload
+        );
     }
-    let names: Vec<String> = forge.session_tools(&ctx()).into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = forge
+        .session_tools(&ctx())
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
     assert_eq!(names, ["llm_approve"]);
 }
 
@@ -385,46 +512,88 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     let dir = tempfile::tempdir().unwrap();
     let st = store(dir.path());
     let build = |safety: Arc<dyn Judge>, correctness: Arc<dyn Judge>| {
-        Forge::builder(runtime(), st.clone()).judge(rules()).panel(safety, correctness)
+        Forge::builder(runtime(), st.clone())
+            .judge(rules())
+            .panel(safety, correctness)
     };
-    let forge = build(fixed(true, 0.95, "safe"), fixed(false, 0.9, "tests too thin")).build();
+    let forge = build(
+        fixed(true, 0.95, "safe"),
+        fixed(false, 0.9, "tests too thin"),
+    )
+    .build();
     let c = ctx();
     forge.forge(&seed("add_numbers"), &c).await.unwrap();
 
     let err = forge.promote("add_numbers", &c, None).await.unwrap_err();
-    assert!(matches!(err, PromoteError::NotEnoughUses { have: 0, need: 5, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            PromoteError::NotEnoughUses {
+                have: 0,
+                need: 5,
+                ..
+            }
+        ),
+        "{err}"
+    );
     for i in 0..4 {
-        forge.invoke("add_numbers", &json!({"a": i, "b": 1}), &c).await.unwrap();
+        forge
+            .invoke("add_numbers", &json!({"a": i, "b": 1}), &c)
+            .await
+            .unwrap();
     }
     // A failed call does not count as a use.
-    let err = forge.invoke("add_numbers", &json!({"a": "x"}), &c).await.unwrap_err();
+    let err = forge
+        .invoke("add_numbers", &json!({"a": "x"}), &c)
+        .await
+        .unwrap_err();
     assert!(matches!(err, InvokeError::Input { .. }), "{err}");
     let err = forge.promote("add_numbers", &c, None).await.unwrap_err();
-    assert!(matches!(err, PromoteError::NotEnoughUses { have: 4, .. }), "{err}");
-    forge.invoke("add_numbers", &json!({"a": 1, "b": 1}), &c).await.unwrap();
+    assert!(
+        matches!(err, PromoteError::NotEnoughUses { have: 4, .. }),
+        "{err}"
+    );
+    forge
+        .invoke("add_numbers", &json!({"a": 1, "b": 1}), &c)
+        .await
+        .unwrap();
     let stats = forge.tool_stats("add_numbers", &c).unwrap();
     assert_eq!((stats.total_calls, stats.successes), (6, 5));
 
     // One reviewer rejects: no promotion, the decision is audited.
     let err = forge.promote("add_numbers", &c, None).await.unwrap_err();
-    let PromoteError::PanelRejected { panel, .. } = &err else { panic!("{err}") };
+    let PromoteError::PanelRejected { panel, .. } = &err else {
+        panic!("{err}")
+    };
     assert!(panel.safety.approved && !panel.correctness.approved);
-    assert!(err.to_string().contains("correctness: tests too thin"), "{err}");
+    assert!(
+        err.to_string().contains("correctness: tests too thin"),
+        "{err}"
+    );
     assert_eq!(forge.session_tools(&c).len(), 1);
     assert!(forge.agent_tools("agent-1").unwrap().is_empty());
     let last = audit(&st).pop().unwrap();
-    assert_eq!((last.kind, last.payload["approved"].clone()), (AuditKind::Promotion, json!(false)));
+    assert_eq!(
+        (last.kind, last.payload["approved"].clone()),
+        (AuditKind::Promotion, json!(false))
+    );
 
     // Both approve: the tool moves to the agent tier.
     let forge2 = build(fixed(true, 0.95, "safe"), fixed(true, 0.9, "correct")).build();
     // Saved as JSON (as the CLI does) and restored, the source is gone: it
     // must be handed back.
     let saved = serde_json::to_string(&forge.snapshot_session(&c)).unwrap();
-    forge2.restore_session(serde_json::from_str(&saved).unwrap()).unwrap();
+    forge2
+        .restore_session(serde_json::from_str(&saved).unwrap())
+        .unwrap();
     let err = forge2.promote("add_numbers", &c, None).await.unwrap_err();
     assert!(matches!(err, PromoteError::Source(_)), "{err}");
     let err = forge2
-        .promote("add_numbers", &c, Some("function execute(input) { return { sum: 0 }; }"))
+        .promote(
+            "add_numbers",
+            &c,
+            Some("function execute(input) { return { sum: 0 }; }"),
+        )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("hashes to"), "{err}");
@@ -438,33 +607,54 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     assert_eq!(agent_tools.len(), 1);
     // It runs from the store now (artifact loaded and hash-checked).
     let other_session = ForgeContext::new("agent-1", "session-2");
-    let out = forge2.invoke("add_numbers", &json!({"a": 40, "b": 2}), &other_session).await.unwrap();
+    let out = forge2
+        .invoke("add_numbers", &json!({"a": 40, "b": 2}), &other_session)
+        .await
+        .unwrap();
     assert_eq!((out.output, out.tier), (json!({"sum": 42}), Tier::Agent));
     // Another agent does not see it yet.
     let stranger = ForgeContext::new("agent-2", "s");
     assert!(matches!(
-        forge2.invoke("add_numbers", &json!({"a": 1, "b": 1}), &stranger).await,
+        forge2
+            .invoke("add_numbers", &json!({"a": 1, "b": 1}), &stranger)
+            .await,
         Err(InvokeError::NotFound { .. })
     ));
 
     // agent → shared needs a named human.
-    assert!(matches!(forge2.approve("add_numbers", "agent-1", " ", None), Err(PromoteError::NoApprover)));
+    assert!(matches!(
+        forge2.approve("add_numbers", "agent-1", " ", None),
+        Err(PromoteError::NoApprover)
+    ));
     assert!(matches!(
         forge2.approve("nope", "agent-1", "alice", None),
         Err(PromoteError::NotFound { .. })
     ));
-    let shared = forge2.approve("add_numbers", "agent-1", "alice", Some("reviewed")).unwrap();
+    let shared = forge2
+        .approve("add_numbers", "agent-1", "alice", Some("reviewed"))
+        .unwrap();
     assert_eq!(shared.tier, Tier::Shared);
-    let out = forge2.invoke("add_numbers", &json!({"a": 1, "b": 1}), &stranger).await.unwrap();
+    let out = forge2
+        .invoke("add_numbers", &json!({"a": 1, "b": 1}), &stranger)
+        .await
+        .unwrap();
     assert_eq!((out.output, out.tier), (json!({"sum": 2}), Tier::Shared));
 
     let kinds: Vec<AuditKind> = audit(&st).iter().map(|e| e.kind).collect();
     let tail = &kinds[kinds.len() - 4..];
     assert_eq!(
         tail,
-        [AuditKind::Promotion, AuditKind::Registration, AuditKind::Approval, AuditKind::Promotion]
+        [
+            AuditKind::Promotion,
+            AuditKind::Registration,
+            AuditKind::Approval,
+            AuditKind::Promotion
+        ]
     );
-    let approval = audit(&st).into_iter().find(|e| e.kind == AuditKind::Approval).unwrap();
+    let approval = audit(&st)
+        .into_iter()
+        .find(|e| e.kind == AuditKind::Approval)
+        .unwrap();
     assert_eq!(approval.payload["approver"], "alice");
     st.verify_audit().unwrap();
 
@@ -473,14 +663,20 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     assert_eq!(forge2.cleanup_session(&c).unwrap(), 1);
     assert!(forge2.session_tools(&c).is_empty());
     let last = audit(&st).pop().unwrap();
-    assert_eq!((last.kind, last.subject.as_str()), (AuditKind::Deletion, "slugify"));
+    assert_eq!(
+        (last.kind, last.subject.as_str()),
+        (AuditKind::Deletion, "slugify")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn low_confidence_blocks_promotion() {
     let dir = tempfile::tempdir().unwrap();
     let config = ForgeConfig {
-        promotion_threshold: temper::forge::PromotionThreshold { uses: 0, confidence: 0.8 },
+        promotion_threshold: temper::forge::PromotionThreshold {
+            uses: 0,
+            confidence: 0.8,
+        },
         ..ForgeConfig::default()
     };
     let forge = Forge::builder(runtime(), store(dir.path()))
@@ -488,7 +684,10 @@ async fn low_confidence_blocks_promotion() {
         .config(config)
         .build();
     forge.forge(&seed("add_numbers"), &ctx()).await.unwrap();
-    let err = forge.promote("add_numbers", &ctx(), None).await.unwrap_err();
+    let err = forge
+        .promote("add_numbers", &ctx(), None)
+        .await
+        .unwrap_err();
     assert!(matches!(err, PromoteError::LowConfidence { .. }), "{err}");
     assert!(err.to_string().contains("needs more than 0.8"), "{err}");
 }
@@ -496,9 +695,15 @@ async fn low_confidence_blocks_promotion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reuse_validation_records_output_schema_failures() {
     let dir = tempfile::tempdir().unwrap();
-    let forge = Forge::builder(runtime(), store(dir.path())).judge(rules()).build();
+    let forge = Forge::builder(runtime(), store(dir.path()))
+        .judge(rules())
+        .build();
     // Passes its test, but returns a string sum for string inputs.
-    let mut r = with_code("sloppy_add", "function execute(i) { return { sum: i.a + i.b }; }", &[]);
+    let mut r = with_code(
+        "sloppy_add",
+        "function execute(i) { return { sum: i.a + i.b }; }",
+        &[],
+    );
     r.input_schema = json!({"type": "object"});
     forge.forge(&r, &ctx()).await.unwrap();
     let err = forge
@@ -506,18 +711,37 @@ async fn reuse_validation_records_output_schema_failures() {
         .await
         .unwrap_err();
     assert!(matches!(err, InvokeError::Output { .. }), "{err}");
-    assert!(err.to_string().contains("output does not match outputSchema: /sum"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("output does not match outputSchema: /sum"),
+        "{err}"
+    );
     let stats = forge.tool_stats("sloppy_add", &ctx()).unwrap();
     assert_eq!((stats.total_calls, stats.successes), (1, 0));
     let last = audit(forge.store()).pop().unwrap();
     assert_eq!(last.kind, AuditKind::InvocationFailure);
-    assert!(last.payload["error"].as_str().unwrap().contains("outputSchema"));
+    assert!(
+        last.payload["error"]
+            .as_str()
+            .unwrap()
+            .contains("outputSchema")
+    );
 
     // Runtime failures are recorded the same way.
-    let r = with_code("thrower", "function execute(i) {\n  if (i.a === 0) throw new Error('zero');\n  return { sum: i.a + i.b };\n}", &[]);
+    let r = with_code(
+        "thrower",
+        "function execute(i) {\n  if (i.a === 0) throw new Error('zero');\n  return { sum: i.a + i.b };\n}",
+        &[],
+    );
     forge.forge(&r, &ctx()).await.unwrap();
-    let err = forge.invoke("thrower", &json!({"a": 0, "b": 1}), &ctx()).await.unwrap_err();
-    assert!(err.to_string().contains("zero") && err.to_string().contains("line 2"), "{err}");
+    let err = forge
+        .invoke("thrower", &json!({"a": 0, "b": 1}), &ctx())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("zero") && err.to_string().contains("line 2"),
+        "{err}"
+    );
     assert!(matches!(
         forge.invoke("missing", &json!({}), &ctx()).await,
         Err(InvokeError::NotFound { .. })
@@ -533,23 +757,38 @@ fn eight_threads_forge_and_invoke_against_one_store() {
             let rt = rt.clone();
             let path = dir.path().to_path_buf();
             std::thread::spawn(move || {
-                let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let tokio = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
                 tokio.block_on(async move {
                     // Each thread opens its own handle on the same store.
                     let forge = Forge::builder(rt, store(&path)).judge(rules()).build();
                     let c = ForgeContext::new(format!("agent-{}", i % 2), format!("s{i}"));
                     let name = format!("add_{i}");
-                    forge.forge(&renamed(seed("add_numbers"), &name), &c).await.unwrap();
+                    forge
+                        .forge(&renamed(seed("add_numbers"), &name), &c)
+                        .await
+                        .unwrap();
                     for n in 0..5 {
-                        let out = forge.invoke(&name, &json!({"a": n, "b": i}), &c).await.unwrap();
+                        let out = forge
+                            .invoke(&name, &json!({"a": n, "b": i}), &c)
+                            .await
+                            .unwrap();
                         assert_eq!(out.output, json!({"sum": n + i}));
                     }
                     forge.promote(&name, &c, None).await.unwrap();
                     for n in 0..3 {
-                        forge.invoke(&name, &json!({"a": n, "b": 0}), &c).await.unwrap();
+                        forge
+                            .invoke(&name, &json!({"a": n, "b": 0}), &c)
+                            .await
+                            .unwrap();
                     }
                     let stats = forge.tool_stats(&name, &c).unwrap();
-                    assert_eq!(stats.total_calls, 3, "agent-tier stats start with the agent-tier record");
+                    assert_eq!(
+                        stats.total_calls, 3,
+                        "agent-tier stats start with the agent-tier record"
+                    );
                 })
             })
         })
@@ -573,34 +812,56 @@ const CRASH_DIR_ENV: &str = "TEMPER_CRASH_CHILD_DIR";
 #[test]
 #[ignore = "run only as the crash test's child process"]
 fn crash_child() {
-    let Ok(dir) = std::env::var(CRASH_DIR_ENV) else { return };
+    let Ok(dir) = std::env::var(CRASH_DIR_ENV) else {
+        return;
+    };
     let agent = std::env::var("TEMPER_CRASH_AGENT").unwrap();
-    let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     tokio.block_on(async move {
         let config = ForgeConfig {
-            promotion_threshold: temper::forge::PromotionThreshold { uses: 1, confidence: 0.8 },
+            promotion_threshold: temper::forge::PromotionThreshold {
+                uses: 1,
+                confidence: 0.8,
+            },
             max_agent_tools: 1000,
             ..ForgeConfig::default()
         };
         let rt = runtime();
         // Kill points are spread over forging work, not process start-up.
         rt.warm_up().await.unwrap();
-        let forge = Forge::builder(rt, store(Path::new(&dir))).judge(rules()).config(config).build();
+        let forge = Forge::builder(rt, store(Path::new(&dir)))
+            .judge(rules())
+            .config(config)
+            .build();
         let c = ForgeContext::new(agent, "s");
         println!("ready");
         for i in 0.. {
             // Unique across runs: shared-tier names are global.
             let name = format!("{}_add_{i}", c.agent_id);
             // A distinct source per tool: distinct artifacts get written.
-            let code = format!("function execute(input) {{ return {{ sum: input.a + input.b + {i} - {i} }}; }}");
+            let code = format!(
+                "function execute(input) {{ return {{ sum: input.a + input.b + {i} - {i} }}; }}"
+            );
             let r = with_code(&name, &code, &[]);
             forge.forge(&r, &c).await.unwrap();
-            forge.invoke(&name, &json!({"a": 1, "b": 2}), &c).await.unwrap();
+            forge
+                .invoke(&name, &json!({"a": 1, "b": 2}), &c)
+                .await
+                .unwrap();
             forge.promote(&name, &c, None).await.unwrap();
             if i % 2 == 0 {
-                forge.approve(&name, &c.agent_id, "crash-test", None).unwrap();
+                forge
+                    .approve(&name, &c.agent_id, "crash-test", None)
+                    .unwrap();
             }
-            forge.invoke(&name, &json!({"a": 1, "b": 2}), &c).await.unwrap();
+            forge
+                .invoke(&name, &json!({"a": 1, "b": 2}), &c)
+                .await
+                .unwrap();
         }
     });
 }
@@ -618,16 +879,33 @@ fn assert_consistent(dir: &Path, agents: &[String]) -> usize {
         rows.extend(st.tools_for_agent(a).unwrap());
     }
     for r in &rows {
-        st.get_artifact(&r.artifact).expect("registered artifact present and intact");
-        let reg = entries.iter().find(|e| e.seq == r.created_seq).expect("registration entry");
-        assert_eq!((reg.kind, reg.subject.as_str()), (AuditKind::Registration, r.name.as_str()));
+        st.get_artifact(&r.artifact)
+            .expect("registered artifact present and intact");
+        let reg = entries
+            .iter()
+            .find(|e| e.seq == r.created_seq)
+            .expect("registration entry");
+        assert_eq!(
+            (reg.kind, reg.subject.as_str()),
+            (AuditKind::Registration, r.name.as_str())
+        );
     }
     for e in entries.iter().filter(|e| e.kind == AuditKind::Approval) {
-        assert!(rows.iter().any(|r| r.tier == Tier::Shared && r.name == e.subject && r.agent_id == e.agent));
+        assert!(
+            rows.iter()
+                .any(|r| r.tier == Tier::Shared && r.name == e.subject && r.agent_id == e.agent)
+        );
     }
-    assert_eq!(entries.iter().filter(|e| e.kind == AuditKind::Approval).count(), shared);
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e.kind == AuditKind::Approval)
+            .count(),
+        shared
+    );
     for id in st.artifact_ids().unwrap() {
-        st.get_artifact(&id).expect("every listed artifact is complete");
+        st.get_artifact(&id)
+            .expect("every listed artifact is complete");
     }
     rows.len()
 }
@@ -644,7 +922,13 @@ fn killed_forging_process_leaves_a_consistent_store() {
         let agent = format!("a{run}");
         agents.push(agent.clone());
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["crash_child", "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child",
+                "--exact",
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CRASH_DIR_ENV, dir.path())
             .env("TEMPER_CRASH_AGENT", &agent)
             .stdout(Stdio::piped())
@@ -670,7 +954,10 @@ fn killed_forging_process_leaves_a_consistent_store() {
         registered = assert_consistent(dir.path(), &agents);
     }
     eprintln!("{runs} kills, {registered} tools registered at the end");
-    assert!(registered > 0, "the children got far enough to register tools");
+    assert!(
+        registered > 0,
+        "the children got far enough to register tools"
+    );
 }
 
 /// `temper` with the registry flags, in a scratch store.
@@ -699,11 +986,20 @@ fn cli_forge_call_stats_promote_approve_and_audit() {
     assert!(!ok);
     assert_eq!(doc["success"], false);
     assert_eq!(doc["stage"], "judge");
-    assert!(doc["errors"][0].as_str().unwrap().contains("no judge configured"), "{doc}");
+    assert!(
+        doc["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("no judge configured"),
+        "{doc}"
+    );
 
     let (ok, doc, err) = cli(store, &["forge", &slugify, "--judge", "rules"]);
     assert!(ok, "{doc} {err}");
-    assert_eq!((doc["success"].clone(), doc["verdict"]["approved"].clone()), (json!(true), json!(true)));
+    assert_eq!(
+        (doc["success"].clone(), doc["verdict"]["approved"].clone()),
+        (json!(true), json!(true))
+    );
     assert_eq!(doc["tool"]["tier"], "session");
 
     // The session tier outlives the process (until `session end`).
@@ -721,24 +1017,49 @@ fn cli_forge_call_stats_promote_approve_and_audit() {
     assert!(err.contains("does not match inputSchema"), "{err}");
     let (ok, doc, _) = cli(store, &["stats", "slugify"]);
     assert!(ok);
-    assert_eq!((doc["totalCalls"].clone(), doc["successes"].clone()), (json!(6), json!(5)));
+    assert_eq!(
+        (doc["totalCalls"].clone(), doc["successes"].clone()),
+        (json!(6), json!(5))
+    );
 
     // The session file does not keep the source: promotion asks for it.
     let (ok, _, err) = cli(store, &["promote", "slugify", "--judge", "rules"]);
     assert!(!ok && err.contains("pass it again"), "{err}");
     let source = dir.path().join("slugify.js");
-    let Implementation::Sandbox { code, .. } = seed("slugify").implementation else { unreachable!() };
+    let Implementation::Sandbox { code, .. } = seed("slugify").implementation else {
+        unreachable!()
+    };
     std::fs::write(&source, code).unwrap();
     let (ok, doc, err) = cli(
         store,
-        &["promote", "slugify", "--judge", "rules", "--source", source.to_str().unwrap()],
+        &[
+            "promote",
+            "slugify",
+            "--judge",
+            "rules",
+            "--source",
+            source.to_str().unwrap(),
+        ],
     );
     assert!(ok, "{doc} {err}");
     assert_eq!(doc["tool"]["tier"], "agent");
-    let (ok, doc, err) = cli(store, &["approve", "slugify", "--by", "alice", "--note", "ok"]);
+    let (ok, doc, err) = cli(
+        store,
+        &["approve", "slugify", "--by", "alice", "--note", "ok"],
+    );
     assert!(ok, "{doc} {err}");
     assert_eq!(doc["tool"]["tier"], "shared");
-    let (ok, doc, _) = cli(store, &["call", "slugify", "--input", "{\"text\": \"B C\"}", "--agent", "other"]);
+    let (ok, doc, _) = cli(
+        store,
+        &[
+            "call",
+            "slugify",
+            "--input",
+            "{\"text\": \"B C\"}",
+            "--agent",
+            "other",
+        ],
+    );
     assert!(ok);
     assert_eq!(doc["output"]["slug"], "b-c");
 
@@ -752,7 +1073,11 @@ fn cli_forge_call_stats_promote_approve_and_audit() {
     // verify fails and names the entry.
     let db = rusqlite::Connection::open(store.join("temper.db")).unwrap();
     db.execute("DROP TRIGGER audit_no_update", []).unwrap();
-    db.execute("UPDATE audit SET payload = '{\"approved\":true}' WHERE seq = 1", []).unwrap();
+    db.execute(
+        "UPDATE audit SET payload = '{\"approved\":true}' WHERE seq = 1",
+        [],
+    )
+    .unwrap();
     drop(db);
     let (ok, doc, err) = cli(store, &["audit", "verify"]);
     assert!(!ok && doc["ok"] == false, "{doc}");

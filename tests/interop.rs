@@ -18,7 +18,10 @@ fn root() -> PathBuf {
 }
 
 fn runtime() -> Runtime {
-    Runtime::builder().cache_dir(Some(cache_dir())).build().unwrap()
+    Runtime::builder()
+        .cache_dir(Some(cache_dir()))
+        .build()
+        .unwrap()
 }
 
 async fn call(rt: &Runtime, tool: &temper::Tool, input: Value) -> Result<Value, String> {
@@ -35,26 +38,46 @@ async fn rust_tool_runs_beside_a_js_tool() {
     let status = Command::new(cargo)
         .current_dir(root())
         .args([
-            "build", "--release", "--locked", "--target", "wasm32-wasip2",
-            "--manifest-path", "components/rust-word-stats/Cargo.toml",
-            "--target-dir", "target/components",
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+            "components/rust-word-stats/Cargo.toml",
+            "--target-dir",
+            "target/components",
         ])
         .status()
         .unwrap();
     assert!(status.success(), "building the Rust tool failed");
-    let bytes = std::fs::read(root().join("target/components/wasm32-wasip2/release/rust_word_stats.wasm")).unwrap();
+    let bytes =
+        std::fs::read(root().join("target/components/wasm32-wasip2/release/rust_word_stats.wasm"))
+            .unwrap();
     let world = temper::artifact::world(&bytes).unwrap();
-    assert!(world.exports.contains(&temper::runtime::RUN_EXPORT.to_string()), "{world:?}");
+    assert!(
+        world
+            .exports
+            .contains(&temper::runtime::RUN_EXPORT.to_string()),
+        "{world:?}"
+    );
 
     let rt = runtime();
     let rust = rt.load(bytes).await.unwrap();
-    let js = rt.tool(&rt.build("function execute(i) { return { upper: i.text.toUpperCase() }; }").await.unwrap());
+    let js = rt.tool(
+        &rt.build("function execute(i) { return { upper: i.text.toUpperCase() }; }")
+            .await
+            .unwrap(),
+    );
     let input = json!({"text": "forged tools in  any language"});
     assert_eq!(
         call(&rt, &rust, input.clone()).await.unwrap(),
         json!({"words": 5, "chars": 29, "longest": "language"})
     );
-    assert_eq!(call(&rt, &js, input).await.unwrap(), json!({"upper": "FORGED TOOLS IN  ANY LANGUAGE"}));
+    assert_eq!(
+        call(&rt, &js, input).await.unwrap(),
+        json!({"upper": "FORGED TOOLS IN  ANY LANGUAGE"})
+    );
     // Its typed error comes through as the tool-error variant.
     let err = call(&rt, &rust, json!({"txt": 1})).await.unwrap_err();
     assert!(err.contains("input.text must be a string"), "{err}");
@@ -75,11 +98,20 @@ async fn python_tool_runs_beside_a_js_tool() {
     let rt = runtime();
     let py = rt.load(bytes).await.unwrap();
     assert_eq!(
-        call(&rt, &py, json!({"text": "one two\nthree"})).await.unwrap(),
+        call(&rt, &py, json!({"text": "one two\nthree"}))
+            .await
+            .unwrap(),
         json!({"words": 3, "lines": 2})
     );
     let err = call(&rt, &py, json!({"text": 7})).await.unwrap_err();
     assert!(err.contains("input.text must be a string"), "{err}");
-    let js = rt.tool(&rt.build("function execute(i) { return { n: i.text.length }; }").await.unwrap());
-    assert_eq!(call(&rt, &js, json!({"text": "abc"})).await.unwrap(), json!({"n": 3}));
+    let js = rt.tool(
+        &rt.build("function execute(i) { return { n: i.text.length }; }")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        call(&rt, &js, json!({"text": "abc"})).await.unwrap(),
+        json!({"n": 3})
+    );
 }

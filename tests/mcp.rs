@@ -236,7 +236,14 @@ fn mcp_over_stdio_pipes() {
             )
         })
         .collect();
-    let stages = ["validate", "build", "test", "judge", "register", "registered"];
+    let stages = [
+        "validate",
+        "build",
+        "test",
+        "judge",
+        "register",
+        "registered",
+    ];
     for (i, (progress, total, message)) in steps.iter().enumerate() {
         assert_eq!((*progress, *total), (i as u64, 5), "{steps:?}");
         assert!(message.ends_with(stages[i]), "{steps:?}");

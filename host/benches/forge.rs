@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use temper::Runtime;
 use temper::forge::judge::{Judge, RulesJudge};
 use temper::forge::{Forge, ForgeConfig, ForgeContext, PromotionThreshold};
 use temper::request::ForgeRequest;
 use temper::store::Store;
-use temper::Runtime;
 
 const FORGES: usize = 30;
 const CALLS: usize = 1000;
@@ -25,11 +25,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn summary(mut d: Vec<Duration>) -> (Duration, Duration, Duration) {
     d.sort();
-    (percentile(&d, 0.5), percentile(&d, 0.95), percentile(&d, 0.99))
+    (
+        percentile(&d, 0.5),
+        percentile(&d, 0.95),
+        percentile(&d, 0.99),
+    )
 }
 
 fn seed(name: &str) -> ForgeRequest {
-    let path = format!("{}/../tests/fixtures/seeds/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../tests/fixtures/seeds/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
     ForgeRequest::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -43,7 +50,10 @@ async fn main() {
     }));
     let config = ForgeConfig {
         max_session_tools: FORGES + 1,
-        promotion_threshold: PromotionThreshold { uses: 0, confidence: 0.8 },
+        promotion_threshold: PromotionThreshold {
+            uses: 0,
+            confidence: 0.8,
+        },
         ..ForgeConfig::default()
     };
     let forge = Forge::builder(runtime.clone(), Arc::new(Store::open(dir.path()).unwrap()))
@@ -70,7 +80,10 @@ async fn main() {
     // Let the background compile of slugify_0 finish, so every figure below
     // is a compiled-artifact call.
     let tool_id = forge.session_tools(&ctx)[0].id.clone();
-    let bytes = forge.store().get_artifact(&temper::store::ArtifactId::from_hex(&tool_id).unwrap()).unwrap();
+    let bytes = forge
+        .store()
+        .get_artifact(&temper::store::ArtifactId::from_hex(&tool_id).unwrap())
+        .unwrap();
     let bare = runtime.load(bytes).await.unwrap();
     for _ in 0..50 {
         forge.invoke("slugify_0", &input, &ctx).await.unwrap();
@@ -99,7 +112,10 @@ async fn main() {
         ("forge (whole pipeline, rules judge)", summary(forges)),
         ("Runtime::call (bare)", summary(bare_calls)),
         ("Forge::invoke, session tier", summary(session_calls)),
-        ("Forge::invoke, agent tier (SQLite stats, fsync)", summary(agent_calls)),
+        (
+            "Forge::invoke, agent tier (SQLite stats, fsync)",
+            summary(agent_calls),
+        ),
     ];
     let mut report = String::from(
         "# Forge pipeline bench\n\n| measurement | p50 | p95 | p99 |\n|---|---|---|---|\n",

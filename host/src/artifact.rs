@@ -274,7 +274,9 @@ pub fn world(bytes: &[u8]) -> Result<WorldSummary, ArtifactError> {
     let decoded =
         wit_component::decode(bytes).map_err(|e| ArtifactError::NotAComponent(format!("{e:#}")))?;
     let wit_component::DecodedWasm::Component(resolve, world) = decoded else {
-        return Err(ArtifactError::NotAComponent("a WIT package, not a component".into()));
+        return Err(ArtifactError::NotAComponent(
+            "a WIT package, not a component".into(),
+        ));
     };
     let w = &resolve.worlds[world];
     let names = |items: &mut dyn Iterator<Item = &wit_parser::WorldKey>| {
@@ -319,17 +321,29 @@ mod tests {
         assert_eq!(rest, component().as_slice());
         // Same input, same bytes.
         assert_eq!(bytes, embed(&component(), &manifest()).unwrap());
-        assert!(matches!(embed(&bytes, &manifest()), Err(ArtifactError::DuplicateManifest(_))));
+        assert!(matches!(
+            embed(&bytes, &manifest()),
+            Err(ArtifactError::DuplicateManifest(_))
+        ));
         let text = String::from_utf8_lossy(&bytes);
-        assert!(text.contains(r#""capabilities":["crypto","fetch"]"#), "{text}");
+        assert!(
+            text.contains(r#""capabilities":["crypto","fetch"]"#),
+            "{text}"
+        );
     }
 
     #[test]
     fn strict_reading() {
         assert_eq!(read_manifest(&component()), Err(ArtifactError::NoManifest));
         let core = wat::parse_str("(module)").unwrap();
-        assert!(matches!(read_manifest(&core), Err(ArtifactError::NotAComponent(_))));
-        assert!(matches!(read_manifest(b"junk"), Err(ArtifactError::NotAComponent(_))));
+        assert!(matches!(
+            read_manifest(&core),
+            Err(ArtifactError::NotAComponent(_))
+        ));
+        assert!(matches!(
+            read_manifest(b"junk"),
+            Err(ArtifactError::NotAComponent(_))
+        ));
 
         let bytes = embed(&component(), &manifest()).unwrap();
         let twice = {
@@ -340,7 +354,10 @@ mod tests {
             b.extend_from_slice(&extra[component().len()..]);
             b
         };
-        assert_eq!(read_manifest(&twice), Err(ArtifactError::DuplicateManifest(2)));
+        assert_eq!(
+            read_manifest(&twice),
+            Err(ArtifactError::DuplicateManifest(2))
+        );
 
         // Hand-written sections: pretty JSON is not canonical; other shapes
         // are malformed.
@@ -356,19 +373,34 @@ mod tests {
             out
         };
         let pretty = serde_json::to_vec_pretty(&manifest()).unwrap();
-        assert_eq!(read_manifest(&raw(&pretty)), Err(ArtifactError::NotCanonical));
-        assert!(matches!(read_manifest(&raw(b"{}")), Err(ArtifactError::Malformed(_))));
-        assert!(matches!(read_manifest(&raw(b"not json")), Err(ArtifactError::Malformed(_))));
+        assert_eq!(
+            read_manifest(&raw(&pretty)),
+            Err(ArtifactError::NotCanonical)
+        );
+        assert!(matches!(
+            read_manifest(&raw(b"{}")),
+            Err(ArtifactError::Malformed(_))
+        ));
+        assert!(matches!(
+            read_manifest(&raw(b"not json")),
+            Err(ArtifactError::Malformed(_))
+        ));
         let mut extra = serde_json::to_value(manifest()).unwrap();
         extra["grants"] = json!(["fetch"]);
         let extra = crate::store::canonical_json(&extra);
         let err = read_manifest(&raw(extra.as_bytes())).unwrap_err();
-        assert!(matches!(&err, ArtifactError::Malformed(m) if m.contains("unknown field `grants`")), "{err}");
+        assert!(
+            matches!(&err, ArtifactError::Malformed(m) if m.contains("unknown field `grants`")),
+            "{err}"
+        );
 
         let mut wrong = manifest();
         wrong.format = "temper.tool/9".into();
         let bytes = embed(&component(), &wrong).unwrap();
-        assert!(matches!(read_manifest(&bytes), Err(ArtifactError::UnknownFormat(_))));
+        assert!(matches!(
+            read_manifest(&bytes),
+            Err(ArtifactError::UnknownFormat(_))
+        ));
 
         // Truncated: the section runs past the end.
         let bytes = embed(&component(), &manifest()).unwrap();

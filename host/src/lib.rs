@@ -16,8 +16,8 @@
 //! # Ok(()) }
 //! ```
 
-mod bindings;
 pub mod artifact;
+mod bindings;
 pub mod capabilities;
 pub mod compose;
 pub mod engine;

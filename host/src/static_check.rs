@@ -1260,15 +1260,30 @@ mod tests {
     fn used_capabilities_reads_global_references_only() {
         use crate::policy::Capability::*;
         let used = |src: &str| used_capabilities(src).into_iter().collect::<Vec<_>>();
-        assert_eq!(used("async function execute(i) { return (await fetch(i.url)).status; }"), [Fetch]);
-        assert_eq!(used("function execute(i) { return fs.readFileSync('/data/a.txt', 'utf8'); }"), [FsReadFile]);
-        assert_eq!(used("function execute() { return crypto.randomUUID(); }"), [Crypto]);
-        assert_eq!(used("const f = globalThis.fetch; const h = globalThis['crypto'];"), [Fetch, Crypto]);
+        assert_eq!(
+            used("async function execute(i) { return (await fetch(i.url)).status; }"),
+            [Fetch]
+        );
+        assert_eq!(
+            used("function execute(i) { return fs.readFileSync('/data/a.txt', 'utf8'); }"),
+            [FsReadFile]
+        );
+        assert_eq!(
+            used("function execute() { return crypto.randomUUID(); }"),
+            [Crypto]
+        );
+        assert_eq!(
+            used("const f = globalThis.fetch; const h = globalThis['crypto'];"),
+            [Fetch, Crypto]
+        );
         assert_eq!(
             used("const c = crypto; fetch('x'); fs.promises;"),
             [Fetch, FsReadFile, Crypto]
         );
         // Members, keys, text and comments are not uses.
-        assert!(used("// fetch(x)\nconst o = { fetch: 1, crypto() {} }; o.fetch; 'fs'; `crypto`").is_empty());
+        assert!(
+            used("// fetch(x)\nconst o = { fetch: 1, crypto() {} }; o.fetch; 'fs'; `crypto`")
+                .is_empty()
+        );
     }
 }

@@ -20,7 +20,11 @@ impl Guest for WordStats {
             .and_then(|t| t.as_str())
             .ok_or_else(|| ToolError::BadInput("input.text must be a string".into()))?;
         let words: Vec<&str> = text.split_whitespace().collect();
-        let longest = words.iter().copied().max_by_key(|w| w.chars().count()).unwrap_or("");
+        let longest = words
+            .iter()
+            .copied()
+            .max_by_key(|w| w.chars().count())
+            .unwrap_or("");
         Ok(serde_json::json!({
             "words": words.len(),
             "chars": text.chars().count(),

@@ -98,9 +98,15 @@ mod tests {
         assert_eq!(cfg.max_session_tools, 3);
         assert_eq!(cfg.max_agent_tools, DEFAULT_MAX_AGENT_TOOLS);
         assert_eq!(cfg.promotion_threshold.uses, 2);
-        assert_eq!(cfg.promotion_threshold.confidence, DEFAULT_PROMOTION_CONFIDENCE);
+        assert_eq!(
+            cfg.promotion_threshold.confidence,
+            DEFAULT_PROMOTION_CONFIDENCE
+        );
         assert!(cfg.persist_sandbox_source);
         let err = serde_json::from_str::<ForgeConfig>(r#"{"maxSesionTools": 3}"#).unwrap_err();
-        assert!(err.to_string().contains("unknown field `maxSesionTools`"), "{err}");
+        assert!(
+            err.to_string().contains("unknown field `maxSesionTools`"),
+            "{err}"
+        );
     }
 }

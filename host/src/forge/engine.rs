@@ -19,8 +19,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::config::ForgeConfig;
-use super::error::{ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError};
-use super::judge::{Judge, NoJudge, PanelVerdict, TestResultSummary, ToolCandidate, Verdict, panel};
+use super::error::{
+    ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
+};
+use super::judge::{
+    Judge, NoJudge, PanelVerdict, TestResultSummary, ToolCandidate, Verdict, panel,
+};
 use super::manifest::{ToolInfo, ToolManifest};
 use super::schema::ToolSchemas;
 use super::session::{CallCounters, SessionSnapshot, SessionTool, SessionTools};
@@ -569,7 +573,12 @@ impl Forge {
             if tier == Tier::Session {
                 inner
                     .store
-                    .append_audit(AuditKind::ForgeDecision, &m.name, Some(&ctx.agent_id), &decision)
+                    .append_audit(
+                        AuditKind::ForgeDecision,
+                        &m.name,
+                        Some(&ctx.agent_id),
+                        &decision,
+                    )
                     .map_err(ForgeError::Register)?;
                 sessions.entry(ctx.key()).or_default().insert(
                     m.name.clone(),
@@ -805,15 +814,15 @@ impl Forge {
                 manifest: t.manifest.clone(),
             });
         }
-        let record = self
-            .inner
-            .store
-            .get(name, &ctx.agent_id)?
-            .ok_or_else(|| InvokeError::NotFound {
-                name: name.to_string(),
-                agent: ctx.agent_id.clone(),
-                session: ctx.session_id.clone(),
-            })?;
+        let record =
+            self.inner
+                .store
+                .get(name, &ctx.agent_id)?
+                .ok_or_else(|| InvokeError::NotFound {
+                    name: name.to_string(),
+                    agent: ctx.agent_id.clone(),
+                    session: ctx.session_id.clone(),
+                })?;
         let manifest: ToolManifest =
             serde_json::from_value(record.manifest).map_err(|e| InvokeError::Load {
                 tool: name.to_string(),
@@ -941,10 +950,13 @@ impl Forge {
                 violations: vec![format!("(root): not JSON: {e}")],
             },
         })?;
-        schemas.output.check(&output).map_err(|mismatch| InvokeError::Output {
-            tool: name.clone(),
-            mismatch,
-        })?;
+        schemas
+            .output
+            .check(&output)
+            .map_err(|mismatch| InvokeError::Output {
+                tool: name.clone(),
+                mismatch,
+            })?;
         Ok((output, out.logs))
     }
 

@@ -5,12 +5,12 @@ use serde::Serialize;
 
 use super::judge::{PanelVerdict, Verdict};
 use super::schema::{SchemaError, SchemaMismatch};
-use crate::testcase::CaseResult;
 use crate::error::BuildError;
 use crate::policy::PolicyError;
 use crate::runtime::CallFailure;
 use crate::static_check::StaticCheckError;
 use crate::store::{StoreError, Tier};
+use crate::testcase::CaseResult;
 
 /// A stage of the forge pipeline, or an operation on registered tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -200,7 +200,9 @@ pub enum ExportError {
     #[error("export: no tool named (or with id) {0:?}")]
     NotFound(String),
     /// `--with-source` but the source was not kept and not given.
-    #[error("export: {0:?} was stored without its source (persistSandboxSource is off): pass the source to include it")]
+    #[error(
+        "export: {0:?} was stored without its source (persistSandboxSource is off): pass the source to include it"
+    )]
     NoSource(String),
     /// The given source does not hash to the recorded blake3.
     #[error("export: the given source hashes to {actual}, but the tool was built from {recorded}")]
@@ -316,7 +318,9 @@ pub enum PromoteError {
         need: u64,
     },
     /// The forge verdict's confidence is not above the threshold.
-    #[error("promote: {name:?} was approved with confidence {have}; promotion needs more than {need}")]
+    #[error(
+        "promote: {name:?} was approved with confidence {have}; promotion needs more than {need}"
+    )]
     LowConfidence {
         /// The tool.
         name: String,

@@ -103,7 +103,11 @@ impl CompiledSchema {
             .iter_errors(value)
             .map(|e| {
                 let at = e.instance_path().to_string();
-                let at = if at.is_empty() { "(root)".to_string() } else { at };
+                let at = if at.is_empty() {
+                    "(root)".to_string()
+                } else {
+                    at
+                };
                 format!("{at}: {e}")
             })
             .collect();
@@ -166,16 +170,28 @@ mod tests {
         assert_eq!(err.violations.len(), 1);
         assert!(err.violations[0].starts_with("/a: "), "{err}");
         let err = s.check(&json!({})).unwrap_err();
-        assert!(err.to_string().starts_with("does not match inputSchema: (root): "), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("does not match inputSchema: (root): "),
+            "{err}"
+        );
     }
 
     #[test]
     fn invalid_schemas_are_refused_with_their_field() {
-        let err = CompiledSchema::compile(SchemaRole::Output, &json!({"type": "strnig"})).unwrap_err();
+        let err =
+            CompiledSchema::compile(SchemaRole::Output, &json!({"type": "strnig"})).unwrap_err();
         assert_eq!(err.role, SchemaRole::Output);
-        assert!(err.to_string().starts_with("outputSchema is not a valid JSON Schema"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("outputSchema is not a valid JSON Schema"),
+            "{err}"
+        );
         let err = CompiledSchema::compile(SchemaRole::Input, &json!("object")).unwrap_err();
-        assert!(err.message.contains("expected an object or a boolean"), "{err}");
+        assert!(
+            err.message.contains("expected an object or a boolean"),
+            "{err}"
+        );
         let err = CompiledSchema::compile(SchemaRole::Input, &Value::Null).unwrap_err();
         assert!(err.message.contains("missing"), "{err}");
         assert!(CompiledSchema::compile(SchemaRole::Input, &json!(true)).is_ok());

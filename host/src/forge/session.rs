@@ -54,7 +54,11 @@ impl CallCounters {
         ToolStats {
             total_calls: self.total,
             successes: self.successes,
-            success_rate: if self.total > 0 { self.successes as f64 / total } else { 0.0 },
+            success_rate: if self.total > 0 {
+                self.successes as f64 / total
+            } else {
+                0.0
+            },
             avg_latency_ms: if self.total > 0 {
                 self.latency_sum_us as f64 / total / 1000.0
             } else {

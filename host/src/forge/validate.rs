@@ -40,7 +40,9 @@ pub fn validate<'r>(
     check_name(&request.name)?;
     let description = request.description.trim();
     if description.is_empty() {
-        return Err(ValidateError::Description("is empty: say what the tool does".into()));
+        return Err(ValidateError::Description(
+            "is empty: say what the tool does".into(),
+        ));
     }
     if request.description.len() > MAX_DESCRIPTION_BYTES {
         return Err(ValidateError::Description(format!(
@@ -100,7 +102,9 @@ pub fn check_name(name: &str) -> Result<(), ValidateError> {
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
     let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     if !first_ok || !rest_ok {
-        return refuse("is not snake_case (lowercase ASCII letters, digits and `_`, starting with a letter)");
+        return refuse(
+            "is not snake_case (lowercase ASCII letters, digits and `_`, starting with a letter)",
+        );
     }
     if RESERVED_NAMES.contains(&name) {
         return refuse("is reserved");
@@ -208,52 +212,115 @@ mod tests {
 
         let mut r = request(OK, &[]);
         r.description = "  ".into();
-        assert!(matches!(validate(&r, &policy), Err(ValidateError::Description(_))));
+        assert!(matches!(
+            validate(&r, &policy),
+            Err(ValidateError::Description(_))
+        ));
 
         let mut r = request(OK, &[]);
         r.output_schema = json!({"type": 12});
         let err = validate(&r, &policy).unwrap_err().to_string();
-        assert!(err.starts_with("validate: outputSchema is not a valid JSON Schema"), "{err}");
+        assert!(
+            err.starts_with("validate: outputSchema is not a valid JSON Schema"),
+            "{err}"
+        );
 
-        let err = validate(&request(OK, &["fetch"]), &policy).unwrap_err().to_string();
-        assert!(err.contains("\"fetch\"") && err.contains("not allowed by the host policy"), "{err}");
-        let err = validate(&request(OK, &["net"]), &policy).unwrap_err().to_string();
+        let err = validate(&request(OK, &["fetch"]), &policy)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"fetch\"") && err.contains("not allowed by the host policy"),
+            "{err}"
+        );
+        let err = validate(&request(OK, &["net"]), &policy)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown capability \"net\""), "{err}");
         let allowed = HostPolicy::deny_all().with_allow_crypto();
         let r = request(OK, &["crypto"]);
         let v = validate(&r, &allowed).unwrap();
         assert!(v.grants.crypto && !v.grants.fetch);
 
-        let err = validate(&request("function execute() { return eval('1'); }", &[]), &policy)
-            .unwrap_err()
-            .to_string();
+        let err = validate(
+            &request("function execute() { return eval('1'); }", &[]),
+            &policy,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("blocked API `eval` at 1:29"), "{err}");
 
         let mut r = request(OK, &[]);
         r.test_cases.clear();
-        assert!(validate(&r, &policy).unwrap_err().to_string().contains("at least one test case"));
+        assert!(
+            validate(&r, &policy)
+                .unwrap_err()
+                .to_string()
+                .contains("at least one test case")
+        );
 
         let mut r = request(OK, &[]);
         r.implementation = Implementation::Compose { steps: vec![] };
-        assert!(validate(&r, &policy).unwrap_err().to_string().contains("not supported yet"));
+        assert!(
+            validate(&r, &policy)
+                .unwrap_err()
+                .to_string()
+                .contains("not supported yet")
+        );
     }
 
     #[test]
     fn occupancy_limits() {
         let cfg = ForgeConfig::default();
-        let free = Occupancy { session_tools: 9, agent_tools: 49, name_taken: None };
+        let free = Occupancy {
+            session_tools: 9,
+            agent_tools: 49,
+            name_taken: None,
+        };
         check_occupancy("t", "a", "s", free, &cfg).unwrap();
-        let err = check_occupancy("t", "a", "s", Occupancy { session_tools: 10, ..free }, &cfg)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("already holds 10 tools (maxSessionTools)"), "{err}");
-        let err = check_occupancy("t", "a", "s", Occupancy { agent_tools: 50, ..free }, &cfg)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("already owns 50 tools (maxAgentTools)"), "{err}");
-        let err = check_occupancy("t", "a", "s", Occupancy { name_taken: Some(Tier::Shared), ..free }, &cfg)
-            .unwrap_err()
-            .to_string();
+        let err = check_occupancy(
+            "t",
+            "a",
+            "s",
+            Occupancy {
+                session_tools: 10,
+                ..free
+            },
+            &cfg,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("already holds 10 tools (maxSessionTools)"),
+            "{err}"
+        );
+        let err = check_occupancy(
+            "t",
+            "a",
+            "s",
+            Occupancy {
+                agent_tools: 50,
+                ..free
+            },
+            &cfg,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("already owns 50 tools (maxAgentTools)"),
+            "{err}"
+        );
+        let err = check_occupancy(
+            "t",
+            "a",
+            "s",
+            Occupancy {
+                name_taken: Some(Tier::Shared),
+                ..free
+            },
+            &cfg,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("already exists in the shared tier"), "{err}");
     }
 }

@@ -41,7 +41,8 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
 pub fn inspect(file: &Path, common: &Common) -> Result<(), String> {
     let bytes = read_file(file)?;
     let id = blake3::hash(&bytes).to_hex().to_string();
-    let manifest = artifact::read_manifest(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    let manifest =
+        artifact::read_manifest(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
     let world = artifact::world(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
     if common.json {
         println!(
@@ -62,7 +63,15 @@ pub fn inspect(file: &Path, common: &Common) -> Result<(), String> {
         println!("format        {} ({} mode)", manifest.format, manifest.mode);
         println!("capabilities  {caps}");
         println!("tests         {}", manifest.test_cases.len());
-        println!("source        {} ({})", manifest.source_blake3, if manifest.source.is_some() { "included" } else { "not included" });
+        println!(
+            "source        {} ({})",
+            manifest.source_blake3,
+            if manifest.source.is_some() {
+                "included"
+            } else {
+                "not included"
+            }
+        );
         println!("shim          {}", manifest.shim_blake3);
         println!("imports       {}", world.imports.join(", "));
         println!("exports       {}", world.exports.join(", "));
@@ -87,7 +96,12 @@ pub fn export(
     let source = source.map(crate::read_source).transpose()?;
     let exported = opened
         .forge
-        .export(name, &opened.ctx, with_source || source.is_some(), source.as_deref())
+        .export(
+            name,
+            &opened.ctx,
+            with_source || source.is_some(),
+            source.as_deref(),
+        )
         .map_err(|e| e.to_string())?;
     crate::write_atomically(output, &exported.bytes)?;
     let sidecar_path = sidecar.then(|| {
@@ -96,7 +110,8 @@ pub fn export(
         PathBuf::from(p)
     });
     if let Some(path) = &sidecar_path {
-        let doc = json!({"id": exported.id, "tool": exported.tool, "auditTrail": exported.provenance});
+        let doc =
+            json!({"id": exported.id, "tool": exported.tool, "auditTrail": exported.provenance});
         let text = serde_json::to_vec_pretty(&doc).map_err(|e| e.to_string())?;
         crate::write_atomically(path, &text)?;
     }
@@ -106,7 +121,13 @@ pub fn export(
             json!({"ok": true, "id": exported.id, "path": output, "bytes": exported.bytes.len(), "sidecar": sidecar_path})
         );
     } else {
-        println!("exported {} to {} ({} bytes)\nid  {}", exported.tool.name, output.display(), exported.bytes.len(), exported.id);
+        println!(
+            "exported {} to {} ({} bytes)\nid  {}",
+            exported.tool.name,
+            output.display(),
+            exported.bytes.len(),
+            exported.id
+        );
     }
     Ok(())
 }
@@ -127,7 +148,10 @@ pub async fn import(
     }
     let result = ForgeResult::from(&outcome);
     if common.json {
-        println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string(&result).map_err(|e| e.to_string())?
+        );
     } else if let Ok(f) = &outcome {
         println!(
             "imported {} into the {} tier\n  id       {}\n  verdict  approved by {} (confidence {:.2})\n  tests    {} passed",
@@ -139,9 +163,13 @@ pub async fn import(
             f.test_results.len()
         );
     }
-    outcome
-        .map(|_| ())
-        .map_err(|e| format!("{}: import refused at the {} stage: {e}", file.display(), e.stage()))
+    outcome.map(|_| ()).map_err(|e| {
+        format!(
+            "{}: import refused at the {} stage: {e}",
+            file.display(),
+            e.stage()
+        )
+    })
 }
 
 /// `temper verify FILE.wasm --source tool.js | --request req.json`.
@@ -165,11 +193,20 @@ pub async fn verify(
         .await
         .map_err(|e| e.to_string())?;
     if common.json {
-        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(|e| e.to_string())?
+        );
     } else if report.identical {
-        println!("verified: rebuilding gives the same bytes\nid  {}", report.id);
+        println!(
+            "verified: rebuilding gives the same bytes\nid  {}",
+            report.id
+        );
     } else {
-        println!("NOT reproduced: {} (file) vs {} (rebuilt)", report.id, report.rebuilt_id);
+        println!(
+            "NOT reproduced: {} (file) vs {} (rebuilt)",
+            report.id, report.rebuilt_id
+        );
         for d in &report.differences {
             println!("  {d}");
         }

@@ -404,8 +404,8 @@ async fn run(cli: Cli) -> Result<(), String> {
                     code,
                     false,
                 );
-                let bytes = temper::artifact::embed(&built.bytes, &manifest)
-                    .map_err(|e| e.to_string())?;
+                let bytes =
+                    temper::artifact::embed(&built.bytes, &manifest).map_err(|e| e.to_string())?;
                 temper::Artifact {
                     id: blake3::hash(&bytes).to_hex().to_string(),
                     bytes: std::sync::Arc::new(bytes),

@@ -143,7 +143,8 @@ impl SessionFile {
         }
         let text = serde_json::to_vec(&snapshot).map_err(|e| e.to_string())?;
         let dir = self.path.parent().expect("has a parent");
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         crate::write_atomically(&self.path, &text)
     }
 
@@ -197,7 +198,11 @@ impl Opened {
         let ctx = ForgeContext::new(registry.agent.clone(), registry.session.clone());
         let session = SessionFile::new(&dir, &ctx);
         session.load(&forge)?;
-        Ok(Self { forge, ctx, session })
+        Ok(Self {
+            forge,
+            ctx,
+            session,
+        })
     }
 
     /// Writes the session tier back.
@@ -237,7 +242,10 @@ pub async fn forge(
     }
     let result = ForgeResult::from(&outcome);
     if common.json {
-        println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string(&result).map_err(|e| e.to_string())?
+        );
     } else {
         match &outcome {
             Ok(f) => {
@@ -258,23 +266,35 @@ pub async fn forge(
             }
             Err(e) => {
                 for r in result.test_results.iter().filter(|r| !r.passed) {
-                    eprintln!("  case {}: {}", r.index, r.failure.as_deref().unwrap_or("failed"));
+                    eprintln!(
+                        "  case {}: {}",
+                        r.index,
+                        r.failure.as_deref().unwrap_or("failed")
+                    );
                 }
                 let _ = e;
             }
         }
     }
-    outcome.map(|_| ()).map_err(|e| format!("forge refused at the {} stage: {e}", e.stage()))
+    outcome
+        .map(|_| ())
+        .map_err(|e| format!("forge refused at the {} stage: {e}", e.stage()))
 }
 
 /// `temper tools`.
 pub fn tools(registry: &Registry, common: &Common) -> Result<(), String> {
     let opened = Opened::open(registry, common, None)?;
-    let tools = opened.forge.visible_tools(&opened.ctx).map_err(|e| e.to_string())?;
+    let tools = opened
+        .forge
+        .visible_tools(&opened.ctx)
+        .map_err(|e| e.to_string())?;
     if common.json {
         println!("{}", json!({ "tools": tools }));
     } else if tools.is_empty() {
-        println!("no tools for agent {:?} in session {:?}", opened.ctx.agent_id, opened.ctx.session_id);
+        println!(
+            "no tools for agent {:?} in session {:?}",
+            opened.ctx.agent_id, opened.ctx.session_id
+        );
     } else {
         for t in &tools {
             print_tool_line(t);
@@ -321,7 +341,10 @@ pub async fn call(
 /// `temper stats NAME`.
 pub fn stats(name: &str, registry: &Registry, common: &Common) -> Result<(), String> {
     let opened = Opened::open(registry, common, None)?;
-    let s = opened.forge.tool_stats(name, &opened.ctx).map_err(|e| e.to_string())?;
+    let s = opened
+        .forge
+        .tool_stats(name, &opened.ctx)
+        .map_err(|e| e.to_string())?;
     if common.json {
         println!(
             "{}",
@@ -358,7 +381,10 @@ pub async fn promote(
     if common.json {
         println!("{}", json!({"ok": true, "tool": t}));
     } else {
-        println!("promoted {} to the agent tier of {:?}", t.name, opened.ctx.agent_id);
+        println!(
+            "promoted {} to the agent tier of {:?}",
+            t.name, opened.ctx.agent_id
+        );
     }
     Ok(())
 }
@@ -390,9 +416,15 @@ pub fn audit_verify(registry: &Registry, common: &Common) -> Result<(), String> 
     match opened.forge.store().verify_audit() {
         Ok(report) => {
             if common.json {
-                println!("{}", json!({"ok": true, "entries": report.entries, "headHash": report.head_hash}));
+                println!(
+                    "{}",
+                    json!({"ok": true, "entries": report.entries, "headHash": report.head_hash})
+                );
             } else {
-                println!("audit chain intact: {} entries, head {}", report.entries, report.head_hash);
+                println!(
+                    "audit chain intact: {} entries, head {}",
+                    report.entries, report.head_hash
+                );
             }
             Ok(())
         }
@@ -446,7 +478,10 @@ pub fn session_end(registry: &Registry, common: &Common) -> Result<(), String> {
     if common.json {
         println!("{}", json!({"ok": true, "discarded": n}));
     } else {
-        println!("session {:?} ended: {n} tool(s) discarded", opened.ctx.session_id);
+        println!(
+            "session {:?} ended: {n} tool(s) discarded",
+            opened.ctx.session_id
+        );
     }
     Ok(())
 }
