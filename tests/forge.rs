@@ -193,12 +193,12 @@ async fn seed_examples_register_with_the_rules_judge() {
     // Source is not kept at rest by default; its blake3 is.
     let snapshot = forge.snapshot_session(&ctx());
     let slug = &snapshot.tools["slugify"];
-    assert!(slug.manifest.source.is_none());
+    assert!(slug.manifest.artifact.source.is_none());
     let Implementation::Sandbox { code, .. } = &seed("slugify").implementation else {
         unreachable!()
     };
     assert_eq!(
-        slug.manifest.source_blake3,
+        slug.manifest.artifact.source_blake3,
         blake3::hash(code.as_bytes()).to_hex().as_str()
     );
     assert!(
@@ -667,6 +667,23 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
         (last.kind, last.subject.as_str()),
         (AuditKind::Deletion, "slugify")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_snapshot_naming_missing_artifacts_is_refused_whole() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let here = Forge::builder(runtime(), store(a.path()))
+        .judge(rules())
+        .build();
+    here.forge(&seed("add_numbers"), &ctx()).await.unwrap();
+    let snapshot = here.snapshot_session(&ctx());
+    // Another store has none of its artifacts.
+    let elsewhere = Forge::builder(runtime(), store(b.path()))
+        .judge(rules())
+        .build();
+    let err = elsewhere.restore_session(snapshot).unwrap_err();
+    assert!(err.to_string().contains("is not in the store"), "{err}");
+    assert!(elsewhere.session_tools(&ctx()).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -402,6 +402,19 @@ mod tests {
             Err(ArtifactError::UnknownFormat(_))
         ));
 
+        // Over the size cap: refused when writing, and when reading.
+        let mut big = manifest();
+        big.source = Some("x".repeat(MAX_MANIFEST_BYTES));
+        assert!(matches!(
+            embed(&component(), &big),
+            Err(ArtifactError::ManifestTooLarge(_))
+        ));
+        let json = big.to_canonical_json();
+        assert!(matches!(
+            read_manifest(&raw(json.as_bytes())),
+            Err(ArtifactError::ManifestTooLarge(_))
+        ));
+
         // Truncated: the section runs past the end.
         let bytes = embed(&component(), &manifest()).unwrap();
         assert!(read_manifest(&bytes[..bytes.len() - 3]).is_err());

@@ -126,20 +126,12 @@ fn spawn_ticker(engine: Engine, alive: Weak<()>) {
         .expect("spawn epoch ticker");
 }
 
+/// Creates the cache directory private (0700), then writes atomically.
 fn write_private_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let tmp = dir.join(format!(
-        ".tmp-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
+    crate::fsutil::write_atomically(path, bytes)
 }

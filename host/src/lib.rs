@@ -23,6 +23,7 @@ pub mod compose;
 pub mod engine;
 pub mod error;
 pub mod forge;
+pub mod fsutil;
 pub mod host_state;
 pub mod limits;
 pub mod mcp;

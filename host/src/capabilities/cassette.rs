@@ -329,21 +329,7 @@ impl Cassette {
             path: path.clone(),
             message: e.to_string(),
         };
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "cassette".into());
-        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, text.as_bytes())
-            .and_then(|_| std::fs::rename(&tmp, path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                write_err(e)
-            })
+        crate::fsutil::write_atomically(path, text.as_bytes()).map_err(write_err)
     }
 }
 
@@ -445,55 +431,18 @@ fn parse(text: &str) -> Result<State, String> {
     Ok(state)
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding.
 fn base64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(B64[(n >> shift) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Decodes standard base64 with padding; anything else is an error.
 fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(4) {
-        return Err("length is not a multiple of 4".into());
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for (ci, chunk) in bytes.chunks(4).enumerate() {
-        let last = ci + 1 == bytes.len() / 4;
-        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return Err("misplaced padding".into());
-        }
-        let mut n = 0u32;
-        for &c in &chunk[..4 - pad] {
-            let v = B64
-                .iter()
-                .position(|&x| x == c)
-                .ok_or_else(|| format!("invalid character {:?}", c as char))?;
-            n = (n << 6) | v as u32;
-        }
-        n <<= 6 * pad as u32;
-        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&decoded[..3 - pad]);
-    }
-    Ok(out)
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -165,6 +165,23 @@ impl FetchTransport {
             .filter(|c| c.mode() == CassetteMode::Record)
     }
 
+    /// Stores one exchange when recording (a no-op otherwise: `response`
+    /// is only built, and bodies only copied, when a cassette records).
+    fn record(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<&[u8]>,
+        response: impl FnOnce() -> RecordedResponse,
+    ) -> Result<(), String> {
+        match self.recording() {
+            Some(cassette) => cassette
+                .store(method, url, body, response())
+                .map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
     /// Performs `req` under the policy, finishing before `deadline`.
     pub async fn fetch(&self, req: Request, deadline: Instant) -> Result<Response, String> {
         let policy = &self.policy;
@@ -231,19 +248,14 @@ impl FetchTransport {
                 if let Some(location) = location {
                     // A hop is recorded as it came (status and headers; its
                     // body is never read), before deciding to follow it.
-                    if let (Some(cassette), Hop::Live(response)) = (self.recording(), &hop) {
-                        cassette
-                            .store(
-                                method.as_str(),
-                                url.as_str(),
-                                body.as_deref(),
-                                RecordedResponse {
-                                    status: status.as_u16(),
-                                    headers: header_pairs(response.headers()),
-                                    body: Vec::new(),
-                                },
-                            )
-                            .map_err(|e| e.to_string())?;
+                    if let Hop::Live(response) = &hop {
+                        self.record(method.as_str(), url.as_str(), body.as_deref(), || {
+                            RecordedResponse {
+                                status: status.as_u16(),
+                                headers: header_pairs(response.headers()),
+                                body: Vec::new(),
+                            }
+                        })?;
                     }
                     if req.redirect == "error" {
                         return Err(format!(
@@ -285,20 +297,13 @@ impl FetchTransport {
                     let out = self
                         .read_response(response, url.to_string(), redirected, deadline)
                         .await?;
-                    if let Some(cassette) = self.recording() {
-                        cassette
-                            .store(
-                                method.as_str(),
-                                url.as_str(),
-                                body.as_deref(),
-                                RecordedResponse {
-                                    status: out.status,
-                                    headers: out.headers.clone(),
-                                    body: out.body.clone(),
-                                },
-                            )
-                            .map_err(|e| e.to_string())?;
-                    }
+                    self.record(method.as_str(), url.as_str(), body.as_deref(), || {
+                        RecordedResponse {
+                            status: out.status,
+                            headers: out.headers.clone(),
+                            body: out.body.clone(),
+                        }
+                    })?;
                     Ok(out)
                 }
                 Hop::Replayed(recorded) => {

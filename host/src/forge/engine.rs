@@ -208,8 +208,8 @@ struct Inner {
     sessions: Mutex<HashMap<(String, String), SessionTools>>,
     /// Tools by artifact id, without grants (granted per call).
     loaded: Mutex<HashMap<ArtifactId, Tool>>,
-    /// Compiled schemas by blake3 of (input, output).
-    schemas: Mutex<HashMap<[u8; 32], Arc<ToolSchemas>>>,
+    /// Compiled schemas by artifact id.
+    schemas: Mutex<HashMap<ArtifactId, Arc<ToolSchemas>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -402,7 +402,7 @@ impl Forge {
         };
         Ok(Occupancy {
             session_tools: session.map_or(0, |s| s.len()),
-            agent_tools: self.inner.store.tools_for_agent(&ctx.agent_id)?.len(),
+            agent_tools: self.inner.store.agent_tool_count(&ctx.agent_id)?,
             name_taken,
         })
     }
@@ -542,16 +542,7 @@ impl Forge {
             .put_artifact(&a.bytes)
             .map_err(ForgeError::Register)?;
         let manifest = ToolManifest {
-            name: m.name.clone(),
-            description: m.description.clone(),
-            input_schema: m.input_schema.clone(),
-            output_schema: m.output_schema.clone(),
-            mode: m.mode.clone(),
-            allowlist: m.capabilities.clone(),
-            test_cases: m.test_cases.clone(),
-            source_blake3: m.source_blake3.clone(),
-            shim_blake3: m.shim_blake3.clone(),
-            source: m.source.clone(),
+            artifact: a.manifest.clone(),
             verdict: verdict.clone(),
             test_results,
             repeat_run,
@@ -562,7 +553,7 @@ impl Forge {
             "session": ctx.session_id,
             "tier": tier.as_str(),
             "artifact": id.as_str(),
-            "sourceBlake3": manifest.source_blake3,
+            "sourceBlake3": manifest.artifact.source_blake3,
             "verdict": verdict,
         });
         let info = {
@@ -613,7 +604,7 @@ impl Forge {
                 Self::info_of(record).map_err(ForgeError::Register)?
             }
         };
-        self.cache_schemas(&manifest, a.schemas);
+        lock(&inner.schemas).insert(id.clone(), Arc::new(a.schemas));
         lock(&inner.loaded).insert(id, a.base);
         Ok(Forged {
             tool: info,
@@ -776,30 +767,20 @@ impl Forge {
 
     // ---- invoke ----------------------------------------------------------
 
-    fn schema_key(manifest: &ToolManifest) -> [u8; 32] {
-        let mut h = blake3::Hasher::new();
-        h.update(crate::store::canonical_json(&manifest.input_schema).as_bytes());
-        h.update(b"\0");
-        h.update(crate::store::canonical_json(&manifest.output_schema).as_bytes());
-        *h.finalize().as_bytes()
-    }
-
-    fn cache_schemas(&self, manifest: &ToolManifest, schemas: ToolSchemas) {
-        lock(&self.inner.schemas).insert(Self::schema_key(manifest), Arc::new(schemas));
-    }
-
-    fn schemas_for(&self, manifest: &ToolManifest) -> Result<Arc<ToolSchemas>, InvokeError> {
-        let key = Self::schema_key(manifest);
-        if let Some(s) = lock(&self.inner.schemas).get(&key) {
+    /// The compiled schemas of `target`'s artifact: compiled once per
+    /// artifact (its manifest, schemas included, is part of its bytes).
+    fn schemas_for(&self, target: &Target) -> Result<Arc<ToolSchemas>, InvokeError> {
+        if let Some(s) = lock(&self.inner.schemas).get(&target.artifact) {
             return Ok(s.clone());
         }
-        let compiled = ToolSchemas::compile(&manifest.input_schema, &manifest.output_schema)
+        let m = &target.manifest;
+        let compiled = ToolSchemas::compile(&m.artifact.input_schema, &m.artifact.output_schema)
             .map_err(|e| InvokeError::Load {
-                tool: manifest.name.clone(),
+                tool: m.artifact.name.clone(),
                 message: e.to_string(),
             })?;
         let compiled = Arc::new(compiled);
-        lock(&self.inner.schemas).insert(key, compiled.clone());
+        lock(&self.inner.schemas).insert(target.artifact.clone(), compiled.clone());
         Ok(compiled)
     }
 
@@ -840,7 +821,7 @@ impl Forge {
             return Ok(tool.clone());
         }
         let load_err = |message: String| InvokeError::Load {
-            tool: target.manifest.name.clone(),
+            tool: target.manifest.artifact.name.clone(),
             message,
         };
         let bytes = self
@@ -919,8 +900,8 @@ impl Forge {
         input: &Value,
         latency_us: &mut u64,
     ) -> Result<(Value, Vec<LogLine>), InvokeError> {
-        let name = &target.manifest.name;
-        let schemas = self.schemas_for(&target.manifest)?;
+        let name = &target.manifest.artifact.name;
+        let schemas = self.schemas_for(target)?;
         schemas.input.check(input).map_err(|m| InvokeError::Input {
             tool: name.clone(),
             message: m.to_string(),
@@ -929,7 +910,7 @@ impl Forge {
         let tool = self
             .inner
             .runtime
-            .grant(&base, &target.manifest.allowlist)
+            .grant(&base, &target.manifest.artifact.capabilities)
             .map_err(|error| InvokeError::Capability {
                 tool: name.clone(),
                 error,
@@ -1095,22 +1076,25 @@ impl Forge {
         let owned = self
             .inner
             .store
-            .tools_for_agent(&ctx.agent_id)
-            .map_err(store_err)?
-            .len();
+            .agent_tool_count(&ctx.agent_id)
+            .map_err(store_err)?;
         if owned >= self.inner.config.max_agent_tools {
             return Err(PromoteError::AgentFull {
                 agent: ctx.agent_id.clone(),
                 limit: self.inner.config.max_agent_tools,
             });
         }
-        let source = match (source, &tool.source_in_memory, &tool.manifest.source) {
+        let source = match (
+            source,
+            &tool.source_in_memory,
+            &tool.manifest.artifact.source,
+        ) {
             (Some(given), _, _) => {
                 let hash = blake3::hash(given.as_bytes()).to_hex().to_string();
-                if hash != tool.manifest.source_blake3 {
+                if hash != tool.manifest.artifact.source_blake3 {
                     return Err(PromoteError::Source(format!(
                         "the given source hashes to {hash}, but {name:?} was built from {}",
-                        tool.manifest.source_blake3
+                        tool.manifest.artifact.source_blake3
                     )));
                 }
                 given.to_string()
@@ -1124,14 +1108,14 @@ impl Forge {
         };
         let m = &tool.manifest;
         let candidate = ToolCandidate {
-            name: m.name.clone(),
-            description: m.description.clone(),
-            input_schema: m.input_schema.clone(),
-            output_schema: Some(m.output_schema.clone()),
+            name: m.artifact.name.clone(),
+            description: m.artifact.description.clone(),
+            input_schema: m.artifact.input_schema.clone(),
+            output_schema: Some(m.artifact.output_schema.clone()),
             used_apis: used_apis(&source),
             source: Some(source),
             composition: None,
-            allowlist: m.allowlist.clone(),
+            allowlist: m.artifact.capabilities.clone(),
             test_results: m.test_results.clone(),
             repeat_run: m.repeat_run.clone(),
             bytecode_only: false,
@@ -1244,10 +1228,21 @@ impl Forge {
     }
 
     /// Replaces a session tier with `snapshot`. Every artifact it names must
-    /// be in the store (checked by hash); nothing changes otherwise.
+    /// be in the store (its hash is checked when the tool is loaded);
+    /// nothing changes otherwise.
     pub fn restore_session(&self, snapshot: SessionSnapshot) -> Result<(), StoreError> {
-        for t in snapshot.tools.values() {
-            self.inner.store.get_artifact(&t.artifact)?;
+        if let Some(t) = snapshot
+            .tools
+            .values()
+            .find(|t| !self.inner.store.has_artifact(&t.artifact))
+        {
+            return Err(StoreError::Invalid {
+                op: "restore_session",
+                detail: format!(
+                    "artifact {} of {:?} is not in the store",
+                    t.artifact, t.manifest.artifact.name
+                ),
+            });
         }
         let key = (snapshot.agent_id, snapshot.session_id);
         lock(&self.inner.sessions).insert(key, snapshot.tools);

@@ -6,36 +6,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::judge::{TestResultSummary, Verdict};
-use crate::request::TestCase;
+use crate::artifact::ArtifactManifest;
 use crate::store::Tier;
 
-/// A forged tool's description, schemas, grants request, tests and
-/// provenance. Raw source is present only when `persistSandboxSource` is on;
-/// its blake3 is always recorded.
+/// What the registry keeps about a forged tool: its artifact's own
+/// manifest (name, schemas, capabilities, tests, source blake3; raw source
+/// only when persisted) plus the forge's verdict and the test results the
+/// judge saw. Stored flat: the artifact manifest's fields at the top level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolManifest {
-    /// The tool's name.
-    pub name: String,
-    /// What it does.
-    pub description: String,
-    /// JSON Schema of the input.
-    pub input_schema: Value,
-    /// JSON Schema of the output.
-    pub output_schema: Value,
-    /// `sandbox` (compose tools come with the compose issue).
-    pub mode: String,
-    /// Capabilities the tool asked for; granted ∩ host policy at each call.
-    pub allowlist: Vec<String>,
-    /// The request's test cases.
-    pub test_cases: Vec<TestCase>,
-    /// blake3 of the JS source, hex.
-    pub source_blake3: String,
-    /// blake3 of the shim the artifact was built from, hex.
-    pub shim_blake3: String,
-    /// The JS source, only with `persistSandboxSource`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    /// The manifest embedded in the artifact.
+    #[serde(flatten)]
+    pub artifact: ArtifactManifest,
     /// The forge judge's verdict.
     pub verdict: Verdict,
     /// The test results the judge saw (first run).
@@ -85,17 +68,18 @@ impl ToolInfo {
         agent_id: Option<String>,
         session_id: Option<String>,
     ) -> Self {
+        let m = &manifest.artifact;
         Self {
-            name: manifest.name.clone(),
-            description: manifest.description.clone(),
+            name: m.name.clone(),
+            description: m.description.clone(),
             tier,
             id: artifact.to_string(),
             agent_id,
             session_id,
-            input_schema: manifest.input_schema.clone(),
-            output_schema: manifest.output_schema.clone(),
-            allowlist: manifest.allowlist.clone(),
-            source_blake3: manifest.source_blake3.clone(),
+            input_schema: m.input_schema.clone(),
+            output_schema: m.output_schema.clone(),
+            allowlist: m.capabilities.clone(),
+            source_blake3: m.source_blake3.clone(),
             confidence: manifest.verdict.confidence,
         }
     }

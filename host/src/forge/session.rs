@@ -42,30 +42,12 @@ impl CallCounters {
 
     /// The same figures the store reports for persisted tools.
     pub fn stats(&self) -> ToolStats {
-        let mut sorted: Vec<u64> = self.recent_us.iter().copied().collect();
-        sorted.sort_unstable();
-        let p95_us = if sorted.is_empty() {
-            0
-        } else {
-            let rank = (sorted.len() * 95).div_ceil(100);
-            sorted[rank.max(1) - 1]
-        };
-        let total = self.total as f64;
-        ToolStats {
-            total_calls: self.total,
-            successes: self.successes,
-            success_rate: if self.total > 0 {
-                self.successes as f64 / total
-            } else {
-                0.0
-            },
-            avg_latency_ms: if self.total > 0 {
-                self.latency_sum_us as f64 / total / 1000.0
-            } else {
-                0.0
-            },
-            p95_latency_ms: p95_us as f64 / 1000.0,
-        }
+        ToolStats::from_counts(
+            self.total,
+            self.successes,
+            self.latency_sum_us,
+            self.recent_us.iter().copied().collect(),
+        )
     }
 }
 

@@ -250,6 +250,25 @@ mod tests {
         assert!(err.contains("blocked API `eval` at 1:29"), "{err}");
 
         let mut r = request(OK, &[]);
+        r.description = "x".repeat(MAX_DESCRIPTION_BYTES + 1);
+        let err = validate(&r, &policy).unwrap_err().to_string();
+        assert!(err.contains("over the 4096-byte limit"), "{err}");
+
+        let mut r = request(OK, &[]);
+        let case = r.test_cases[0].clone();
+        r.test_cases = vec![case; MAX_TEST_CASES + 1];
+        let err = validate(&r, &policy).unwrap_err().to_string();
+        assert!(err.contains("has 65 cases, over the limit of 64"), "{err}");
+        r.test_cases.truncate(MAX_TEST_CASES);
+        validate(&r, &policy).unwrap();
+
+        let r = request(&" ".repeat(MAX_SOURCE_BYTES + 1), &[]);
+        assert!(matches!(
+            validate(&r, &policy),
+            Err(ValidateError::SourceTooLarge { .. })
+        ));
+
+        let mut r = request(OK, &[]);
         r.test_cases.clear();
         assert!(
             validate(&r, &policy)

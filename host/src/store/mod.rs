@@ -144,6 +144,38 @@ pub struct ToolStats {
     pub p95_latency_ms: f64,
 }
 
+impl ToolStats {
+    /// The figures from exact counters and the recent latencies (µs, any
+    /// order): the p95 is the nearest rank over `recent_us`.
+    pub fn from_counts(
+        total: u64,
+        successes: u64,
+        latency_sum_us: u64,
+        mut recent_us: Vec<u64>,
+    ) -> Self {
+        recent_us.sort_unstable();
+        let p95_us = match recent_us.len() {
+            0 => 0,
+            // Nearest rank: the smallest value with at least 95% at or below it.
+            n => recent_us[(n * 95).div_ceil(100).max(1) - 1],
+        };
+        let per_call = |x: u64| {
+            if total > 0 {
+                x as f64 / total as f64
+            } else {
+                0.0
+            }
+        };
+        ToolStats {
+            total_calls: total,
+            successes,
+            success_rate: per_call(successes),
+            avg_latency_ms: per_call(latency_sum_us) / 1000.0,
+            p95_latency_ms: p95_us as f64 / 1000.0,
+        }
+    }
+}
+
 /// Tuning for [`Store::open_with`].
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -514,6 +546,19 @@ impl Store {
         )
     }
 
+    /// How many agent-tier tools `agent` owns.
+    pub fn agent_tool_count(&self, agent: &str) -> Result<usize, StoreError> {
+        const OP: &str = "agent_tool_count";
+        self.conn()
+            .query_row(
+                "SELECT COUNT(*) FROM tools WHERE tier = 'agent' AND owner = ?1",
+                [agent],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .map_err(StoreError::sqlite(OP))
+    }
+
     /// The shared-tier tools, by name.
     pub fn shared_tools(&self) -> Result<Vec<ToolRecord>, StoreError> {
         self.query_tools("shared_tools", "tier = 'shared'", &[])
@@ -702,7 +747,7 @@ impl Store {
             .optional()
             .map_err(StoreError::sqlite(OP))?
             .unwrap_or((0, 0, 0));
-        let mut latencies = {
+        let latencies = {
             let mut stmt = tx
                 .prepare("SELECT latency_us FROM invocations WHERE tool_id = ?1")
                 .map_err(StoreError::sqlite(OP))?;
@@ -711,29 +756,12 @@ impl Store {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(StoreError::sqlite(OP))?
         };
-        latencies.sort_unstable();
-        let p95_us = if latencies.is_empty() {
-            0
-        } else {
-            // Nearest rank: the smallest value with at least 95% at or below it.
-            let rank = (latencies.len() * 95).div_ceil(100);
-            latencies[rank.max(1) - 1]
-        };
-        Ok(ToolStats {
-            total_calls: total as u64,
-            successes: successes as u64,
-            success_rate: if total > 0 {
-                successes as f64 / total as f64
-            } else {
-                0.0
-            },
-            avg_latency_ms: if total > 0 {
-                total_latency_us as f64 / total as f64 / 1000.0
-            } else {
-                0.0
-            },
-            p95_latency_ms: p95_us as f64 / 1000.0,
-        })
+        Ok(ToolStats::from_counts(
+            total as u64,
+            successes as u64,
+            total_latency_us as u64,
+            latencies.into_iter().map(|l| l as u64).collect(),
+        ))
     }
 
     // ---- audit trail -----------------------------------------------------

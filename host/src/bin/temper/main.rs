@@ -653,15 +653,6 @@ fn read_source(path: &std::path::Path) -> Result<String, String> {
 }
 
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let tmp = dir.join(format!(".temper-{}.tmp", std::process::id()));
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {e}", path.display())
-        })
+    temper::fsutil::write_atomically(path, bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
