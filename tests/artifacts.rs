@@ -18,7 +18,6 @@ use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeError, ImportError, S
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
 use temper::store::{Store, Tier};
-use temper::{Limits, Runtime};
 
 fn fixture(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -38,15 +37,8 @@ fn code_of(r: &ForgeRequest) -> String {
 }
 
 fn forge_in(dir: &Path, policy: HostPolicy, config: ForgeConfig) -> Forge {
-    let runtime = Runtime::builder()
-        .policy(policy)
-        .limits(Limits::default())
-        .cache_dir(Some(cache_dir()))
-        .build()
-        .unwrap();
-    let judge: Arc<dyn Judge> = Arc::new(RulesJudge::new(|src| {
-        temper::static_check::check(src).map_err(|e| e.to_string())
-    }));
+    let runtime = support::runtime_builder().policy(policy).build().unwrap();
+    let judge: Arc<dyn Judge> = Arc::new(RulesJudge::standard());
     Forge::builder(runtime, Arc::new(Store::open(dir).unwrap()))
         .judge(judge)
         .config(config)

@@ -13,7 +13,6 @@ use temper::capabilities::fetch::TransportOptions;
 use temper::policy::{HostPolicy, PolicyError, ReadDir};
 use temper::{Limits, RunError, Runtime, Tool};
 
-use support::cache_dir;
 use support::http::{TestServer, TlsTestServer};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -42,12 +41,10 @@ fn net_policy(port: u16, allow_private: bool) -> HostPolicy {
 }
 
 fn runtime(policy: HostPolicy, limits: Limits, transport: TransportOptions) -> Runtime {
-    Runtime::builder()
+    support::runtime_builder()
         .limits(limits)
         .policy(policy)
         .transport(transport)
-        .cache_dir(Some(cache_dir()))
-        .max_concurrent_instances(16)
         .build()
         .expect("runtime")
 }

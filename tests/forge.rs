@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::cache_dir;
 use support::chat::{self, Reply};
 use support::http::TlsTestServer;
+use temper::Runtime;
 use temper::capabilities::fetch::TransportOptions;
 use temper::forge::judge::{
     Judge, LlmJudge, LlmJudgeConfig, NO_JUDGE_REASON, ReviewFocus, ReviewFuture, RulesJudge,
@@ -28,14 +28,11 @@ use temper::forge::{
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
 use temper::store::{AuditKind, Store, Tier};
-use temper::{Limits, Runtime};
 
 fn runtime_with(policy: HostPolicy, transport: TransportOptions) -> Runtime {
-    Runtime::builder()
+    support::runtime_builder()
         .policy(policy)
         .transport(transport)
-        .limits(Limits::default())
-        .cache_dir(Some(cache_dir()))
         .build()
         .expect("runtime")
 }
@@ -45,9 +42,7 @@ fn runtime() -> Runtime {
 }
 
 fn rules() -> Arc<dyn Judge> {
-    Arc::new(RulesJudge::new(|src| {
-        temper::static_check::check(src).map_err(|e| e.to_string())
-    }))
+    Arc::new(RulesJudge::standard())
 }
 
 fn store(dir: &Path) -> Arc<Store> {

@@ -17,10 +17,8 @@ use temper::request::{ForgeRequest, Implementation};
 use temper::{BuildError, Limits, LoadError, RunError, Runtime};
 
 fn runtime_with(limits: Limits) -> Runtime {
-    Runtime::builder()
+    support::runtime_builder()
         .limits(limits)
-        .cache_dir(Some(cache_dir()))
-        .max_concurrent_instances(16)
         .build()
         .expect("runtime")
 }

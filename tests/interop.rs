@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{Value, json};
-use support::cache_dir;
 use temper::Runtime;
 
 fn root() -> PathBuf {
@@ -18,10 +17,7 @@ fn root() -> PathBuf {
 }
 
 fn runtime() -> Runtime {
-    Runtime::builder()
-        .cache_dir(Some(cache_dir()))
-        .build()
-        .unwrap()
+    support::runtime_builder().build().unwrap()
 }
 
 async fn call(rt: &Runtime, tool: &temper::Tool, input: Value) -> Result<Value, String> {

@@ -18,16 +18,14 @@ use temper::request::{ForgeRequest, Implementation};
 use temper::{Runtime, Tool};
 
 use support::http::{TestServer, TlsTestServer};
-use support::{cache_dir, temper_json};
+use support::temper_json;
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 fn runtime(policy: HostPolicy, transport: TransportOptions, cassette: Option<Cassette>) -> Runtime {
-    let mut builder = Runtime::builder()
+    let mut builder = support::runtime_builder()
         .policy(policy)
-        .transport(transport)
-        .cache_dir(Some(cache_dir()))
-        .max_concurrent_instances(8);
+        .transport(transport);
     if let Some(cassette) = cassette {
         builder = builder.cassette(cassette);
     }

@@ -45,9 +45,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = Runtime::builder().build().unwrap();
     runtime.warm_up().await.unwrap();
-    let judge: Arc<dyn Judge> = Arc::new(RulesJudge::new(|s| {
-        temper::static_check::check(s).map_err(|e| e.to_string())
-    }));
+    let judge: Arc<dyn Judge> = Arc::new(RulesJudge::standard());
     let config = ForgeConfig {
         max_session_tools: FORGES + 1,
         promotion_threshold: PromotionThreshold {

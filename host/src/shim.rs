@@ -3,9 +3,12 @@
 /// The shim component (`js-shim` world), as built from source.
 pub static SHIM_WASM: &[u8] = include_bytes!(env!("TEMPER_SHIM_WASM"));
 
-/// blake3 of [`SHIM_WASM`], hex: which shim built an artifact.
+/// blake3 of [`SHIM_WASM`], hex: which shim built an artifact. Hashed
+/// once per process (every forge records it).
 pub fn shim_id() -> String {
-    blake3::hash(SHIM_WASM).to_hex().to_string()
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| blake3::hash(SHIM_WASM).to_hex().to_string())
+        .clone()
 }
 
 /// The prelude every JS tool runs before its own code: web globals, the JS

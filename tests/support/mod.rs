@@ -10,6 +10,14 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A runtime builder with the shared compile cache and room for parallel
+/// tests; each test adds its policy, limits and transport.
+pub fn runtime_builder() -> temper::RuntimeBuilder {
+    temper::Runtime::builder()
+        .cache_dir(Some(cache_dir()))
+        .max_concurrent_instances(16)
+}
+
 /// Compiled components shared by all tests (the shim compiles once).
 pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("temper-test-cache")

@@ -226,13 +226,7 @@ pub fn compile(spec: &ComposeSpec) -> Result<CompiledSpec, MappingError> {
 impl CompiledSpec {
     /// The distinct tools the steps call, in order of first use.
     pub fn tools(&self) -> Vec<String> {
-        let mut tools: Vec<String> = Vec::new();
-        for step in &self.steps {
-            if !tools.contains(&step.tool) {
-                tools.push(step.tool.clone());
-            }
-        }
-        tools
+        super::spec::distinct_in_order(self.steps.iter().map(|s| s.tool.as_str()))
     }
 }
 

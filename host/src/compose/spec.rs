@@ -192,14 +192,19 @@ impl ComposeSpec {
 
     /// The distinct tools the steps call, in order of first use.
     pub fn tools(&self) -> Vec<String> {
-        let mut tools: Vec<String> = Vec::new();
-        for step in &self.steps {
-            if !tools.contains(&step.tool) {
-                tools.push(step.tool.clone());
-            }
-        }
-        tools
+        distinct_in_order(self.steps.iter().map(|s| s.tool.as_str()))
     }
+}
+
+/// The distinct names, in order of first appearance.
+pub(crate) fn distinct_in_order<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    out
 }
 
 fn parse_step(index: usize, raw: &Value) -> Result<Step, SpecError> {

@@ -416,17 +416,12 @@ impl Forge {
         ctx: &ForgeContext,
         tier: Tier,
     ) -> Result<(), ValidateError> {
-        let mut occupancy = self.occupancy(sessions, name, ctx)?;
-        if tier != Tier::Session {
-            occupancy.session_tools = 0;
-        }
-        if tier == Tier::Shared {
-            occupancy.agent_tools = 0;
-        }
+        let occupancy = self.occupancy(sessions, name, ctx)?;
         validate::check_occupancy(
             name,
             &ctx.agent_id,
             &ctx.session_id,
+            tier,
             occupancy,
             &self.inner.config,
         )

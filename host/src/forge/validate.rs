@@ -131,6 +131,7 @@ pub fn check_occupancy(
     name: &str,
     agent: &str,
     session: &str,
+    tier: Tier,
     occupancy: Occupancy,
     config: &ForgeConfig,
 ) -> Result<(), ValidateError> {
@@ -140,13 +141,13 @@ pub fn check_occupancy(
             tier,
         });
     }
-    if occupancy.session_tools >= config.max_session_tools {
+    if tier == Tier::Session && occupancy.session_tools >= config.max_session_tools {
         return Err(ValidateError::SessionFull {
             session: session.to_string(),
             limit: config.max_session_tools,
         });
     }
-    if occupancy.agent_tools >= config.max_agent_tools {
+    if tier != Tier::Shared && occupancy.agent_tools >= config.max_agent_tools {
         return Err(ValidateError::AgentFull {
             agent: agent.to_string(),
             limit: config.max_agent_tools,
@@ -295,11 +296,12 @@ mod tests {
             agent_tools: 49,
             name_taken: None,
         };
-        check_occupancy("t", "a", "s", free, &cfg).unwrap();
+        check_occupancy("t", "a", "s", Tier::Session, free, &cfg).unwrap();
         let err = check_occupancy(
             "t",
             "a",
             "s",
+            Tier::Session,
             Occupancy {
                 session_tools: 10,
                 ..free
@@ -316,6 +318,7 @@ mod tests {
             "t",
             "a",
             "s",
+            Tier::Session,
             Occupancy {
                 agent_tools: 50,
                 ..free
@@ -332,6 +335,7 @@ mod tests {
             "t",
             "a",
             "s",
+            Tier::Session,
             Occupancy {
                 name_taken: Some(Tier::Shared),
                 ..free
@@ -341,5 +345,21 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("already exists in the shared tier"), "{err}");
+
+        // The session limit binds the session tier only; the agent limit
+        // binds the session and agent tiers, not the shared one.
+        let full = Occupancy {
+            session_tools: 10,
+            agent_tools: 50,
+            name_taken: None,
+        };
+        let err = check_occupancy("t", "a", "s", Tier::Agent, full, &cfg).unwrap_err();
+        assert!(matches!(err, ValidateError::AgentFull { .. }), "{err}");
+        check_occupancy("t", "a", "s", Tier::Shared, full, &cfg).unwrap();
+        let taken = Occupancy {
+            name_taken: Some(Tier::Agent),
+            ..full
+        };
+        assert!(check_occupancy("t", "a", "s", Tier::Shared, taken, &cfg).is_err());
     }
 }

@@ -66,7 +66,7 @@ pub struct JudgeArgs {
 }
 
 fn rules_judge() -> RulesJudge {
-    RulesJudge::new(|src| temper::static_check::check(src).map_err(|e| e.to_string()))
+    RulesJudge::standard()
 }
 
 impl JudgeArgs {

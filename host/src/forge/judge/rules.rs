@@ -62,6 +62,13 @@ impl RulesJudge {
         Self { static_check }
     }
 
+    /// The rules judge with the host's own static check
+    /// ([`crate::static_check::check`]) for rule 2: what the CLI's
+    /// `--judge rules` uses.
+    pub fn standard() -> Self {
+        Self::new(|src| crate::static_check::check(src).map_err(|e| e.to_string()))
+    }
+
     /// The verdict, computed synchronously (the rules do no I/O).
     pub fn review_now(&self, candidate: &ToolCandidate) -> Verdict {
         let mut reasons = Vec::new();
