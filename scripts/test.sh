@@ -13,6 +13,11 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all -- --check
+else
+  echo "test: rustfmt is not installed: skipping the format check" >&2
+fi
 # The official MCP Python SDK for the `temper mcp` client test; required here.
 bash scripts/mcp-venv.sh ||
   echo "test: could not create target/mcp-venv: the MCP Python-client test will fail" >&2
