@@ -305,13 +305,23 @@ async fn refusals_name_their_stage_and_reason() {
         "{err}"
     );
 
-    // VALIDATE: compose is recognised and refused for now.
+    // VALIDATE: a compose step without its mapping, and one naming no tool
+    // this agent can call, are refused naming the step.
     let mut r = renamed(seed("add_numbers"), "composed");
     r.implementation = Implementation::Compose {
         steps: vec![json!({"name": "a", "tool": "x"})],
     };
     let err = refused(&forge, &r, Stage::Validate).await;
-    assert!(err.to_string().contains("not supported yet"), "{err}");
+    assert!(err.to_string().contains("steps[0] (\"a\")"), "{err}");
+    r.implementation = Implementation::Compose {
+        steps: vec![json!({"name": "a", "tool": "no_such_tool", "inputMapping": {}})],
+    };
+    let err = refused(&forge, &r, Stage::Validate).await;
+    assert!(
+        err.to_string()
+            .contains("steps[0] (\"a\"): tool \"no_such_tool\" is not callable"),
+        "{err}"
+    );
 
     // BUILD: a syntax error, with its line.
     let r = with_code(

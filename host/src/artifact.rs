@@ -26,16 +26,21 @@ pub const FORMAT: &str = "temper.tool/1";
 /// Largest manifest accepted, in bytes (sources are capped at 1 MiB).
 pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
 
-/// A step of a compose tool, by the blake3 of the step's artifact.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A step of a compose tool: the tool it calls, pinned by the blake3 of
+/// that tool's artifact (absent for a host-native tool, which the running
+/// host provides by name), and the step's input mapping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StepRef {
     /// The step's name in the composition.
     pub name: String,
     /// The tool it calls.
     pub tool: String,
-    /// blake3 of that tool's artifact, hex.
-    pub blake3: String,
+    /// blake3 of that tool's artifact, hex; `None` for a host-native tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+    /// The step's `inputMapping`, as given.
+    pub input_mapping: Value,
 }
 
 /// What an artifact says about itself (see the module docs).
@@ -100,6 +105,31 @@ impl ArtifactManifest {
             shim_blake3: crate::shim::shim_id(),
             steps: Vec::new(),
             source: keep_source.then(|| source.to_string()),
+        }
+    }
+
+    /// A compose tool's manifest: no capabilities of its own (each step
+    /// keeps its own grants), the steps pinned, `sourceBlake3` the blake3
+    /// of the pipeline JSON embedded in the adapter, `shimBlake3` the
+    /// compose core's.
+    pub fn compose(
+        request: &crate::request::ForgeRequest,
+        pipeline_json: &str,
+        steps: Vec<StepRef>,
+    ) -> Self {
+        Self {
+            format: FORMAT.into(),
+            name: request.name.clone(),
+            description: request.description.clone(),
+            input_schema: request.input_schema.clone(),
+            output_schema: request.output_schema.clone(),
+            mode: "compose".into(),
+            capabilities: Vec::new(),
+            test_cases: request.test_cases.clone(),
+            source_blake3: blake3::hash(pipeline_json.as_bytes()).to_hex().to_string(),
+            shim_blake3: crate::compose::core::core_id(),
+            steps,
+            source: None,
         }
     }
 

@@ -130,6 +130,18 @@ pub enum RunError {
         /// Why.
         message: String,
     },
+    /// A step of a compose tool failed; the pipeline stopped there.
+    #[error("run: step {index} ({step:?}, tool {tool}) failed: {message}")]
+    Step {
+        /// The step's index in the pipeline (0-based).
+        index: usize,
+        /// The step's name.
+        step: String,
+        /// The tool it calls.
+        tool: String,
+        /// The step's own error.
+        message: String,
+    },
     /// The shim reported an internal error.
     #[error("run: internal error: {message}")]
     Internal {

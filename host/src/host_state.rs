@@ -83,6 +83,13 @@ pub struct MemoryCap {
     pub hit: bool,
 }
 
+impl MemoryCap {
+    /// A cap of `limit` bytes per linear memory.
+    pub fn new(limit: usize) -> Self {
+        Self { limit, hit: false }
+    }
+}
+
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(
         &mut self,

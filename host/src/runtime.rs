@@ -378,16 +378,33 @@ impl Runtime {
         };
         let mut store = Store::new(self.inner.engine.engine(), state);
         store.limiter(|state| &mut state.memory);
-        let deadline = Instant::now() + limits.timeout;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
+        arm_deadline(&mut store, limits.timeout);
         Ok(store)
+    }
+
+    /// The shared engine (for the compose runtime, which has its own store
+    /// type).
+    pub(crate) fn engine(&self) -> &TemperEngine {
+        &self.inner.engine
+    }
+
+    /// Checks a call's input against the input cap and that it is JSON.
+    pub(crate) fn check_input(&self, input: &str) -> Result<(), RunError> {
+        let limit = self.inner.limits.input_bytes;
+        if input.len() > limit {
+            return Err(RunError::BadInput {
+                message: format!(
+                    "input is {} bytes, over the {limit}-byte limit",
+                    input.len()
+                ),
+            });
+        }
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(input) {
+            return Err(RunError::BadInput {
+                message: format!("input is not valid JSON: {e}"),
+            });
+        }
+        Ok(())
     }
 
     /// A fresh store with fixed clocks and random, and a shim instance in it:
@@ -564,20 +581,7 @@ impl Runtime {
             error,
             logs: Vec::new(),
         };
-        if input.len() > limits.input_bytes {
-            return Err(fail(RunError::BadInput {
-                message: format!(
-                    "input is {} bytes, over the {}-byte limit",
-                    input.len(),
-                    limits.input_bytes
-                ),
-            }));
-        }
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(input) {
-            return Err(fail(RunError::BadInput {
-                message: format!("input is not valid JSON: {e}"),
-            }));
-        }
+        self.check_input(input).map_err(fail)?;
 
         let ready = match tool.inner.compiled.get() {
             Some(Ok(compiled)) => Some(compiled),
@@ -714,13 +718,37 @@ fn check_tool_world(component: &Component, engine: &wasmtime::Engine) -> Result<
     Ok(())
 }
 
+/// Interrupts the store's guest once `timeout` has passed (the engine's
+/// epoch ticker drives the check; the guest yields between ticks).
+pub(crate) fn arm_deadline<T>(store: &mut Store<T>, timeout: std::time::Duration) {
+    let deadline = Instant::now() + timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+}
+
 fn classify_trap(store: &Store<HostState>, err: &wasmtime::Error, limits: &Limits) -> RunError {
+    classify_trap_with(store.data().memory.hit, err, limits)
+}
+
+/// What a trap means: the timeout, the memory cap (when `memory_hit`), or
+/// a plain trap.
+pub(crate) fn classify_trap_with(
+    memory_hit: bool,
+    err: &wasmtime::Error,
+    limits: &Limits,
+) -> RunError {
     if matches!(err.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
         return RunError::Timeout {
             limit_ms: limits.timeout.as_millis() as u64,
         };
     }
-    if store.data().memory.hit {
+    if memory_hit {
         return RunError::Memory {
             limit_bytes: limits.memory_bytes,
             detail: "linear memory growth refused at the cap".into(),

@@ -103,9 +103,31 @@ pub async fn run_cases(
     schemas: Option<&ToolSchemas>,
     cases: &[TestCase],
 ) -> Vec<CaseResult> {
+    run_cases_with(schemas, cases, |input| async move {
+        runtime
+            .call(tool, &input)
+            .await
+            .map(|out| out.output)
+            .map_err(|failure| failure.to_string())
+    })
+    .await
+}
+
+/// [`run_cases`] with any way of calling the tool: `call` takes the input
+/// as JSON text and returns the output as JSON text, or why it failed
+/// (compose tools run this way).
+pub async fn run_cases_with<F, Fut>(
+    schemas: Option<&ToolSchemas>,
+    cases: &[TestCase],
+    call: F,
+) -> Vec<CaseResult>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
     let mut results = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
-        let (output, failure) = run_case(runtime, tool, schemas, case).await;
+        let (output, failure) = run_case(&call, schemas, case).await;
         results.push(CaseResult {
             index,
             passed: failure.is_none(),
@@ -117,22 +139,25 @@ pub async fn run_cases(
     results
 }
 
-async fn run_case(
-    runtime: &Runtime,
-    tool: &Tool,
+async fn run_case<F, Fut>(
+    call: &F,
     schemas: Option<&ToolSchemas>,
     case: &TestCase,
-) -> (Option<Value>, Option<String>) {
+) -> (Option<Value>, Option<String>)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
     if let Some(schemas) = schemas
         && let Err(mismatch) = schemas.input.check(&case.input)
     {
         return (None, Some(format!("input {mismatch}")));
     }
-    let out = match runtime.call(tool, &case.input.to_string()).await {
-        Err(failure) => return (None, Some(failure.to_string())),
+    let out = match call(case.input.to_string()).await {
+        Err(failure) => return (None, Some(failure)),
         Ok(out) => out,
     };
-    let output = match serde_json::from_str::<Value>(&out.output) {
+    let output = match serde_json::from_str::<Value>(&out) {
         Err(e) => return (None, Some(format!("output is not JSON: {e}"))),
         Ok(v) => v,
     };

@@ -12,6 +12,8 @@
 //! the calling task.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -26,15 +28,23 @@ use super::judge::{
     Judge, NoJudge, PanelVerdict, TestResultSummary, ToolCandidate, Verdict, panel,
 };
 use super::manifest::{ToolInfo, ToolManifest};
+use super::native::{NativeFuture, NativeTool, NativeToolSpec};
 use super::schema::ToolSchemas;
 use super::session::{CallCounters, SessionSnapshot, SessionTool, SessionTools};
-use super::validate::{self, Occupancy};
-use crate::artifact::{self, ArtifactManifest};
+use super::validate::{self, Checked, Occupancy, ValidatedCompose};
+use crate::artifact::{self, ArtifactManifest, StepRef};
+use crate::compose::run::{ComposeTool, LinkedStep, StepCall, StepFuture, StepOutput};
+use crate::error::BuildError;
 use crate::host_state::LogLine;
 use crate::request::ForgeRequest;
-use crate::runtime::{Artifact, Runtime, Tool};
+use crate::runtime::{Artifact, CallFailure, CallOutput, Runtime, Tool};
 use crate::store::{ArtifactId, AuditKind, Store, StoreError, Tier, ToolRecord, ToolStats};
-use crate::testcase::{CaseResult, run_cases};
+use crate::testcase::{CaseResult, run_cases, run_cases_with};
+
+/// How deep compose tools may nest (a compose step that is itself a
+/// compose tool is one level). Cycles are refused at forge time; this
+/// bounds the run even so.
+pub const MAX_COMPOSE_DEPTH: usize = 8;
 
 /// Who is asking: the agent and its current session.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -187,7 +197,10 @@ impl ForgeBuilder {
                 panel,
                 sessions: Mutex::new(HashMap::new()),
                 loaded: Mutex::new(HashMap::new()),
+                composed: Mutex::new(HashMap::new()),
+                step_manifests: Mutex::new(HashMap::new()),
                 schemas: Mutex::new(HashMap::new()),
+                natives: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -208,19 +221,33 @@ struct Inner {
     sessions: Mutex<HashMap<(String, String), SessionTools>>,
     /// Tools by artifact id, without grants (granted per call).
     loaded: Mutex<HashMap<ArtifactId, Tool>>,
+    /// Compose adapters by artifact id, compiled and linked.
+    composed: Mutex<HashMap<ArtifactId, ComposeTool>>,
+    /// Manifests of artifacts used as compose steps, by artifact id.
+    step_manifests: Mutex<HashMap<ArtifactId, Arc<ArtifactManifest>>>,
     /// Compiled schemas by artifact id.
     schemas: Mutex<HashMap<ArtifactId, Arc<ToolSchemas>>>,
+    /// Host-native tools by name.
+    natives: Mutex<HashMap<String, Arc<NativeTool>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What runs a tool on its way through TEST, JUDGE and REGISTER.
+enum Runnable {
+    /// A sandbox (or other `tool`-world) component, without grants.
+    Sandbox(Tool),
+    /// A compose adapter.
+    Compose(ComposeTool),
+}
+
 /// An artifact on its way through TEST, JUDGE and REGISTER.
 struct Admission {
     manifest: ArtifactManifest,
     bytes: Arc<Vec<u8>>,
-    base: Tool,
+    runnable: Runnable,
     schemas: ToolSchemas,
     /// Source for the judge (kept in memory for the session tier).
     source: Option<String>,
@@ -275,6 +302,56 @@ fn with_manifest(built: &Artifact, manifest: &ArtifactManifest) -> Result<Artifa
         bytes: Arc::new(bytes),
         bytecode: built.bytecode.clone(),
     })
+}
+
+/// What the judge sees of a compose tool: its steps with their tools
+/// (pinned) and mappings.
+fn composition_of(m: &ArtifactManifest) -> Option<Value> {
+    (m.mode == "compose").then(|| json!({ "steps": m.steps }))
+}
+
+/// A compose step that is a registered artifact.
+struct ArtifactStep {
+    forge: Forge,
+    id: ArtifactId,
+    manifest: Arc<ArtifactManifest>,
+    depth: usize,
+}
+
+impl StepCall for ArtifactStep {
+    fn call(&self, input: String) -> StepFuture<'_> {
+        Box::pin(async move {
+            let input: Value = serde_json::from_str(&input)
+                .map_err(|e| format!("{}: input is not JSON: {e}", self.manifest.name))?;
+            let (output, logs, _) = self
+                .forge
+                .call_artifact(&self.id, &self.manifest, &input, self.depth)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(StepOutput {
+                output: output.to_string(),
+                logs,
+            })
+        })
+    }
+}
+
+/// A compose step that is a host-native tool.
+struct NativeStep {
+    tool: Arc<NativeTool>,
+    timeout: std::time::Duration,
+}
+
+impl StepCall for NativeStep {
+    fn call(&self, input: String) -> StepFuture<'_> {
+        Box::pin(async move {
+            let output = self.tool.invoke(&input, self.timeout).await?;
+            Ok(StepOutput {
+                output,
+                logs: Vec::new(),
+            })
+        })
+    }
 }
 
 fn used_apis(source: &str) -> Vec<String> {
@@ -438,7 +515,13 @@ impl Forge {
 
         // VALIDATE
         progress(Stage::Validate);
-        let v = validate::validate(request, runtime.policy())?;
+        let v = match validate::check(request, runtime.policy())? {
+            Checked::Sandbox(v) => v,
+            Checked::Compose(v) => {
+                self.check_occupancy(&lock(&inner.sessions), &request.name, ctx, Tier::Session)?;
+                return self.compose_pipeline(request, v, ctx, progress).await;
+            }
+        };
         self.check_occupancy(&lock(&inner.sessions), &request.name, ctx, Tier::Session)?;
 
         // BUILD: the component, then its manifest section.
@@ -460,7 +543,7 @@ impl Forge {
             Admission {
                 manifest,
                 bytes: artifact.bytes.clone(),
-                base,
+                runnable: Runnable::Sandbox(base),
                 schemas: v.schemas,
                 source: Some(v.code.to_string()),
                 imported: false,
@@ -481,15 +564,11 @@ impl Forge {
         progress: &(dyn Fn(Stage) + Send + Sync),
     ) -> Result<Forged, ForgeError> {
         let inner = &self.inner;
-        let runtime = &inner.runtime;
         let m = &a.manifest;
-        let tool = runtime
-            .grant(&a.base, &m.capabilities)
-            .map_err(ValidateError::from)?;
 
         // TEST (twice: the repeat run is the determinism evidence)
         progress(Stage::Test);
-        let results = run_cases(runtime, &tool, Some(&a.schemas), &m.test_cases).await;
+        let results = self.test_run(&a).await?;
         let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
         if let Some(first) = failed.first() {
             return Err(ForgeError::Test {
@@ -503,7 +582,7 @@ impl Forge {
                 results: results.clone(),
             });
         }
-        let repeat = run_cases(runtime, &tool, Some(&a.schemas), &m.test_cases).await;
+        let repeat = self.test_run(&a).await?;
 
         // JUDGE
         let test_results = summaries(&results);
@@ -514,7 +593,7 @@ impl Forge {
             input_schema: m.input_schema.clone(),
             output_schema: Some(m.output_schema.clone()),
             source: a.source.clone(),
-            composition: None,
+            composition: composition_of(m),
             allowlist: m.capabilities.clone(),
             test_results: test_results.clone(),
             used_apis: match &a.source {
@@ -522,7 +601,7 @@ impl Forge {
                 None => m.capabilities.clone(),
             },
             repeat_run: repeat_run.clone(),
-            bytecode_only: a.source.is_none(),
+            bytecode_only: a.source.is_none() && m.mode != "compose",
         };
         progress(Stage::Judge);
         let verdict = inner.judge.review(&candidate).await;
@@ -600,7 +679,14 @@ impl Forge {
             }
         };
         lock(&inner.schemas).insert(id.clone(), Arc::new(a.schemas));
-        lock(&inner.loaded).insert(id, a.base);
+        match a.runnable {
+            Runnable::Sandbox(base) => {
+                lock(&inner.loaded).insert(id, base);
+            }
+            Runnable::Compose(tool) => {
+                lock(&inner.composed).insert(id, tool);
+            }
+        }
         Ok(Forged {
             tool: info,
             verdict,
@@ -637,8 +723,8 @@ impl Forge {
         tier: Tier,
     ) -> Result<Forged, ForgeError> {
         let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;
-        if manifest.mode != "sandbox" {
-            return Err(ValidateError::ComposeNotSupported.into());
+        if manifest.mode == "compose" {
+            return Err(ValidateError::ComposeImport(manifest.name).into());
         }
         validate::check_name(&manifest.name)?;
         if manifest.description.trim().is_empty() {
@@ -684,7 +770,7 @@ impl Forge {
             Admission {
                 manifest,
                 bytes: Arc::new(bytes),
-                base,
+                runnable: Runnable::Sandbox(base),
                 schemas,
                 source,
                 imported: true,
@@ -718,7 +804,8 @@ impl Forge {
             .clone();
         let id = ArtifactId::from_hex(&info.id)?;
         let mut bytes = self.inner.store.get_artifact(&id)?;
-        if with_source {
+        // A compose tool's manifest carries its whole pipeline already.
+        if with_source && info.mode != "compose" {
             let (mut manifest, component) = artifact::split(&bytes)?;
             if manifest.source.is_none() {
                 let kept = lock(&self.inner.sessions)
@@ -762,20 +849,24 @@ impl Forge {
 
     // ---- invoke ----------------------------------------------------------
 
-    /// The compiled schemas of `target`'s artifact: compiled once per
-    /// artifact (its manifest, schemas included, is part of its bytes).
-    fn schemas_for(&self, target: &Target) -> Result<Arc<ToolSchemas>, InvokeError> {
-        if let Some(s) = lock(&self.inner.schemas).get(&target.artifact) {
+    /// The compiled schemas of artifact `id` (manifest `m`): compiled once
+    /// per artifact (its manifest, schemas included, is part of its bytes).
+    fn schemas_for(
+        &self,
+        id: &ArtifactId,
+        m: &ArtifactManifest,
+    ) -> Result<Arc<ToolSchemas>, InvokeError> {
+        if let Some(s) = lock(&self.inner.schemas).get(id) {
             return Ok(s.clone());
         }
-        let m = &target.manifest;
-        let compiled = ToolSchemas::compile(&m.artifact.input_schema, &m.artifact.output_schema)
-            .map_err(|e| InvokeError::Load {
-                tool: m.artifact.name.clone(),
+        let compiled = ToolSchemas::compile(&m.input_schema, &m.output_schema).map_err(|e| {
+            InvokeError::Load {
+                tool: m.name.clone(),
                 message: e.to_string(),
-            })?;
+            }
+        })?;
         let compiled = Arc::new(compiled);
-        lock(&self.inner.schemas).insert(target.artifact.clone(), compiled.clone());
+        lock(&self.inner.schemas).insert(id.clone(), compiled.clone());
         Ok(compiled)
     }
 
@@ -811,18 +902,22 @@ impl Forge {
         })
     }
 
-    async fn loaded(&self, target: &Target) -> Result<Tool, InvokeError> {
-        if let Some(tool) = lock(&self.inner.loaded).get(&target.artifact) {
+    fn load_error(tool: &str) -> impl Fn(String) -> InvokeError + '_ {
+        move |message| InvokeError::Load {
+            tool: tool.to_string(),
+            message,
+        }
+    }
+
+    async fn loaded(&self, id: &ArtifactId, name: &str) -> Result<Tool, InvokeError> {
+        if let Some(tool) = lock(&self.inner.loaded).get(id) {
             return Ok(tool.clone());
         }
-        let load_err = |message: String| InvokeError::Load {
-            tool: target.manifest.artifact.name.clone(),
-            message,
-        };
+        let load_err = Self::load_error(name);
         let bytes = self
             .inner
             .store
-            .get_artifact(&target.artifact)
+            .get_artifact(id)
             .map_err(|e| load_err(e.to_string()))?;
         let tool = self
             .inner
@@ -830,8 +925,51 @@ impl Forge {
             .load(bytes)
             .await
             .map_err(|e| load_err(e.to_string()))?;
-        lock(&self.inner.loaded).insert(target.artifact.clone(), tool.clone());
+        lock(&self.inner.loaded).insert(id.clone(), tool.clone());
         Ok(tool)
+    }
+
+    /// The compose adapter of artifact `id`, compiled and linked once.
+    async fn loaded_compose(
+        &self,
+        id: &ArtifactId,
+        m: &ArtifactManifest,
+    ) -> Result<ComposeTool, InvokeError> {
+        if let Some(tool) = lock(&self.inner.composed).get(id) {
+            return Ok(tool.clone());
+        }
+        let load_err = Self::load_error(&m.name);
+        let bytes = self
+            .inner
+            .store
+            .get_artifact(id)
+            .map_err(|e| load_err(e.to_string()))?;
+        let steps = m.steps.iter().map(|s| s.name.clone()).collect();
+        let tool = self
+            .inner
+            .runtime
+            .load_compose(Arc::new(bytes), steps)
+            .await
+            .map_err(|e| load_err(e.to_string()))?;
+        lock(&self.inner.composed).insert(id.clone(), tool.clone());
+        Ok(tool)
+    }
+
+    /// The manifest of the artifact `id` (a compose step), read from the
+    /// artifact once.
+    fn step_manifest(&self, id: &ArtifactId, tool: &str) -> Result<Arc<ArtifactManifest>, InvokeError> {
+        if let Some(m) = lock(&self.inner.step_manifests).get(id) {
+            return Ok(m.clone());
+        }
+        let load_err = Self::load_error(tool);
+        let bytes = self
+            .inner
+            .store
+            .get_artifact(id)
+            .map_err(|e| load_err(e.to_string()))?;
+        let manifest = Arc::new(artifact::read_manifest(&bytes).map_err(|e| load_err(e.to_string()))?);
+        lock(&self.inner.step_manifests).insert(id.clone(), manifest.clone());
+        Ok(manifest)
     }
 
     /// Calls the tool `name` as `ctx` sees it (session tier first, then the
@@ -895,45 +1033,312 @@ impl Forge {
         input: &Value,
         latency_us: &mut u64,
     ) -> Result<(Value, Vec<LogLine>), InvokeError> {
-        let name = &target.manifest.artifact.name;
-        let schemas = self.schemas_for(target)?;
-        schemas.input.check(input).map_err(|m| InvokeError::Input {
-            tool: name.clone(),
-            message: m.to_string(),
+        let (output, logs, latency) = self
+            .call_artifact(&target.artifact, &target.manifest.artifact, input, 0)
+            .await?;
+        *latency_us = latency;
+        Ok((output, logs))
+    }
+
+    /// Calls artifact `id` (manifest `m`): input checked against its
+    /// `inputSchema`, run with its grants (its capabilities ∩ the host
+    /// policy) or, for a compose tool, with its steps linked, output checked
+    /// against its `outputSchema`. Also returns the call's latency (µs; the
+    /// call itself, not the one-time load and compile). `depth` counts the
+    /// compose tools around this call.
+    fn call_artifact<'a>(
+        &'a self,
+        id: &'a ArtifactId,
+        m: &'a ArtifactManifest,
+        input: &'a Value,
+        depth: usize,
+    ) -> Pin<Box<dyn Future<Output = Result<(Value, Vec<LogLine>, u64), InvokeError>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            let name = &m.name;
+            let schemas = self.schemas_for(id, m)?;
+            schemas.input.check(input).map_err(|m| InvokeError::Input {
+                tool: name.clone(),
+                message: m.to_string(),
+            })?;
+            let runtime = &self.inner.runtime;
+            let (out, started) = if m.mode == "compose" {
+                let tool = self.loaded_compose(id, m).await?;
+                let steps = self.link_steps(m, depth)?;
+                let started = Instant::now();
+                (
+                    runtime.call_compose(&tool, steps, &input.to_string()).await,
+                    started,
+                )
+            } else {
+                let base = self.loaded(id, name).await?;
+                let tool = runtime.grant(&base, &m.capabilities).map_err(|error| {
+                    InvokeError::Capability {
+                        tool: name.clone(),
+                        error,
+                    }
+                })?;
+                let started = Instant::now();
+                (runtime.call(&tool, &input.to_string()).await, started)
+            };
+            let latency_us = started.elapsed().as_micros() as u64;
+            let out = out.map_err(|failure| InvokeError::Run {
+                tool: name.clone(),
+                failure,
+            })?;
+            let output: Value =
+                serde_json::from_str(&out.output).map_err(|e| InvokeError::Output {
+                    tool: name.clone(),
+                    mismatch: super::schema::SchemaMismatch {
+                        role: super::schema::SchemaRole::Output,
+                        violations: vec![format!("(root): not JSON: {e}")],
+                    },
+                })?;
+            schemas
+                .output
+                .check(&output)
+                .map_err(|mismatch| InvokeError::Output {
+                    tool: name.clone(),
+                    mismatch,
+                })?;
+            Ok((output, out.logs, latency_us))
+        })
+    }
+
+    /// Links a compose tool's steps for one call: a pinned artifact runs
+    /// through [`Forge::call_artifact`] (its own instance, grants, limits
+    /// and schema checks; a compose step nests one level deeper), a native
+    /// step through its registered function.
+    fn link_steps(&self, m: &ArtifactManifest, depth: usize) -> Result<Vec<LinkedStep>, InvokeError> {
+        let load_err = Self::load_error(&m.name);
+        if depth >= MAX_COMPOSE_DEPTH {
+            return Err(load_err(format!(
+                "compose tools nest more than {MAX_COMPOSE_DEPTH} levels deep"
+            )));
+        }
+        m.steps
+            .iter()
+            .map(|step| {
+                let call: Arc<dyn StepCall> = match &step.blake3 {
+                    Some(hex) => {
+                        let id = ArtifactId::from_hex(hex).map_err(|e| {
+                            load_err(format!("step {:?}: {e}", step.name))
+                        })?;
+                        let manifest = self.step_manifest(&id, &step.tool)?;
+                        Arc::new(ArtifactStep {
+                            forge: self.clone(),
+                            id,
+                            manifest,
+                            depth: depth + 1,
+                        })
+                    }
+                    None => {
+                        let native = lock(&self.inner.natives).get(&step.tool).cloned().ok_or_else(
+                            || {
+                                load_err(format!(
+                                    "step {:?}: host-native tool {:?} is not registered on this host",
+                                    step.name, step.tool
+                                ))
+                            },
+                        )?;
+                        Arc::new(NativeStep {
+                            tool: native,
+                            timeout: self.inner.runtime.limits().timeout,
+                        })
+                    }
+                };
+                Ok(LinkedStep {
+                    name: step.name.clone(),
+                    tool: step.tool.clone(),
+                    call,
+                })
+            })
+            .collect()
+    }
+
+    /// Runs a compose adapter with its steps linked: what TEST calls.
+    async fn call_compose_text(
+        &self,
+        tool: &ComposeTool,
+        m: &ArtifactManifest,
+        input: String,
+    ) -> Result<CallOutput, CallFailure> {
+        let steps = self.link_steps(m, 0).map_err(|e| CallFailure {
+            error: crate::RunError::Instantiate {
+                message: e.to_string(),
+            },
+            logs: Vec::new(),
         })?;
-        let base = self.loaded(target).await?;
+        self.inner.runtime.call_compose(tool, steps, &input).await
+    }
+
+    /// The TEST stage's run of every test case, under the real limits and
+    /// grants (compose tools with their steps linked).
+    async fn test_run(&self, a: &Admission) -> Result<Vec<CaseResult>, ForgeError> {
+        let runtime = &self.inner.runtime;
+        let m = &a.manifest;
+        Ok(match &a.runnable {
+            Runnable::Sandbox(base) => {
+                let tool = runtime
+                    .grant(base, &m.capabilities)
+                    .map_err(ValidateError::from)?;
+                run_cases(runtime, &tool, Some(&a.schemas), &m.test_cases).await
+            }
+            Runnable::Compose(tool) => {
+                run_cases_with(Some(&a.schemas), &m.test_cases, |input| async move {
+                    self.call_compose_text(tool, m, input)
+                        .await
+                        .map(|out| out.output)
+                        .map_err(|f| f.to_string())
+                })
+                .await
+            }
+        })
+    }
+
+    // ---- compose -----------------------------------------------------------
+
+    /// Registers a host-native tool: `call` runs with the input checked
+    /// against `spec.input_schema`, and its output is checked against
+    /// `spec.output_schema`. Native tools are compose steps every agent of
+    /// this host may use (see [`super::native`]). The name follows the
+    /// forged-tool rules and must not be a native tool already.
+    pub fn register_native<F, Fut>(&self, spec: NativeToolSpec, call: F) -> Result<(), ValidateError>
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, String>> + Send + 'static,
+    {
+        validate::check_name(&spec.name)?;
+        let schemas = ToolSchemas::compile(&spec.input_schema, &spec.output_schema)?;
+        let mut natives = lock(&self.inner.natives);
+        if natives.contains_key(&spec.name) {
+            return Err(ValidateError::Name {
+                name: spec.name,
+                reason: "is already a host-native tool".into(),
+            });
+        }
+        let call = Arc::new(move |input: Value| -> NativeFuture { Box::pin(call(input)) });
+        natives.insert(
+            spec.name.clone(),
+            Arc::new(NativeTool {
+                spec,
+                schemas,
+                call,
+            }),
+        );
+        Ok(())
+    }
+
+    /// The host-native tools, by name.
+    pub fn native_tools(&self) -> Vec<NativeToolSpec> {
+        let mut out: Vec<NativeToolSpec> = lock(&self.inner.natives)
+            .values()
+            .map(|n| n.spec.clone())
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// VALIDATE (stateful part), BUILD, then TEST, JUDGE and REGISTER for a
+    /// compose request: every step's tool must be callable by `ctx` (its
+    /// session, agent or shared tiers, or a host-native tool) and is pinned
+    /// by its artifact's blake3; no compose cycle; the adapter is generated
+    /// and checked to import nothing but its steps.
+    async fn compose_pipeline(
+        &self,
+        request: &ForgeRequest,
+        v: ValidatedCompose<'_>,
+        ctx: &ForgeContext,
+        progress: &(dyn Fn(Stage) + Send + Sync),
+    ) -> Result<Forged, ForgeError> {
+        let mut refs = Vec::with_capacity(v.spec.steps.len());
+        for (index, step) in v.spec.steps.iter().enumerate() {
+            let blake3 = match self.resolve(&step.tool, ctx) {
+                Ok(target) => Some(target.artifact.to_string()),
+                Err(InvokeError::NotFound { .. })
+                    if lock(&self.inner.natives).contains_key(&step.tool) =>
+                {
+                    None
+                }
+                Err(e) => {
+                    let message = match e {
+                        InvokeError::NotFound { .. } => format!(
+                            "tool {:?} is not callable by agent {:?} in session {:?} (not in its session, its agent tier, the shared tier, nor a host-native tool)",
+                            step.tool, ctx.agent_id, ctx.session_id
+                        ),
+                        other => other.to_string(),
+                    };
+                    return Err(ValidateError::Step {
+                        step: format!("steps[{index}] ({:?})", step.name),
+                        message,
+                    }
+                    .into());
+                }
+            };
+            refs.push(StepRef {
+                name: step.name.clone(),
+                tool: step.tool.clone(),
+                blake3,
+                input_mapping: v.steps[index]
+                    .get("inputMapping")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            });
+        }
+        crate::compose::check_cycles(&request.name, &v.spec.tools(), |tool| {
+            let target = self.resolve(tool, ctx).ok()?;
+            let m = &target.manifest.artifact;
+            (m.mode == "compose").then(|| m.steps.iter().map(|s| s.tool.clone()).collect())
+        })
+        .map_err(ValidateError::from)?;
+
+        // BUILD: the adapter, checked, then its manifest section.
+        progress(Stage::Build);
+        let build_err = |e: crate::compose::adapter::AdapterError| {
+            ForgeError::Build(BuildError::Internal {
+                stage: "compose adapter",
+                message: e.to_string(),
+            })
+        };
+        let adapter = crate::compose::adapter::generate(v.steps).map_err(build_err)?;
+        let names: Vec<&str> = refs.iter().map(|r| r.name.as_str()).collect();
+        let imports = crate::compose::adapter::import_names(&names).map_err(build_err)?;
+        crate::compose::adapter::check_adapter_imports(&adapter, &imports).map_err(build_err)?;
+        let pipeline = serde_json::to_string(v.steps).expect("JSON values serialize");
+        let manifest = ArtifactManifest::compose(request, &pipeline, refs);
+        let bytes = artifact::embed(&adapter, &manifest).map_err(|e| {
+            ForgeError::Build(BuildError::Internal {
+                stage: "embed manifest",
+                message: e.to_string(),
+            })
+        })?;
+        let bytes = Arc::new(bytes);
+        let steps = manifest.steps.iter().map(|s| s.name.clone()).collect();
         let tool = self
             .inner
             .runtime
-            .grant(&base, &target.manifest.artifact.capabilities)
-            .map_err(|error| InvokeError::Capability {
-                tool: name.clone(),
-                error,
+            .load_compose(bytes.clone(), steps)
+            .await
+            .map_err(|e| {
+                ForgeError::Build(BuildError::Internal {
+                    stage: "load compose adapter",
+                    message: e.to_string(),
+                })
             })?;
-        // Latency is the call itself (fresh instance, run, output), not the
-        // one-time load and compile of the artifact.
-        let started = Instant::now();
-        let out = self.inner.runtime.call(&tool, &input.to_string()).await;
-        *latency_us = started.elapsed().as_micros() as u64;
-        let out = out.map_err(|failure| InvokeError::Run {
-            tool: name.clone(),
-            failure,
-        })?;
-        let output: Value = serde_json::from_str(&out.output).map_err(|e| InvokeError::Output {
-            tool: name.clone(),
-            mismatch: super::schema::SchemaMismatch {
-                role: super::schema::SchemaRole::Output,
-                violations: vec![format!("(root): not JSON: {e}")],
+        self.admit(
+            Admission {
+                manifest,
+                bytes,
+                runnable: Runnable::Compose(tool),
+                schemas: v.schemas,
+                source: None,
+                imported: false,
             },
-        })?;
-        schemas
-            .output
-            .check(&output)
-            .map_err(|mismatch| InvokeError::Output {
-                tool: name.clone(),
-                mismatch,
-            })?;
-        Ok((output, out.logs))
+            ctx,
+            Tier::Session,
+            progress,
+        )
+        .await
     }
 
     // ---- listing and stats -------------------------------------------------
@@ -1079,11 +1484,14 @@ impl Forge {
                 limit: self.inner.config.max_agent_tools,
             });
         }
+        let compose = tool.manifest.artifact.mode == "compose";
         let source = match (
             source,
             &tool.source_in_memory,
             &tool.manifest.artifact.source,
         ) {
+            // A compose tool's pipeline is in its manifest: nothing to pass.
+            _ if compose => None,
             (Some(given), _, _) => {
                 let hash = blake3::hash(given.as_bytes()).to_hex().to_string();
                 if hash != tool.manifest.artifact.source_blake3 {
@@ -1092,9 +1500,9 @@ impl Forge {
                         tool.manifest.artifact.source_blake3
                     )));
                 }
-                given.to_string()
+                Some(given.to_string())
             }
-            (None, Some(kept), _) | (None, None, Some(kept)) => kept.clone(),
+            (None, Some(kept), _) | (None, None, Some(kept)) => Some(kept.clone()),
             (None, None, None) => {
                 return Err(PromoteError::Source(format!(
                     "the panel needs {name:?}'s source, which was not kept (persistSandboxSource is off): pass it again"
@@ -1107,9 +1515,9 @@ impl Forge {
             description: m.artifact.description.clone(),
             input_schema: m.artifact.input_schema.clone(),
             output_schema: Some(m.artifact.output_schema.clone()),
-            used_apis: used_apis(&source),
-            source: Some(source),
-            composition: None,
+            used_apis: source.as_deref().map(used_apis).unwrap_or_default(),
+            source,
+            composition: composition_of(&m.artifact),
             allowlist: m.artifact.capabilities.clone(),
             test_results: m.test_results.clone(),
             repeat_run: m.repeat_run.clone(),

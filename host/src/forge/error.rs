@@ -56,6 +56,12 @@ impl Stage {
     }
 }
 
+impl From<crate::compose::ComposeError> for ValidateError {
+    fn from(e: crate::compose::ComposeError) -> Self {
+        ValidateError::Compose(e.to_string())
+    }
+}
+
 impl std::fmt::Display for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -88,11 +94,28 @@ pub enum ValidateError {
     /// The source uses a blocked API.
     #[error("validate: static check refused the source: {0}")]
     StaticCheck(#[from] StaticCheckError),
-    /// `implementation.mode` is `compose`, which this version cannot build.
+    /// A compose request's steps or mappings are malformed (the message
+    /// names the step and the mapping key).
+    #[error("validate: compose: {0}")]
+    Compose(String),
+    /// A compose step's tool cannot be used: unknown, not callable by this
+    /// agent, or a compose tool whose own steps are missing.
+    #[error("validate: compose: {step}: {message}")]
+    Step {
+        /// `steps[i] ("name")`.
+        step: String,
+        /// Why.
+        message: String,
+    },
+    /// The compose tool would reach itself through its steps.
+    #[error("validate: {0}")]
+    Cycle(#[from] crate::compose::CycleError),
+    /// A compose artifact cannot be imported on its own: its steps live in
+    /// another store.
     #[error(
-        "validate: implementation mode `compose` is not supported yet (only `sandbox`); see the compose issue"
+        "import: {0:?} is a compose tool whose steps are in another store: export it with --bundle (one self-contained component) and import that"
     )]
-    ComposeNotSupported,
+    ComposeImport(String),
     /// The source is over the build's size limit.
     #[error("validate: source is {actual} bytes, over the {limit}-byte limit")]
     SourceTooLarge {

@@ -57,6 +57,12 @@ pub struct ToolInfo {
     pub source_blake3: String,
     /// The forge verdict's confidence.
     pub confidence: f64,
+    /// `sandbox` or `compose`.
+    pub mode: String,
+    /// A compose tool's steps, each pinned by its tool's artifact blake3
+    /// (none for a host-native step).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<crate::artifact::StepRef>,
 }
 
 impl ToolInfo {
@@ -81,6 +87,8 @@ impl ToolInfo {
             allowlist: m.capabilities.clone(),
             source_blake3: m.source_blake3.clone(),
             confidence: manifest.verdict.confidence,
+            mode: m.mode.clone(),
+            steps: m.steps.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod judge;
 pub mod manifest;
+pub mod native;
 pub mod schema;
 pub mod session;
 pub mod validate;
@@ -22,3 +23,4 @@ pub use error::{
     ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
 };
 pub use manifest::{ToolInfo, ToolManifest};
+pub use native::{NativeTool, NativeToolSpec};

@@ -7,6 +7,9 @@
 use super::config::{ForgeConfig, MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_TEST_CASES};
 use super::error::ValidateError;
 use super::schema::ToolSchemas;
+use serde_json::Value;
+
+use crate::compose::CompiledSpec;
 use crate::policy::{Grants, HostPolicy};
 use crate::request::{ForgeRequest, Implementation};
 use crate::runtime::MAX_SOURCE_BYTES;
@@ -28,15 +31,80 @@ pub struct Validated<'r> {
     pub grants: Grants,
 }
 
-/// Runs the stateless checks (see the module docs).
+/// A compose request that passed the stateless checks.
+#[derive(Debug)]
+pub struct ValidatedCompose<'r> {
+    /// `implementation.steps`, as given.
+    pub steps: &'r [Value],
+    /// The steps, parsed and their mappings compiled.
+    pub spec: CompiledSpec,
+    /// Both schemas, compiled.
+    pub schemas: ToolSchemas,
+}
+
+/// A request of either mode that passed the stateless checks.
+#[derive(Debug)]
+pub enum Checked<'r> {
+    /// Agent JavaScript.
+    Sandbox(Validated<'r>),
+    /// A pipeline of existing tools.
+    Compose(ValidatedCompose<'r>),
+}
+
+/// Runs the stateless checks (see the module docs) for either mode.
+pub fn check<'r>(
+    request: &'r ForgeRequest,
+    policy: &HostPolicy,
+) -> Result<Checked<'r>, ValidateError> {
+    match &request.implementation {
+        Implementation::Sandbox { .. } => validate(request, policy).map(Checked::Sandbox),
+        Implementation::Compose { steps } => {
+            let schemas = check_common(request)?;
+            let spec = crate::compose::compile_steps(steps)?;
+            let names: Vec<&str> = spec.steps.iter().map(|s| s.name.as_str()).collect();
+            crate::compose::adapter::import_names(&names)
+                .map_err(|e| ValidateError::Compose(e.to_string()))?;
+            Ok(Checked::Compose(ValidatedCompose {
+                steps,
+                spec,
+                schemas,
+            }))
+        }
+    }
+}
+
+/// Runs the stateless checks of a sandbox request (see the module docs).
 pub fn validate<'r>(
     request: &'r ForgeRequest,
     policy: &HostPolicy,
 ) -> Result<Validated<'r>, ValidateError> {
     let (code, allowlist) = match &request.implementation {
         Implementation::Sandbox { code, allowlist } => (code.as_str(), allowlist.as_slice()),
-        Implementation::Compose { .. } => return Err(ValidateError::ComposeNotSupported),
+        Implementation::Compose { .. } => {
+            return Err(ValidateError::Compose(
+                "a compose request has no source to validate as sandbox code".into(),
+            ));
+        }
     };
+    let schemas = check_common(request)?;
+    let grants = policy.grants(allowlist)?;
+    if code.len() > MAX_SOURCE_BYTES {
+        return Err(ValidateError::SourceTooLarge {
+            actual: code.len(),
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    crate::static_check::check(code)?;
+    Ok(Validated {
+        code,
+        allowlist,
+        schemas,
+        grants,
+    })
+}
+
+/// The checks both modes share: name, description, schemas, test cases.
+fn check_common(request: &ForgeRequest) -> Result<ToolSchemas, ValidateError> {
     check_name(&request.name)?;
     let description = request.description.trim();
     if description.is_empty() {
@@ -51,14 +119,6 @@ pub fn validate<'r>(
         )));
     }
     let schemas = ToolSchemas::compile(&request.input_schema, &request.output_schema)?;
-    let grants = policy.grants(allowlist)?;
-    if code.len() > MAX_SOURCE_BYTES {
-        return Err(ValidateError::SourceTooLarge {
-            actual: code.len(),
-            limit: MAX_SOURCE_BYTES,
-        });
-    }
-    crate::static_check::check(code)?;
     match request.test_cases.len() {
         0 => {
             return Err(ValidateError::TestCases(
@@ -72,12 +132,7 @@ pub fn validate<'r>(
         }
         _ => {}
     }
-    Ok(Validated {
-        code,
-        allowlist,
-        schemas,
-        grants,
-    })
+    Ok(schemas)
 }
 
 /// snake_case ASCII, starting with a letter, at most [`MAX_NAME_LEN`]
@@ -280,11 +335,19 @@ mod tests {
 
         let mut r = request(OK, &[]);
         r.implementation = Implementation::Compose { steps: vec![] };
+        let err = check(&r, &policy).unwrap_err().to_string();
+        assert!(err.contains("at least one step"), "{err}");
+        // Step names that clash as component import names.
+        r.implementation = Implementation::Compose {
+            steps: vec![
+                json!({"name": "step_2", "tool": "a", "inputMapping": {}}),
+                json!({"name": "step2", "tool": "b", "inputMapping": {}}),
+            ],
+        };
+        let err = check(&r, &policy).unwrap_err().to_string();
         assert!(
-            validate(&r, &policy)
-                .unwrap_err()
-                .to_string()
-                .contains("not supported yet")
+            err.contains("steps[1] (\"step2\")") && err.contains("`step2`"),
+            "{err}"
         );
     }
 

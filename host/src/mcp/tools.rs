@@ -32,7 +32,11 @@ pub fn forge_tool_definition(host_allows: &[Capability]) -> Value {
          execute(input) {{ ... }}` (sync or async) returning JSON; it runs in a fresh \
          WebAssembly sandbox per call with no capabilities except those in `allowlist` that the \
          host also allows (here: {allowed}); eval, Function, require, import and process are \
-         refused. (\"compose\" mode, chaining existing tools, is not supported yet.) The tool is \
+         refused. implementation.mode \"compose\": `steps` [{{name, tool, inputMapping}}] chaining \
+         tools this agent can already call; inputMapping values may reference $input, $input.x, \
+         $prev, $prev.x, $steps.NAME.x (a whole-string reference keeps its JSON type, references \
+         inside text are interpolated, $$ is a literal $); a compose tool gets no capability of \
+         its own. The tool is \
          built, its test cases run twice, a judge reviews safety, correctness and determinism, \
          and if approved it is registered for this session and appears in tools/list. Returns \
          the ForgeResult: success, tool, verdict, errors and the refusing stage."
@@ -86,7 +90,7 @@ pub fn forge_request_schema() -> Value {
                     "steps": {
                         "type": "array",
                         "items": { "type": "object" },
-                        "description": "compose: a pipeline of existing tools (not supported yet)",
+                        "description": "compose: the pipeline, [{name, tool, inputMapping}], run in order; the last step's output is the result",
                     },
                 },
                 "required": ["mode"],

@@ -391,7 +391,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 let temper::request::Implementation::Sandbox { code, allowlist } =
                     &req.implementation
                 else {
-                    return Err(format!("{}: compose mode is not supported yet", req.name));
+                    return Err(format!(
+                        "{}: a compose request calls registered tools: forge it with `temper forge` (a registry holds its steps)",
+                        req.name
+                    ));
                 };
                 let built = runtime.build(code).await.map_err(|e| e.to_string())?;
                 let manifest = temper::artifact::ArtifactManifest::sandbox(
@@ -444,7 +447,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             let (code, allowlist) = match &req.implementation {
                 temper::request::Implementation::Sandbox { code, allowlist } => (code, allowlist),
                 temper::request::Implementation::Compose { .. } => {
-                    return Err(format!("{}: compose mode is not supported yet", req.name));
+                    return Err(format!(
+                        "{}: a compose request calls registered tools: forge it with `temper forge` (a registry holds its steps)",
+                        req.name
+                    ));
                 }
             };
             let artifact = runtime

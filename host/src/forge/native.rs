@@ -1,0 +1,95 @@
+//! Host-native tools: Rust async functions the embedding application
+//! registers with [`super::Forge::register_native`], usable as compose
+//! steps by every agent of that host.
+//!
+//! A native tool has a name, a description and JSON Schemas like a forged
+//! one. Its input is checked against `inputSchema` before the function
+//! runs and its output against `outputSchema` after; the call is bounded by
+//! the runtime's timeout. It runs in the host process, with whatever the
+//! application gives it: registering one is the application's decision, not
+//! an agent's. A compose tool's manifest records a native step by name (no
+//! blake3); a host that runs the tool must have a native tool of that name.
+//!
+//! ```no_run
+//! # async fn demo(forge: temper::forge::Forge) -> Result<(), Box<dyn std::error::Error>> {
+//! use serde_json::json;
+//! use temper::forge::NativeToolSpec;
+//! forge.register_native(
+//!     NativeToolSpec {
+//!         name: "web_search".into(),
+//!         description: "Searches the web.".into(),
+//!         input_schema: json!({"type": "object", "required": ["q"]}),
+//!         output_schema: json!({"type": "object", "required": ["output"]}),
+//!     },
+//!     |input| async move { Ok(json!({"output": format!("results for {}", input["q"])})) },
+//! )?;
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::schema::ToolSchemas;
+
+/// What a native tool's function returns.
+pub type NativeFuture = Pin<Box<dyn Future<Output = Result<Value, String>> + Send>>;
+
+/// A registered native function.
+pub type NativeFn = Arc<dyn Fn(Value) -> NativeFuture + Send + Sync>;
+
+/// The description of a native tool.
+#[derive(Debug, Clone)]
+pub struct NativeToolSpec {
+    /// snake_case name (the same rules as forged tools).
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of the input.
+    pub input_schema: Value,
+    /// JSON Schema of the output.
+    pub output_schema: Value,
+}
+
+/// A registered native tool.
+pub struct NativeTool {
+    /// Its description.
+    pub spec: NativeToolSpec,
+    pub(crate) schemas: ToolSchemas,
+    pub(crate) call: NativeFn,
+}
+
+impl NativeTool {
+    /// Calls the function with the schema checks around it and the timeout;
+    /// errors name the tool.
+    pub(crate) async fn invoke(
+        &self,
+        input: &str,
+        timeout: std::time::Duration,
+    ) -> Result<String, String> {
+        let name = &self.spec.name;
+        let input: Value =
+            serde_json::from_str(input).map_err(|e| format!("{name}: input is not JSON: {e}"))?;
+        self.schemas
+            .input
+            .check(&input)
+            .map_err(|m| format!("{name}: input {m}"))?;
+        let output = match tokio::time::timeout(timeout, (self.call)(input)).await {
+            Err(_) => {
+                return Err(format!(
+                    "{name}: timed out after {} ms",
+                    timeout.as_millis()
+                ));
+            }
+            Ok(Err(message)) => return Err(format!("{name}: {message}")),
+            Ok(Ok(output)) => output,
+        };
+        self.schemas
+            .output
+            .check(&output)
+            .map_err(|m| format!("{name}: output {m}"))?;
+        Ok(output.to_string())
+    }
+}
