@@ -559,19 +559,80 @@ impl Runtime {
     }
 
     fn compile_tool(&self, bytes: &[u8]) -> Result<Compiled, LoadError> {
+        self.compile_tool_with(bytes, &self.inner.linker, &[])
+    }
+
+    /// Compiles `bytes` and links it with `linker`; besides the `tool`
+    /// world's imports, it may import the plain names in `extra`.
+    fn compile_tool_with(
+        &self,
+        bytes: &[u8],
+        linker: &Linker<HostState>,
+        extra: &[String],
+    ) -> Result<Compiled, LoadError> {
         let component = self
             .inner
             .engine
             .compile(bytes)
             .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
-        check_tool_world(&component, self.inner.engine.engine())?;
-        let pre = self
-            .inner
-            .linker
+        check_tool_world(&component, self.inner.engine.engine(), extra)?;
+        let pre = linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
         let run = RunIndices::new(&pre).map_err(|_| LoadError::MissingExport(RUN_EXPORT.into()))?;
         Ok(Compiled { pre, run })
+    }
+
+    /// A tool from a bundle (see [`crate::compose::bundle`]): a `tool`-world
+    /// component that may also import host-native tools, each an instance
+    /// named after the tool (`web-search`) with one `call`, linked here to
+    /// `natives` (tool name, what runs it). Any other import is refused.
+    /// Grants are given as for any tool ([`Runtime::grant`]).
+    pub async fn load_bundle(
+        &self,
+        bytes: Vec<u8>,
+        natives: Vec<(String, Arc<dyn crate::compose::run::StepCall>)>,
+    ) -> Result<Tool, LoadError> {
+        let mut linker = self.inner.linker.clone();
+        let mut names = Vec::with_capacity(natives.len());
+        for (tool, call) in natives {
+            let name = crate::compose::adapter::import_name(&tool)
+                .ok_or_else(|| LoadError::Invalid(format!("no import name for tool {tool:?}")))?;
+            linker
+                .instance(&name)
+                .and_then(|mut i| {
+                    i.func_wrap_async(
+                        crate::compose::adapter::STEP_FUNC,
+                        move |_store, (input,): (String,)| {
+                            let call = call.clone();
+                            Box::new(async move {
+                                let out = call.call(input).await;
+                                Ok((out.map(|o| o.output).map_err(ToolError::Internal),))
+                            })
+                        },
+                    )
+                })
+                .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
+            names.push(name);
+        }
+        let rt = self.clone();
+        let artifact = Arc::new(bytes);
+        let compile_bytes = artifact.clone();
+        let compiled = tokio::task::spawn_blocking(move || {
+            rt.compile_tool_with(&compile_bytes, &linker, &names)
+        })
+        .await
+        .map_err(|e| LoadError::Invalid(e.to_string()))??;
+        Ok(Tool {
+            inner: Arc::new(ToolInner {
+                id: blake3::hash(&artifact).to_hex().to_string(),
+                artifact,
+                bytecode: None,
+                compiled: OnceCell::new_with(Some(Ok(compiled))),
+                compiling: AtomicBool::new(true),
+            }),
+            grants: Grants::default(),
+        })
     }
 
     /// Calls `tool` with a JSON `input` in a fresh store under the limits.
@@ -702,10 +763,16 @@ impl Runtime {
 
 /// Refuses components that import anything outside the `tool` world or do
 /// not export `temper:tool/run`.
-fn check_tool_world(component: &Component, engine: &wasmtime::Engine) -> Result<(), LoadError> {
+fn check_tool_world(
+    component: &Component,
+    engine: &wasmtime::Engine,
+    extra: &[String],
+) -> Result<(), LoadError> {
     let ty = component.component_type();
     for (name, _) in ty.imports(engine) {
-        if !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        if !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p))
+            && !extra.iter().any(|e| e == name)
+        {
             return Err(LoadError::ImportNotAllowed(name.to_string()));
         }
     }

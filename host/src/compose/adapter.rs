@@ -307,7 +307,7 @@ fn dispatcher_module(imports: &[String], spec: &[u8]) -> Result<Vec<u8>, Adapter
 /// `cabi_realloc(old_ptr, old_size, align, new_size) -> ptr`: a bump
 /// allocator that grows memory as needed (the store's memory cap still
 /// applies) and copies the old contents on a resize.
-fn realloc_body() -> Function {
+pub(crate) fn realloc_body() -> Function {
     use Instruction as I;
     // Locals: 0 old_ptr, 1 old_size, 2 align, 3 new_size, 4 ptr, 5 end (i64).
     let mut f = Function::new([(1, ValType::I32), (1, ValType::I64)]);

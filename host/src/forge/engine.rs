@@ -759,12 +759,15 @@ impl Forge {
             crate::static_check::check(source).map_err(ValidateError::from)?;
         }
         self.check_occupancy(&lock(&self.inner.sessions), &manifest.name, ctx, tier)?;
-        let base = self
-            .inner
-            .runtime
-            .load(bytes.clone())
-            .await
-            .map_err(ImportError::Load)?;
+        let base = if manifest.mode == "bundle" {
+            self.bundle_tool(bytes.clone()).await?
+        } else {
+            self.inner
+                .runtime
+                .load(bytes.clone())
+                .await
+                .map_err(ImportError::Load)?
+        };
         let source = manifest.source.clone();
         self.admit(
             Admission {
@@ -828,23 +831,146 @@ impl Forge {
                 bytes = artifact::embed(component, &manifest)?;
             }
         }
-        let provenance: Vec<Value> = self
-            .inner
-            .store
-            .audit_entries(0, usize::MAX)?
-            .into_iter()
-            .filter(|e| e.subject == info.name)
-            .map(|e| {
-                json!({"seq": e.seq, "kind": e.kind, "agent": e.agent, "tsMs": e.ts_ms,
-                       "hash": e.hash, "payload": e.payload})
-            })
-            .collect();
+        let provenance = self.provenance(&info.name)?;
         Ok(Exported {
             id: blake3::hash(&bytes).to_hex().to_string(),
             bytes,
             tool: info,
             provenance,
         })
+    }
+
+    /// A compose tool as one self-contained component (see
+    /// [`crate::compose::bundle`]): its adapter composed with its component
+    /// steps (nested compose steps bundled first), host-native steps left
+    /// as imports named after their tools. The bundle carries a manifest of
+    /// mode `bundle` whose capabilities are the union of its steps' (steps
+    /// not granted `fetch`/`crypto` get a deny instance instead). Same tool,
+    /// same bytes.
+    pub fn export_bundle(&self, name_or_id: &str, ctx: &ForgeContext) -> Result<Exported, ExportError> {
+        let visible = self.visible_tools(ctx)?;
+        let info = visible
+            .iter()
+            .find(|t| t.name == name_or_id)
+            .or_else(|| visible.iter().find(|t| t.id == name_or_id))
+            .ok_or_else(|| ExportError::NotFound(name_or_id.to_string()))?
+            .clone();
+        if info.mode != "compose" {
+            return Err(ExportError::NotCompose(info.name));
+        }
+        let bytes = self.inner.store.get_artifact(&ArtifactId::from_hex(&info.id)?)?;
+        let (bundle, manifest) = self.bundle_of(&bytes, 0)?;
+        let bytes = artifact::embed(&bundle, &manifest)?;
+        let provenance = self.provenance(&info.name)?;
+        Ok(Exported {
+            id: blake3::hash(&bytes).to_hex().to_string(),
+            bytes,
+            tool: info,
+            provenance,
+        })
+    }
+
+    /// The bundle of the compose artifact `bytes` (without a manifest
+    /// section) and the manifest it gets.
+    fn bundle_of(&self, bytes: &[u8], depth: usize) -> Result<(Vec<u8>, ArtifactManifest), ExportError> {
+        use crate::compose::bundle::{BundleError, BundleStep, bundle, bundle_capabilities};
+        let (manifest, adapter) = artifact::split(bytes)?;
+        if depth >= MAX_COMPOSE_DEPTH {
+            return Err(ExportError::Bundle(BundleError::Compose {
+                stage: "nest",
+                message: format!("compose tools nest more than {MAX_COMPOSE_DEPTH} levels deep"),
+            }));
+        }
+        let mut steps = Vec::with_capacity(manifest.steps.len());
+        for step in &manifest.steps {
+            let part = match &step.blake3 {
+                None => BundleStep::Native {
+                    tool: step.tool.clone(),
+                },
+                Some(hex) => {
+                    let step_bytes = self.inner.store.get_artifact(&ArtifactId::from_hex(hex)?)?;
+                    let (step_manifest, component) = artifact::split(&step_bytes)?;
+                    if step_manifest.mode == "compose" {
+                        let (nested, nested_manifest) = self.bundle_of(&step_bytes, depth + 1)?;
+                        BundleStep::Component {
+                            bytes: nested,
+                            capabilities: nested_manifest.capabilities,
+                        }
+                    } else {
+                        BundleStep::Component {
+                            bytes: component.to_vec(),
+                            capabilities: step_manifest.capabilities.clone(),
+                        }
+                    }
+                }
+            };
+            steps.push((step.name.clone(), part));
+        }
+        let bundled = bundle(adapter, &steps)?;
+        let mut manifest = manifest;
+        manifest.mode = "bundle".into();
+        manifest.capabilities = bundle_capabilities(&steps);
+        Ok((bundled, manifest))
+    }
+
+    /// A bundle (from [`Forge::export_bundle`]) ready to call without the
+    /// registry: its host-native imports linked to this host's native tools
+    /// (each missing one is an error naming it), granted its manifest's
+    /// capabilities ∩ this host's policy.
+    pub async fn load_bundle(&self, bytes: Vec<u8>) -> Result<Tool, ImportError> {
+        let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;
+        let base = self.bundle_tool(bytes).await?;
+        self.inner
+            .runtime
+            .grant(&base, &manifest.capabilities)
+            .map_err(|e| ImportError::Load(crate::error::LoadError::Invalid(e.to_string())))
+    }
+
+    /// A bundle's component with its native imports linked (no grants):
+    /// every import outside the `tool` world must be a host-native tool of
+    /// this host, by its import name.
+    async fn bundle_tool(&self, bytes: Vec<u8>) -> Result<Tool, ImportError> {
+        let imports = crate::compose::adapter::component_imports(&bytes)
+            .map_err(|e| ImportError::Load(crate::error::LoadError::Invalid(e)))?;
+        let timeout = self.inner.runtime.limits().timeout;
+        let mut natives: Vec<(String, Arc<dyn StepCall>)> = Vec::new();
+        for (name, _) in imports {
+            if crate::runtime::ALLOWED_IMPORT_PREFIXES
+                .iter()
+                .any(|p| name.starts_with(p))
+            {
+                continue;
+            }
+            let native = lock(&self.inner.natives)
+                .values()
+                .find(|n| crate::compose::adapter::import_name(&n.spec.name).as_deref() == Some(&name))
+                .cloned()
+                .ok_or_else(|| {
+                    ImportError::Load(crate::error::LoadError::ImportNotAllowed(format!(
+                        "{name} (not a host-native tool registered on this host)"
+                    )))
+                })?;
+            natives.push((native.spec.name.clone(), Arc::new(NativeStep { tool: native, timeout })));
+        }
+        self.inner
+            .runtime
+            .load_bundle(bytes, natives)
+            .await
+            .map_err(ImportError::Load)
+    }
+
+    fn provenance(&self, name: &str) -> Result<Vec<Value>, StoreError> {
+        Ok(self
+            .inner
+            .store
+            .audit_entries(0, usize::MAX)?
+            .into_iter()
+            .filter(|e| e.subject == name)
+            .map(|e| {
+                json!({"seq": e.seq, "kind": e.kind, "agent": e.agent, "tsMs": e.ts_ms,
+                       "hash": e.hash, "payload": e.payload})
+            })
+            .collect())
     }
 
     // ---- invoke ----------------------------------------------------------

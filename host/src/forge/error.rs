@@ -235,6 +235,12 @@ pub enum ExportError {
         /// blake3 of the given source.
         actual: String,
     },
+    /// `--bundle` of a tool that is not a compose tool.
+    #[error("export: {0:?} is not a compose tool: only compose tools are bundled (export it as is)")]
+    NotCompose(String),
+    /// The bundle could not be made.
+    #[error("export: {0}")]
+    Bundle(#[from] crate::compose::bundle::BundleError),
     /// The stored artifact is not well formed.
     #[error("export: {0}")]
     Artifact(#[from] crate::artifact::ArtifactError),
