@@ -67,6 +67,15 @@ python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["impl
 "$temper" call slugify --input '{"text": "Seen by another agent"}' --store "$store" --agent other-agent
 "$temper" audit verify "${reg[@]}"
 
+echo "== compose: a pipeline of two forged tools, run linked, then bundled into one component"
+"$temper" forge tests/fixtures/compose/fahrenheit_plus.json --judge rules "${reg[@]}"
+"$temper" call fahrenheit_plus --input '{"celsius": 37, "offset": 0.4}' "${reg[@]}"
+"$temper" export fahrenheit_plus --bundle -o "$out/fahrenheit_plus.bundle.wasm" "${reg[@]}"
+"$temper" inspect "$out/fahrenheit_plus.bundle.wasm"
+rm -rf "$out/store3"
+"$temper" import "$out/fahrenheit_plus.bundle.wasm" --judge rules --store "$out/store3" --agent bundle-agent
+"$temper" call fahrenheit_plus --input '{"celsius": 37, "offset": 0.4}' --store "$out/store3" --agent bundle-agent
+
 echo "== artifacts: export, inspect, verify by rebuilding, import into another store"
 "$temper" export add_numbers -o "$out/add_numbers.wasm" --sidecar "${reg[@]}"
 "$temper" inspect "$out/add_numbers.wasm"

@@ -33,8 +33,12 @@ pub enum VerifyError {
     /// No source to rebuild from.
     #[error("verify: the artifact carries no source: pass --source or --request")]
     NoSource,
-    /// The request is compose mode.
-    #[error("verify: compose tools are not supported yet")]
+    /// The request or the file is a compose tool: its adapter pins its
+    /// steps by the blake3 of artifacts in a registry, so it is rebuilt by
+    /// forging the same request against that registry, not by `verify`.
+    #[error(
+        "verify: compose tools are not rebuilt by verify (their steps are pinned in a registry): forge the same request against the same registry and compare ids"
+    )]
     Compose,
     /// The rebuild failed.
     #[error("verify: rebuilding failed: {0}")]

@@ -83,26 +83,47 @@ pub fn inspect(file: &Path, common: &Common) -> Result<(), String> {
 
 /// `temper export NAME|ID -o FILE`.
 #[allow(clippy::too_many_arguments)]
+/// What `temper export` writes.
+pub struct ExportKind<'a> {
+    /// Include the source.
+    pub with_source: bool,
+    /// The source to include.
+    pub source: Option<&'a Path>,
+    /// A compose tool's bundle.
+    pub bundle: bool,
+}
+
 pub fn export(
     name: &str,
     output: &Path,
-    with_source: bool,
-    source: Option<&Path>,
+    kind: ExportKind<'_>,
     sidecar: bool,
     registry: &Registry,
     common: &Common,
 ) -> Result<(), String> {
     let opened = Opened::open(registry, common, None)?;
-    let source = source.map(crate::read_source).transpose()?;
-    let exported = opened
-        .forge
-        .export(
+    let source = kind.source.map(crate::read_source).transpose()?;
+    let exported = if kind.bundle {
+        opened.forge.export_bundle(name, &opened.ctx)
+    } else {
+        opened.forge.export(
             name,
             &opened.ctx,
-            with_source || source.is_some(),
+            kind.with_source || source.is_some(),
             source.as_deref(),
         )
-        .map_err(|e| e.to_string())?;
+    }
+    .map_err(|e| e.to_string())?;
+    // A bundle's host-native steps stay imports: list them.
+    let natives: Vec<String> = if kind.bundle {
+        temper::compose::adapter::component_imports(&exported.bytes)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| !name.contains(':'))
+            .collect()
+    } else {
+        Vec::new()
+    };
     crate::write_atomically(output, &exported.bytes)?;
     let sidecar_path = sidecar.then(|| {
         let mut p = output.as_os_str().to_owned();
@@ -118,7 +139,7 @@ pub fn export(
     if common.json {
         println!(
             "{}",
-            json!({"ok": true, "id": exported.id, "path": output, "bytes": exported.bytes.len(), "sidecar": sidecar_path})
+            json!({"ok": true, "id": exported.id, "path": output, "bytes": exported.bytes.len(), "sidecar": sidecar_path, "nativeImports": natives})
         );
     } else {
         println!(
@@ -128,6 +149,14 @@ pub fn export(
             exported.bytes.len(),
             exported.id
         );
+        if kind.bundle {
+            let listed = if natives.is_empty() {
+                "none".to_string()
+            } else {
+                natives.join(", ")
+            };
+            println!("host-native imports  {listed}");
+        }
     }
     Ok(())
 }

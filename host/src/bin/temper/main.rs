@@ -145,6 +145,11 @@ enum Command {
         /// entries), kept out of the artifact's bytes.
         #[arg(long)]
         sidecar: bool,
+        /// A compose tool as one self-contained component: its adapter
+        /// composed with its component steps; host-native steps stay
+        /// imports, listed.
+        #[arg(long, conflicts_with_all = ["with_source", "source"])]
+        bundle: bool,
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
@@ -542,13 +547,17 @@ async fn run(cli: Cli) -> Result<(), String> {
             with_source,
             source,
             sidecar,
+            bundle,
             registry,
             common,
         } => artifacts::export(
             &name,
             &output,
-            with_source,
-            source.as_deref(),
+            artifacts::ExportKind {
+                with_source,
+                source: source.as_deref(),
+                bundle,
+            },
             sidecar,
             &registry,
             &common,
