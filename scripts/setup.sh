@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Temper's build needs on a fresh Debian machine, idempotently:
-# the wasm32-wasip2 Rust target, Debian's clang-14 / lld-14 / wasi-libc, and
-# the sysroot folder QuickJS's C build uses. Safe to run again: it only
-# installs what is missing.
+# the wasm32-wasip2 and wasm32-unknown-unknown Rust targets, Debian's
+# clang-14 / lld-14 / wasi-libc, and the sysroot folder QuickJS's C build
+# uses. Safe to run again: it only installs what is missing.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -10,6 +10,10 @@ root="$(cd "$here/.." && pwd)"
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
   echo "setup: adding Rust target wasm32-wasip2" >&2
   rustup target add wasm32-wasip2
+fi
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  echo "setup: adding Rust target wasm32-unknown-unknown (the compose core)" >&2
+  rustup target add wasm32-unknown-unknown
 fi
 
 need=()

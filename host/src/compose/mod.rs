@@ -117,10 +117,9 @@
 //! );
 //! ```
 
-pub mod deps;
-pub mod expr;
-pub mod mapping;
-pub mod spec;
+pub use temper_compose_mapping::{deps, expr, mapping, spec};
+
+pub mod core;
 
 use serde_json::Value;
 use thiserror::Error;

@@ -2,7 +2,7 @@
 //!
 //! Only the shape is checked here (names, tools, that every `inputMapping`
 //! is an object); the expressions inside the mappings are checked by
-//! [`crate::compose::mapping::compile`].
+//! [`crate::mapping::compile`].
 
 use std::fmt;
 
@@ -160,8 +160,8 @@ pub fn is_valid_step_name(name: &str) -> bool {
 }
 
 impl ComposeSpec {
-    /// Parses `implementation.steps` of a compose request (see
-    /// [`crate::request::Implementation::Compose`]).
+    /// Parses `implementation.steps` of a compose request (the `steps`
+    /// array of a compose-mode `implementation`).
     pub fn parse(steps: &[Value]) -> Result<Self, SpecError> {
         if steps.is_empty() {
             return Err(SpecError::NoSteps);

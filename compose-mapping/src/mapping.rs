@@ -1,7 +1,7 @@
 //! Compiling `inputMapping`s at forge time and evaluating them at run time.
 //!
 //! [`compile`] parses every string of every step's mapping once (see
-//! [`crate::compose::expr`]) and checks that `$prev` and `$steps.NAME` refer
+//! [`crate::expr`]) and checks that `$prev` and `$steps.NAME` refer
 //! to earlier steps; [`evaluate`] builds a step's input from the compose
 //! tool's input and the outputs of the steps run so far. Every error names
 //! the step and the mapping key path (`steps[1] ("summarize")
@@ -10,8 +10,8 @@
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use super::expr::{self, ExprError, Part, Reference, Root, StringExpr};
-use super::spec::{ComposeSpec, StepRef, json_type};
+use crate::expr::{self, ExprError, Part, Reference, Root, StringExpr};
+use crate::spec::{ComposeSpec, StepRef, json_type};
 
 /// How deeply objects and arrays may nest inside one `inputMapping`.
 pub const MAX_MAPPING_DEPTH: usize = 32;
@@ -226,7 +226,7 @@ pub fn compile(spec: &ComposeSpec) -> Result<CompiledSpec, MappingError> {
 impl CompiledSpec {
     /// The distinct tools the steps call, in order of first use.
     pub fn tools(&self) -> Vec<String> {
-        super::spec::distinct_in_order(self.steps.iter().map(|s| s.tool.as_str()))
+        crate::spec::distinct_in_order(self.steps.iter().map(|s| s.tool.as_str()))
     }
 }
 
@@ -546,7 +546,7 @@ fn available_fields(object: &Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compose::expr::ExprErrorKind;
+    use crate::expr::ExprErrorKind;
     use serde_json::json;
 
     /// Parses and compiles steps given as JSON.

@@ -3,9 +3,9 @@
 //! and how a string splits into literal text and references.
 //!
 //! This module only parses; whether `$steps.NAME` names an earlier step is
-//! checked by [`crate::compose::mapping::compile`], and values are looked up
-//! by [`crate::compose::mapping::evaluate`]. See [`crate::compose`] for the
-//! rules with examples.
+//! checked by [`crate::mapping::compile`], and values are looked up
+//! by [`crate::mapping::evaluate`]. The host's `temper::compose` module
+//! documents the rules with examples.
 
 use std::fmt;
 
