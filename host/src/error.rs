@@ -136,11 +136,11 @@ pub enum RunError {
         /// The step's index in the pipeline (0-based).
         index: usize,
         /// The step's name.
-        step: String,
+        step: Box<str>,
         /// The tool it calls.
-        tool: String,
+        tool: Box<str>,
         /// The step's own error.
-        message: String,
+        message: Box<str>,
     },
     /// The shim reported an internal error.
     #[error("run: internal error: {message}")]

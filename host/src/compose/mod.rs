@@ -121,6 +121,10 @@ pub use temper_compose_mapping::{deps, expr, mapping, spec};
 
 pub mod core;
 
+pub mod adapter;
+pub mod bundle;
+pub mod run;
+
 use serde_json::Value;
 use thiserror::Error;
 

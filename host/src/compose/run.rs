@@ -227,9 +227,9 @@ impl Runtime {
                 Err(CallFailure {
                     error: RunError::Step {
                         index,
-                        step: step.name.clone(),
-                        tool: step.tool.clone(),
-                        message,
+                        step: step.name.as_str().into(),
+                        tool: step.tool.as_str().into(),
+                        message: message.into(),
                     },
                     logs,
                 })

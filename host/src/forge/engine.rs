@@ -41,6 +41,11 @@ use crate::runtime::{Artifact, CallFailure, CallOutput, Runtime, Tool};
 use crate::store::{ArtifactId, AuditKind, Store, StoreError, Tier, ToolRecord, ToolStats};
 use crate::testcase::{CaseResult, run_cases, run_cases_with};
 
+/// What [`Forge::call_artifact`] returns: the output, its console lines and
+/// the call's latency (µs).
+type CallFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<(Value, Vec<LogLine>, u64), InvokeError>> + Send + 'a>>;
+
 /// How deep compose tools may nest (a compose step that is itself a
 /// compose tool is one level). Cycles are refused at forge time; this
 /// bounds the run even so.
@@ -1178,8 +1183,7 @@ impl Forge {
         m: &'a ArtifactManifest,
         input: &'a Value,
         depth: usize,
-    ) -> Pin<Box<dyn Future<Output = Result<(Value, Vec<LogLine>, u64), InvokeError>> + Send + 'a>>
-    {
+    ) -> CallFuture<'a> {
         Box::pin(async move {
             let name = &m.name;
             let schemas = self.schemas_for(id, m)?;
