@@ -245,24 +245,7 @@ fn dispatcher_module(imports: &[String], spec: &[u8]) -> Result<Vec<u8>, Adapter
     let mut functions = FunctionSection::new();
     functions.function(1).function(2).function(3);
 
-    let mut memories = MemorySection::new();
-    memories.memory(MemoryType {
-        minimum: min_pages,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
-
-    let mut globals = GlobalSection::new();
-    globals.global(
-        GlobalType {
-            val_type: ValType::I32,
-            mutable: true,
-            shared: false,
-        },
-        &ConstExpr::i32_const(heap_start as i32),
-    );
+    let (memories, globals) = memory_and_heap(min_pages, heap_start);
 
     let mut exports = ExportSection::new();
     exports
@@ -302,6 +285,29 @@ fn dispatcher_module(imports: &[String], spec: &[u8]) -> Result<Vec<u8>, Adapter
         .section(&code)
         .section(&data);
     Ok(module.finish())
+}
+
+/// A generated module's memory (growable from `min_pages`) and the bump
+/// pointer global of [`realloc_body`], starting at `heap_start`.
+pub(crate) fn memory_and_heap(min_pages: u64, heap_start: u64) -> (MemorySection, GlobalSection) {
+    let mut memories = MemorySection::new();
+    memories.memory(MemoryType {
+        minimum: min_pages,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
+    let mut globals = GlobalSection::new();
+    globals.global(
+        GlobalType {
+            val_type: ValType::I32,
+            mutable: true,
+            shared: false,
+        },
+        &ConstExpr::i32_const(heap_start as i32),
+    );
+    (memories, globals)
 }
 
 /// `cabi_realloc(old_ptr, old_size, align, new_size) -> ptr`: a bump

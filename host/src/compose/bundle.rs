@@ -26,14 +26,13 @@ use thiserror::Error;
 use wac_graph::{CompositionGraph, EncodeOptions, NodeId, types::Package};
 use wasm_encoder::{
     CodeSection, ConstExpr, DataSection, ExportKind, ExportSection, Function, FunctionSection,
-    GlobalSection, GlobalType, Instruction, MemorySection, MemoryType, Module, TypeSection,
-    ValType,
+    Instruction, Module, TypeSection, ValType,
 };
 use wit_component::{ComponentEncoder, StringEncoding};
 use wit_parser::Resolve;
 use wit_parser::abi::{AbiVariant, WasmType};
 
-use super::adapter::{RUN_INTERFACE, import_name, realloc_body};
+use super::adapter::{RUN_INTERFACE, import_name, memory_and_heap, realloc_body};
 
 /// The capabilities a bundle can deny per step, and the interface each
 /// one is.
@@ -328,23 +327,7 @@ pub fn deny_component(cap: &str, iface: &str) -> Result<Vec<u8>, BundleError> {
         code.function(&body);
         exports.export(&format!("{iface}#{}", func.name), ExportKind::Func, index);
     }
-    let mut memories = MemorySection::new();
-    memories.memory(MemoryType {
-        minimum: 1,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
-    let mut globals = GlobalSection::new();
-    globals.global(
-        GlobalType {
-            val_type: ValType::I32,
-            mutable: true,
-            shared: false,
-        },
-        &ConstExpr::i32_const(heap_start as i32),
-    );
+    let (memories, globals) = memory_and_heap(1, heap_start);
     let mut data = DataSection::new();
     let mut ret = vec![1u8, 0, 0, 0];
     ret.extend_from_slice(&DENY_MSG.to_le_bytes());

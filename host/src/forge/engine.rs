@@ -1040,16 +1040,20 @@ impl Forge {
         }
     }
 
+    /// The bytes of artifact `id` from the store (a failure names `tool`).
+    fn artifact_bytes(&self, id: &ArtifactId, tool: &str) -> Result<Vec<u8>, InvokeError> {
+        self.inner
+            .store
+            .get_artifact(id)
+            .map_err(|e| Self::load_error(tool)(e.to_string()))
+    }
+
     async fn loaded(&self, id: &ArtifactId, name: &str) -> Result<Tool, InvokeError> {
         if let Some(tool) = lock(&self.inner.loaded).get(id) {
             return Ok(tool.clone());
         }
         let load_err = Self::load_error(name);
-        let bytes = self
-            .inner
-            .store
-            .get_artifact(id)
-            .map_err(|e| load_err(e.to_string()))?;
+        let bytes = self.artifact_bytes(id, name)?;
         let tool = self
             .inner
             .runtime
@@ -1070,11 +1074,7 @@ impl Forge {
             return Ok(tool.clone());
         }
         let load_err = Self::load_error(&m.name);
-        let bytes = self
-            .inner
-            .store
-            .get_artifact(id)
-            .map_err(|e| load_err(e.to_string()))?;
+        let bytes = self.artifact_bytes(id, &m.name)?;
         let steps = m.steps.iter().map(|s| s.name.clone()).collect();
         let tool = self
             .inner
@@ -1093,11 +1093,7 @@ impl Forge {
             return Ok(m.clone());
         }
         let load_err = Self::load_error(tool);
-        let bytes = self
-            .inner
-            .store
-            .get_artifact(id)
-            .map_err(|e| load_err(e.to_string()))?;
+        let bytes = self.artifact_bytes(id, tool)?;
         let manifest = Arc::new(artifact::read_manifest(&bytes).map_err(|e| load_err(e.to_string()))?);
         lock(&self.inner.step_manifests).insert(id.clone(), manifest.clone());
         Ok(manifest)
