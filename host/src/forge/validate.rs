@@ -60,6 +60,13 @@ pub fn check<'r>(
         Implementation::Sandbox { .. } => validate(request, policy).map(Checked::Sandbox),
         Implementation::Compose { steps } => {
             let schemas = check_common(request)?;
+            // The pipeline rides in the adapter as data: the source cap.
+            let size = serde_json::to_string(steps).map_or(usize::MAX, |s| s.len());
+            if size > MAX_SOURCE_BYTES {
+                return Err(ValidateError::Compose(format!(
+                    "the steps are {size} bytes of JSON, over the {MAX_SOURCE_BYTES}-byte limit"
+                )));
+            }
             let spec = crate::compose::compile_steps(steps)?;
             let names: Vec<&str> = spec.steps.iter().map(|s| s.name.as_str()).collect();
             crate::compose::adapter::import_names(&names)
@@ -349,6 +356,15 @@ mod tests {
             err.contains("steps[1] (\"step2\")") && err.contains("`step2`"),
             "{err}"
         );
+        // The steps are capped like a source: 1 MiB of JSON.
+        let big = |n: usize| Implementation::Compose {
+            steps: vec![json!({"name": "a", "tool": "t", "inputMapping": {"x": "y".repeat(n)}})],
+        };
+        r.implementation = big(MAX_SOURCE_BYTES);
+        let err = check(&r, &policy).unwrap_err().to_string();
+        assert!(err.contains("over the 1048576-byte limit"), "{err}");
+        r.implementation = big(MAX_SOURCE_BYTES - 100);
+        assert!(matches!(check(&r, &policy), Ok(Checked::Compose(_))));
     }
 
     #[test]
