@@ -430,18 +430,11 @@ async fn fetch_analyze_report_seed_fetches_from_a_local_server() {
 
     let mut request = compose_seed("fetch_analyze_report");
     request.test_cases[0].input["endpoint"] = json!(endpoint);
-    // The seed has no outputSchema, which the forge requires of every tool.
-    let err = refused(&forge, &request, &ctx()).await;
-    assert_eq!(
-        err.to_string(),
-        "validate: outputSchema is not a valid JSON Schema: missing (a JSON Schema object is required)"
-    );
-    request.output_schema = json!({
-        "type": "object",
-        "properties": {"output": {"type": "string"}},
-        "required": ["output"],
-    });
+    // The seed has no outputSchema: a compose tool then takes its last
+    // step's (generate_text's here).
+    assert!(request.output_schema.is_null());
     let f = forged(&forge, &request, &ctx()).await;
+    assert_eq!(f.tool.output_schema, json!({"type": "object"}));
     assert_eq!(
         f.tool
             .steps

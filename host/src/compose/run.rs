@@ -189,6 +189,7 @@ impl Runtime {
         let mut store = Store::new(self.engine().engine(), state);
         store.limiter(|state| &mut state.memory);
         arm_deadline(&mut store, limits.timeout);
+        let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(limits.timeout, async {
             let instance = tool.inner.pre.instantiate_async(&mut store).await?;
             let run = tool.inner.run.load(&mut store, &instance)?;
@@ -217,11 +218,19 @@ impl Runtime {
                 logs,
                 compiled: true,
             }),
-            // A step failed: name it (a timeout of the whole run stays one).
+            // A timeout of the whole run stays one, also when a step's own
+            // deadline (as long, started a little later) ended it first.
             (Err(RunError::Timeout { limit_ms }), _) => Err(CallFailure {
                 error: RunError::Timeout { limit_ms },
                 logs,
             }),
+            (Err(_), _) if started.elapsed() >= limits.timeout => Err(CallFailure {
+                error: RunError::Timeout {
+                    limit_ms: limits.timeout.as_millis() as u64,
+                },
+                logs,
+            }),
+            // A step failed: name it.
             (Err(_), Some((index, message))) => {
                 let step = &state.steps[index];
                 Err(CallFailure {

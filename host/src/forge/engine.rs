@@ -36,7 +36,7 @@ use crate::artifact::{self, ArtifactManifest, StepRef};
 use crate::compose::run::{ComposeTool, LinkedStep, StepCall, StepFuture, StepOutput};
 use crate::error::BuildError;
 use crate::host_state::LogLine;
-use crate::request::ForgeRequest;
+use crate::request::{ForgeRequest, Implementation};
 use crate::runtime::{Artifact, CallFailure, CallOutput, Runtime, Tool};
 use crate::store::{ArtifactId, AuditKind, Store, StoreError, Tier, ToolRecord, ToolStats};
 use crate::testcase::{CaseResult, run_cases, run_cases_with};
@@ -509,6 +509,39 @@ impl Forge {
         )
     }
 
+    /// A compose request without an `outputSchema` takes its last step's
+    /// (the last step's output is the tool's output, already checked
+    /// against that schema); any other request is returned as is.
+    fn with_inherited_output_schema<'r>(
+        &self,
+        request: &'r ForgeRequest,
+        ctx: &ForgeContext,
+    ) -> std::borrow::Cow<'r, ForgeRequest> {
+        let Implementation::Compose { steps } = &request.implementation else {
+            return std::borrow::Cow::Borrowed(request);
+        };
+        if !request.output_schema.is_null() {
+            return std::borrow::Cow::Borrowed(request);
+        }
+        let Some(tool) = steps.last().and_then(|s| s.get("tool")).and_then(Value::as_str) else {
+            return std::borrow::Cow::Borrowed(request);
+        };
+        let schema = match self.resolve(tool, ctx) {
+            Ok(target) => Some(target.manifest.artifact.output_schema),
+            Err(_) => lock(&self.inner.natives)
+                .get(tool)
+                .map(|n| n.spec.output_schema.clone()),
+        };
+        match schema {
+            Some(schema) => {
+                let mut owned = request.clone();
+                owned.output_schema = schema;
+                std::borrow::Cow::Owned(owned)
+            }
+            None => std::borrow::Cow::Borrowed(request),
+        }
+    }
+
     async fn pipeline(
         &self,
         request: &ForgeRequest,
@@ -520,6 +553,7 @@ impl Forge {
 
         // VALIDATE
         progress(Stage::Validate);
+        let request = &*self.with_inherited_output_schema(request, ctx);
         let v = match validate::check(request, runtime.policy())? {
             Checked::Sandbox(v) => v,
             Checked::Compose(v) => {
