@@ -155,7 +155,11 @@ async fn a_bundle_runs_standalone_with_the_linked_outputs() {
 
         let manifest = read_manifest(&exported.bytes).unwrap();
         assert_eq!(manifest.mode, "bundle");
-        assert_eq!(manifest.capabilities, ["crypto"], "union of the steps' grants");
+        assert_eq!(
+            manifest.capabilities,
+            ["crypto"],
+            "union of the steps' grants"
+        );
         // Imports: the tool world's (from the JS steps) and the native tool
         // by its own name; no step import is left.
         let imports: Vec<String> = component_imports(&exported.bytes)
@@ -165,19 +169,25 @@ async fn a_bundle_runs_standalone_with_the_linked_outputs() {
             .collect();
         assert!(imports.contains(&"web-search".to_string()), "{imports:?}");
         for gone in ["up", "hash", "search", "first", "nested"] {
-            assert!(!imports.contains(&gone.to_string()), "{gone} in {imports:?}");
+            assert!(
+                !imports.contains(&gone.to_string()),
+                "{gone} in {imports:?}"
+            );
         }
         assert!(
-            imports
-                .iter()
-                .all(|i| i == "web-search" || i.starts_with("wasi:") || i.starts_with("temper:tool/")),
+            imports.iter().all(|i| i == "web-search"
+                || i.starts_with("wasi:")
+                || i.starts_with("temper:tool/")),
             "{imports:?}"
         );
 
         // A second host with only the bundle file (no registry entries).
         let dir2 = tempfile::tempdir().unwrap();
         let standalone = self::forge(dir2.path());
-        let tool = standalone.load_bundle(exported.bytes.clone()).await.unwrap();
+        let tool = standalone
+            .load_bundle(exported.bytes.clone())
+            .await
+            .unwrap();
         let out = standalone
             .runtime()
             .call(&tool, &input.to_string())
@@ -212,7 +222,11 @@ async fn a_bundle_without_its_native_tool_is_refused_naming_it() {
     let bare = Forge::builder(runtime, Arc::new(Store::open(dir2.path()).unwrap()))
         .judge(Arc::new(RulesJudge::standard()))
         .build();
-    let err = bare.load_bundle(bytes.clone()).await.err().expect("refused");
+    let err = bare
+        .load_bundle(bytes.clone())
+        .await
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("web-search"), "{err}");
     // Importing it into the registry is refused the same way; nothing lands.
     let err = bare
@@ -220,7 +234,11 @@ async fn a_bundle_without_its_native_tool_is_refused_naming_it() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("web-search"), "{err}");
-    assert!(bare.visible_tools(&ForgeContext::new("a", "s")).unwrap().is_empty());
+    assert!(
+        bare.visible_tools(&ForgeContext::new("a", "s"))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +288,10 @@ async fn a_step_without_crypto_stays_denied_inside_the_bundle() {
         .unwrap();
 
     // Linked: the host denies the ungranted step.
-    let err = forge.invoke("mixed", &json!({"go": true}), &c).await.unwrap_err();
+    let err = forge
+        .invoke("mixed", &json!({"go": true}), &c)
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().contains("capability not granted: crypto"),
         "{err}"
@@ -278,7 +299,10 @@ async fn a_step_without_crypto_stays_denied_inside_the_bundle() {
     // Bundled: the bundle as a whole holds crypto (the digest step needs
     // it), but the sneaky step's crypto import is the deny instance.
     let exported = forge.export_bundle("mixed", &c).unwrap();
-    assert_eq!(read_manifest(&exported.bytes).unwrap().capabilities, ["crypto"]);
+    assert_eq!(
+        read_manifest(&exported.bytes).unwrap().capabilities,
+        ["crypto"]
+    );
     let tool = forge.load_bundle(exported.bytes).await.unwrap();
     let err = forge
         .runtime()
@@ -290,7 +314,11 @@ async fn a_step_without_crypto_stays_denied_inside_the_bundle() {
         "{err}"
     );
     // The granted step still hashes inside the bundle.
-    let out = forge.runtime().call(&tool, r#"{"go": false}"#).await.unwrap();
+    let out = forge
+        .runtime()
+        .call(&tool, r#"{"go": false}"#)
+        .await
+        .unwrap();
     assert_eq!(out.output, r#"{"r":"idle"}"#);
 }
 
@@ -300,7 +328,10 @@ async fn only_compose_tools_are_bundled() {
     let forge = forge(dir.path());
     forge_pipeline(&forge).await;
     let err = forge.export_bundle("upper", &ctx()).unwrap_err();
-    assert!(matches!(err, ExportError::NotCompose(ref n) if n == "upper"), "{err}");
+    assert!(
+        matches!(err, ExportError::NotCompose(ref n) if n == "upper"),
+        "{err}"
+    );
     let err = forge.export_bundle("nope", &ctx()).unwrap_err();
     assert!(matches!(err, ExportError::NotFound(_)), "{err}");
 }

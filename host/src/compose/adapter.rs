@@ -121,9 +121,10 @@ pub fn import_name(step: &str) -> Option<String> {
         }
     }
     if words.is_empty()
-        || words
-            .iter()
-            .any(|w| !w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+        || words.iter().any(|w| {
+            !w.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
     {
         return None;
     }
@@ -228,10 +229,9 @@ fn dispatcher_module(imports: &[String], spec: &[u8]) -> Result<Vec<u8>, Adapter
         [ValType::I32],
     );
     // 2: `call-step` lifted (index, input ptr, input len) -> return area.
-    types.ty().function(
-        [ValType::I32, ValType::I32, ValType::I32],
-        [ValType::I32],
-    );
+    types
+        .ty()
+        .function([ValType::I32, ValType::I32, ValType::I32], [ValType::I32]);
     // 3: `spec` lifted () -> return area.
     types.ty().function([], [ValType::I32]);
 
@@ -256,7 +256,11 @@ fn dispatcher_module(imports: &[String], spec: &[u8]) -> Result<Vec<u8>, Adapter
             ExportKind::Func,
             call_step_fn,
         )
-        .export(&format!("{STEPS_INTERFACE}#spec"), ExportKind::Func, spec_fn);
+        .export(
+            &format!("{STEPS_INTERFACE}#spec"),
+            ExportKind::Func,
+            spec_fn,
+        );
 
     let mut code = CodeSection::new();
     code.function(&realloc_body());
@@ -434,8 +438,13 @@ fn call_step_body(steps: u32) -> Function {
 /// stay imports of the result; `run` is exported.
 fn compose(core: &[u8], dispatcher: &[u8]) -> Result<Vec<u8>, AdapterError> {
     let mut graph = CompositionGraph::new();
-    let core_pkg = Package::from_bytes("temper:compose-core", None, core.to_vec(), graph.types_mut())
-        .map_err(compose_err)?;
+    let core_pkg = Package::from_bytes(
+        "temper:compose-core",
+        None,
+        core.to_vec(),
+        graph.types_mut(),
+    )
+    .map_err(compose_err)?;
     let core_pkg = graph.register_package(core_pkg).map_err(compose_err)?;
     let disp_pkg = Package::from_bytes(
         "temper:compose-dispatcher",

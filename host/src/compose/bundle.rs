@@ -122,9 +122,10 @@ pub fn bundle(adapter: &[u8], steps: &[(String, BundleStep)]) -> Result<Vec<u8>,
         let (with, without): (Vec<_>, Vec<_>) = steps
             .iter()
             .filter_map(|(name, s)| match s {
-                BundleStep::Component { capabilities, .. } => {
-                    Some((name.clone(), capabilities.iter().any(|c| c == "fs.readFile")))
-                }
+                BundleStep::Component { capabilities, .. } => Some((
+                    name.clone(),
+                    capabilities.iter().any(|c| c == "fs.readFile"),
+                )),
                 BundleStep::Native { .. } => None,
             })
             .partition(|(_, has)| *has);
@@ -137,9 +138,16 @@ pub fn bundle(adapter: &[u8], steps: &[(String, BundleStep)]) -> Result<Vec<u8>,
     }
 
     let mut graph = CompositionGraph::new();
-    let adapter_pkg = Package::from_bytes("temper:bundle-adapter", None, adapter.to_vec(), graph.types_mut())
+    let adapter_pkg = Package::from_bytes(
+        "temper:bundle-adapter",
+        None,
+        adapter.to_vec(),
+        graph.types_mut(),
+    )
+    .map_err(err("adapter"))?;
+    let adapter_pkg = graph
+        .register_package(adapter_pkg)
         .map_err(err("adapter"))?;
-    let adapter_pkg = graph.register_package(adapter_pkg).map_err(err("adapter"))?;
     let adapter_world = graph[adapter_pkg].ty();
     let adapter_inst = graph.instantiate(adapter_pkg);
 
@@ -157,11 +165,18 @@ pub fn bundle(adapter: &[u8], steps: &[(String, BundleStep)]) -> Result<Vec<u8>,
             continue;
         }
         let bytes = deny_component(cap, iface)?;
-        let pkg = Package::from_bytes(&format!("temper:deny-{cap}"), None, bytes, graph.types_mut())
-            .map_err(err("deny"))?;
+        let pkg = Package::from_bytes(
+            &format!("temper:deny-{cap}"),
+            None,
+            bytes,
+            graph.types_mut(),
+        )
+        .map_err(err("deny"))?;
         let pkg = graph.register_package(pkg).map_err(err("deny"))?;
         let inst = graph.instantiate(pkg);
-        let export = graph.alias_instance_export(inst, iface).map_err(err("deny"))?;
+        let export = graph
+            .alias_instance_export(inst, iface)
+            .map_err(err("deny"))?;
         deny_nodes.push((cap, iface, export));
     }
 
@@ -299,13 +314,20 @@ pub fn deny_component(cap: &str, iface: &str) -> Result<Vec<u8>, BundleError> {
     code.function(&realloc_body());
     exports.export("cabi_realloc", ExportKind::Func, 0);
     exports.export("memory", ExportKind::Memory, 0);
-    let funcs: Vec<_> = resolve.interfaces[iface_id].functions.values().cloned().collect();
+    let funcs: Vec<_> = resolve.interfaces[iface_id]
+        .functions
+        .values()
+        .cloned()
+        .collect();
     for (i, func) in funcs.iter().enumerate() {
         let sig = resolve.wasm_signature(AbiVariant::GuestExport, func);
         if sig.results.len() != 1 || !sig.retptr {
             return Err(BundleError::Compose {
                 stage: "deny",
-                message: format!("{iface}#{}: result is not returned through memory", func.name),
+                message: format!(
+                    "{iface}#{}: result is not returned through memory",
+                    func.name
+                ),
             });
         }
         let params: Vec<ValType> = sig

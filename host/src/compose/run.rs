@@ -20,7 +20,9 @@ use super::adapter::{STEP_FUNC, TYPES_INTERFACE, import_names};
 use crate::bindings::{RunIndices, ToolError};
 use crate::error::{LoadError, RunError};
 use crate::host_state::{LogLine, MemoryCap};
-use crate::runtime::{CallFailure, CallOutput, RUN_EXPORT, Runtime, arm_deadline, classify_trap_with};
+use crate::runtime::{
+    CallFailure, CallOutput, RUN_EXPORT, Runtime, arm_deadline, classify_trap_with,
+};
 
 /// What a step returned: its JSON output text and its console lines.
 #[derive(Debug, Clone, Default)]
@@ -100,11 +102,10 @@ impl Runtime {
         let imports = import_names(&names).map_err(|e| LoadError::Invalid(e.to_string()))?;
         let rt = self.clone();
         let compiled_bytes = bytes.clone();
-        let component =
-            tokio::task::spawn_blocking(move || rt.engine().compile(&compiled_bytes))
-                .await
-                .map_err(|e| LoadError::Invalid(e.to_string()))?
-                .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
+        let component = tokio::task::spawn_blocking(move || rt.engine().compile(&compiled_bytes))
+            .await
+            .map_err(|e| LoadError::Invalid(e.to_string()))?
+            .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
         let engine = self.engine().engine();
         let ty = component.component_type();
         for (name, item) in ty.imports(engine) {
@@ -256,7 +257,9 @@ async fn call_step(
     input: String,
 ) -> wasmtime::Result<(Result<String, ToolError>,)> {
     let Some(step) = store.data().steps.get(index).cloned() else {
-        return Ok((Err(ToolError::Internal(format!("no step {index} is linked"))),));
+        return Ok((Err(ToolError::Internal(format!(
+            "no step {index} is linked"
+        ))),));
     };
     let outcome = step.call.call(input).await;
     let state = store.data_mut();
@@ -354,12 +357,9 @@ mod tests {
 
     async fn load(rt: &Runtime) -> ComposeTool {
         let bytes = generate(&steps()).unwrap();
-        rt.load_compose(
-            Arc::new(bytes),
-            vec!["search".into(), "summarize_2".into()],
-        )
-        .await
-        .unwrap()
+        rt.load_compose(Arc::new(bytes), vec!["search".into(), "summarize_2".into()])
+            .await
+            .unwrap()
     }
 
     #[test]
@@ -377,7 +377,9 @@ mod tests {
         check_adapter_imports(&a, &["search".into(), "summarize2".into()]).unwrap();
         // The check fails when the expected steps differ.
         assert!(check_adapter_imports(&a, &["search".into()]).is_err());
-        assert!(check_adapter_imports(&a, &["search".into(), "x".into(), "summarize2".into()]).is_err());
+        assert!(
+            check_adapter_imports(&a, &["search".into(), "x".into(), "summarize2".into()]).is_err()
+        );
         // Another pipeline, other bytes.
         let mut other = steps();
         other[0]["inputMapping"]["n"] = json!(3);
@@ -389,7 +391,11 @@ mod tests {
         let rt = runtime(5_000);
         let tool = load(&rt).await;
         let out = rt
-            .call_compose(&tool, linked(vec![echo("S"), echo("G")]), r#"{"topic":"wasm"}"#)
+            .call_compose(
+                &tool,
+                linked(vec![echo("S"), echo("G")]),
+                r#"{"topic":"wasm"}"#,
+            )
             .await
             .unwrap();
         let v: Value = serde_json::from_str(&out.output).unwrap();
@@ -402,10 +408,19 @@ mod tests {
 
         // A missing field: a clear error naming step and key, no step 2 call.
         let err = rt
-            .call_compose(&tool, linked(vec![
-                step_fn(|_| async { Ok(StepOutput { output: r#"{"nothing":1}"#.into(), logs: vec![] }) }),
-                step_fn(|_| async { panic!("step 2 must not run") }),
-            ]), r#"{"topic":"wasm"}"#)
+            .call_compose(
+                &tool,
+                linked(vec![
+                    step_fn(|_| async {
+                        Ok(StepOutput {
+                            output: r#"{"nothing":1}"#.into(),
+                            logs: vec![],
+                        })
+                    }),
+                    step_fn(|_| async { panic!("step 2 must not run") }),
+                ]),
+                r#"{"topic":"wasm"}"#,
+            )
             .await
             .unwrap_err();
         assert!(
@@ -413,7 +428,10 @@ mod tests {
             "{err}"
         );
         // Bad JSON input never reaches the adapter.
-        let err = rt.call_compose(&tool, linked(vec![echo("S"), echo("G")]), "{").await.unwrap_err();
+        let err = rt
+            .call_compose(&tool, linked(vec![echo("S"), echo("G")]), "{")
+            .await
+            .unwrap_err();
         assert!(matches!(err.error, RunError::BadInput { .. }), "{err}");
     }
 
@@ -427,7 +445,9 @@ mod tests {
             .call_compose(
                 &tool,
                 linked(vec![
-                    step_fn(|_| async { Err("run: the tool trapped: wasm `unreachable`".to_string()) }),
+                    step_fn(|_| async {
+                        Err("run: the tool trapped: wasm `unreachable`".to_string())
+                    }),
                     step_fn(move |_| {
                         flag.store(true, std::sync::atomic::Ordering::SeqCst);
                         async { Ok(StepOutput::default()) }
@@ -448,9 +468,13 @@ mod tests {
         );
         assert!(!ran_second.load(std::sync::atomic::Ordering::SeqCst));
         // The runtime and the adapter keep working.
-        rt.call_compose(&tool, linked(vec![echo("S"), echo("G")]), r#"{"topic":"y"}"#)
-            .await
-            .unwrap();
+        rt.call_compose(
+            &tool,
+            linked(vec![echo("S"), echo("G")]),
+            r#"{"topic":"y"}"#,
+        )
+        .await
+        .unwrap();
     }
 
     #[tokio::test]
@@ -474,9 +498,13 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.error, RunError::Timeout { limit_ms: 300 });
         assert!(started.elapsed() < Duration::from_secs(10));
-        rt.call_compose(&tool, linked(vec![echo("S"), echo("G")]), r#"{"topic":"y"}"#)
-            .await
-            .unwrap();
+        rt.call_compose(
+            &tool,
+            linked(vec![echo("S"), echo("G")]),
+            r#"{"topic":"y"}"#,
+        )
+        .await
+        .unwrap();
     }
 
     #[tokio::test]
@@ -489,6 +517,9 @@ mod tests {
             .await
             .err()
             .expect("refused");
-        assert!(matches!(err, LoadError::ImportNotAllowed(ref n) if n == "summarize2"), "{err}");
+        assert!(
+            matches!(err, LoadError::ImportNotAllowed(ref n) if n == "summarize2"),
+            "{err}"
+        );
     }
 }

@@ -523,7 +523,11 @@ impl Forge {
         if !request.output_schema.is_null() {
             return std::borrow::Cow::Borrowed(request);
         }
-        let Some(tool) = steps.last().and_then(|s| s.get("tool")).and_then(Value::as_str) else {
+        let Some(tool) = steps
+            .last()
+            .and_then(|s| s.get("tool"))
+            .and_then(Value::as_str)
+        else {
             return std::borrow::Cow::Borrowed(request);
         };
         let schema = match self.resolve(tool, ctx) {
@@ -886,7 +890,11 @@ impl Forge {
     /// mode `bundle` whose capabilities are the union of its steps' (steps
     /// not granted `fetch`/`crypto` get a deny instance instead). Same tool,
     /// same bytes.
-    pub fn export_bundle(&self, name_or_id: &str, ctx: &ForgeContext) -> Result<Exported, ExportError> {
+    pub fn export_bundle(
+        &self,
+        name_or_id: &str,
+        ctx: &ForgeContext,
+    ) -> Result<Exported, ExportError> {
         let visible = self.visible_tools(ctx)?;
         let info = visible
             .iter()
@@ -897,7 +905,10 @@ impl Forge {
         if info.mode != "compose" {
             return Err(ExportError::NotCompose(info.name));
         }
-        let bytes = self.inner.store.get_artifact(&ArtifactId::from_hex(&info.id)?)?;
+        let bytes = self
+            .inner
+            .store
+            .get_artifact(&ArtifactId::from_hex(&info.id)?)?;
         let (bundle, manifest) = self.bundle_of(&bytes, 0)?;
         let bytes = artifact::embed(&bundle, &manifest)?;
         let provenance = self.provenance(&info.name)?;
@@ -911,7 +922,11 @@ impl Forge {
 
     /// The bundle of the compose artifact `bytes` (without a manifest
     /// section) and the manifest it gets.
-    fn bundle_of(&self, bytes: &[u8], depth: usize) -> Result<(Vec<u8>, ArtifactManifest), ExportError> {
+    fn bundle_of(
+        &self,
+        bytes: &[u8],
+        depth: usize,
+    ) -> Result<(Vec<u8>, ArtifactManifest), ExportError> {
         use crate::compose::bundle::{BundleError, BundleStep, bundle, bundle_capabilities};
         let (manifest, adapter) = artifact::split(bytes)?;
         if depth >= MAX_COMPOSE_DEPTH {
@@ -982,14 +997,22 @@ impl Forge {
             }
             let native = lock(&self.inner.natives)
                 .values()
-                .find(|n| crate::compose::adapter::import_name(&n.spec.name).as_deref() == Some(&name))
+                .find(|n| {
+                    crate::compose::adapter::import_name(&n.spec.name).as_deref() == Some(&name)
+                })
                 .cloned()
                 .ok_or_else(|| {
                     ImportError::Load(crate::error::LoadError::ImportNotAllowed(format!(
                         "{name} (not a host-native tool registered on this host)"
                     )))
                 })?;
-            natives.push((native.spec.name.clone(), Arc::new(NativeStep { tool: native, timeout })));
+            natives.push((
+                native.spec.name.clone(),
+                Arc::new(NativeStep {
+                    tool: native,
+                    timeout,
+                }),
+            ));
         }
         self.inner
             .runtime
@@ -1122,13 +1145,18 @@ impl Forge {
 
     /// The manifest of the artifact `id` (a compose step), read from the
     /// artifact once.
-    fn step_manifest(&self, id: &ArtifactId, tool: &str) -> Result<Arc<ArtifactManifest>, InvokeError> {
+    fn step_manifest(
+        &self,
+        id: &ArtifactId,
+        tool: &str,
+    ) -> Result<Arc<ArtifactManifest>, InvokeError> {
         if let Some(m) = lock(&self.inner.step_manifests).get(id) {
             return Ok(m.clone());
         }
         let load_err = Self::load_error(tool);
         let bytes = self.artifact_bytes(id, tool)?;
-        let manifest = Arc::new(artifact::read_manifest(&bytes).map_err(|e| load_err(e.to_string()))?);
+        let manifest =
+            Arc::new(artifact::read_manifest(&bytes).map_err(|e| load_err(e.to_string()))?);
         lock(&self.inner.step_manifests).insert(id.clone(), manifest.clone());
         Ok(manifest)
     }
@@ -1269,7 +1297,11 @@ impl Forge {
     /// through [`Forge::call_artifact`] (its own instance, grants, limits
     /// and schema checks; a compose step nests one level deeper), a native
     /// step through its registered function.
-    fn link_steps(&self, m: &ArtifactManifest, depth: usize) -> Result<Vec<LinkedStep>, InvokeError> {
+    fn link_steps(
+        &self,
+        m: &ArtifactManifest,
+        depth: usize,
+    ) -> Result<Vec<LinkedStep>, InvokeError> {
         let load_err = Self::load_error(&m.name);
         if depth >= MAX_COMPOSE_DEPTH {
             return Err(load_err(format!(
@@ -1363,7 +1395,11 @@ impl Forge {
     /// `spec.output_schema`. Native tools are compose steps every agent of
     /// this host may use (see [`super::native`]). The name follows the
     /// forged-tool rules and must not be a native tool already.
-    pub fn register_native<F, Fut>(&self, spec: NativeToolSpec, call: F) -> Result<(), ValidateError>
+    pub fn register_native<F, Fut>(
+        &self,
+        spec: NativeToolSpec,
+        call: F,
+    ) -> Result<(), ValidateError>
     where
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, String>> + Send + 'static,

@@ -236,7 +236,9 @@ pub enum ExportError {
         actual: String,
     },
     /// `--bundle` of a tool that is not a compose tool.
-    #[error("export: {0:?} is not a compose tool: only compose tools are bundled (export it as is)")]
+    #[error(
+        "export: {0:?} is not a compose tool: only compose tools are bundled (export it as is)"
+    )]
     NotCompose(String),
     /// The bundle could not be made.
     #[error("export: {0}")]
