@@ -841,13 +841,7 @@ impl Forge {
         with_source: bool,
         source: Option<&str>,
     ) -> Result<Exported, ExportError> {
-        let visible = self.visible_tools(ctx)?;
-        let info = visible
-            .iter()
-            .find(|t| t.name == name_or_id)
-            .or_else(|| visible.iter().find(|t| t.id == name_or_id))
-            .ok_or_else(|| ExportError::NotFound(name_or_id.to_string()))?
-            .clone();
+        let info = self.find_visible(name_or_id, ctx)?;
         let id = ArtifactId::from_hex(&info.id)?;
         let mut bytes = self.inner.store.get_artifact(&id)?;
         // A compose tool's manifest carries its whole pipeline already.
@@ -883,6 +877,17 @@ impl Forge {
         })
     }
 
+    /// The tool `name_or_id` (a name, else an artifact id) as `ctx` sees it.
+    fn find_visible(&self, name_or_id: &str, ctx: &ForgeContext) -> Result<ToolInfo, ExportError> {
+        let visible = self.visible_tools(ctx)?;
+        visible
+            .iter()
+            .find(|t| t.name == name_or_id)
+            .or_else(|| visible.iter().find(|t| t.id == name_or_id))
+            .cloned()
+            .ok_or_else(|| ExportError::NotFound(name_or_id.to_string()))
+    }
+
     /// A compose tool as one self-contained component (see
     /// [`crate::compose::bundle`]): its adapter composed with its component
     /// steps (nested compose steps bundled first), host-native steps left
@@ -895,13 +900,7 @@ impl Forge {
         name_or_id: &str,
         ctx: &ForgeContext,
     ) -> Result<Exported, ExportError> {
-        let visible = self.visible_tools(ctx)?;
-        let info = visible
-            .iter()
-            .find(|t| t.name == name_or_id)
-            .or_else(|| visible.iter().find(|t| t.id == name_or_id))
-            .ok_or_else(|| ExportError::NotFound(name_or_id.to_string()))?
-            .clone();
+        let info = self.find_visible(name_or_id, ctx)?;
         if info.mode != "compose" {
             return Err(ExportError::NotCompose(info.name));
         }
