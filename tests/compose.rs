@@ -1184,3 +1184,91 @@ async fn the_same_compose_request_gives_the_same_tool_id() {
     .await;
     assert_ne!(f.tool.id, ids[0].1);
 }
+
+// ---- 10. limits and refusals of the compose API ---------------------------
+
+/// Compose tools nested past `MAX_COMPOSE_DEPTH` are refused when the test
+/// stage runs them (cycles are impossible by hash; the depth still bounds
+/// a long honest chain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nesting_past_the_depth_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let forge = forge_on(runtime(), dir.path());
+    echo(&forge);
+    let max = temper::forge::engine::MAX_COMPOSE_DEPTH;
+    let mut below = "echo".to_string();
+    for level in 0..max {
+        let name = format!("level{level}");
+        let steps = json!([{"name": "s", "tool": below, "inputMapping": {"n": level}}]);
+        forged(&forge, &compose(&name, steps, &[json!({})]), &ctx()).await;
+        below = name;
+    }
+    // `max` compose tools deep runs (echo sees the innermost mapping,
+    // level0's); one more does not.
+    let out = forge.invoke(&below, &json!({}), &ctx()).await.unwrap();
+    assert_eq!(out.output, json!({"n": 0}));
+    let steps = json!([{"name": "s", "tool": below, "inputMapping": {"n": 99}}]);
+    let err = refused(&forge, &compose("too_deep", steps, &[json!({})]), &ctx()).await;
+    assert_eq!(err.stage(), Stage::Test, "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("compose tools nest more than {max} levels deep")),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_registration_and_compose_import_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let forge = forge_on(runtime(), dir.path());
+    let spec = |name: &str, output: Value| NativeToolSpec {
+        name: name.into(),
+        description: "d".into(),
+        input_schema: json!({"type": "object"}),
+        output_schema: output,
+    };
+    let ok = |_: Value| async { Ok(json!({})) };
+    forge
+        .register_native(spec("echo", json!({"type": "object"})), ok)
+        .unwrap();
+    for (name, schema, why) in [
+        (
+            "echo",
+            json!({"type": "object"}),
+            "is already a host-native tool",
+        ),
+        ("../x", json!({"type": "object"}), "path characters"),
+        ("Echo2", json!({"type": "object"}), "snake_case"),
+        ("fine", json!({"type": 12}), "outputSchema"),
+    ] {
+        let err = forge.register_native(spec(name, schema), ok).unwrap_err();
+        assert!(err.to_string().contains(why), "{name}: {err}");
+    }
+    assert_eq!(
+        forge
+            .native_tools()
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>(),
+        ["echo"]
+    );
+
+    // A compose artifact names steps pinned in this store: importing it
+    // elsewhere is refused with the way out, and nothing lands.
+    let steps = json!([{"name": "s", "tool": "echo", "inputMapping": {"a": 1}}]);
+    let f = forged(&forge, &compose("piped", steps, &[json!({})]), &ctx()).await;
+    let bytes = artifact_bytes(&forge, &f.tool.id);
+    let dir2 = tempfile::tempdir().unwrap();
+    let other = forge_on(runtime(), dir2.path());
+    let err = other
+        .import(bytes, &ForgeContext::new("b", "s"), Tier::Agent)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("export it with --bundle"), "{err}");
+    assert!(
+        other
+            .visible_tools(&ForgeContext::new("b", "s"))
+            .unwrap()
+            .is_empty()
+    );
+}

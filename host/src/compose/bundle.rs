@@ -375,3 +375,59 @@ pub fn deny_component(cap: &str, iface: &str) -> Result<Vec<u8>, BundleError> {
         .encode()
         .map_err(&e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(caps: &[&str]) -> BundleStep {
+        BundleStep::Component {
+            bytes: Vec::new(),
+            capabilities: caps.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn mixed_file_grants_are_refused_naming_the_steps() {
+        let steps = vec![
+            ("reader".to_string(), component(&["fs.readFile"])),
+            ("other".to_string(), component(&["fetch"])),
+            (
+                "native".to_string(),
+                BundleStep::Native { tool: "t".into() },
+            ),
+        ];
+        assert_eq!(
+            bundle(&[], &steps).unwrap_err(),
+            BundleError::MixedFileGrants {
+                with: vec!["reader".into()],
+                without: vec!["other".into()],
+            }
+        );
+        assert_eq!(bundle_capabilities(&steps), ["fetch", "fs.readFile"]);
+        assert_eq!(native_imports(&steps), ["t"]);
+    }
+
+    #[test]
+    fn deny_components_answer_for_every_function() {
+        for (cap, iface) in DENIABLE {
+            let bytes = deny_component(cap, iface).unwrap();
+            let exports: Vec<String> = wit_component::decode(&bytes)
+                .map(|d| match d {
+                    wit_component::DecodedWasm::Component(resolve, world) => resolve.worlds[world]
+                        .exports
+                        .keys()
+                        .map(|k| resolve.name_world_key(k))
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .unwrap();
+            assert_eq!(exports, [iface.to_string()]);
+            let imports = crate::compose::adapter::component_imports(&bytes).unwrap();
+            assert!(
+                imports.iter().all(|(n, _)| n == "temper:tool/types@0.1.0"),
+                "{imports:?}"
+            );
+        }
+    }
+}

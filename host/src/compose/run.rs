@@ -508,6 +508,63 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_output_and_memory_caps_hold_for_the_adapter() {
+        let rt = Runtime::builder()
+            .limits(Limits {
+                output_bytes: 1024,
+                memory_bytes: 32 << 20,
+                ..Limits::default()
+            })
+            .cache_dir(None)
+            .max_concurrent_instances(8)
+            .build()
+            .unwrap();
+        let tool = load(&rt).await;
+        let big = |n: usize| {
+            step_fn(move |_| async move {
+                Ok(StepOutput {
+                    output: json!({"output": "x".repeat(n), "count": 1}).to_string(),
+                    logs: vec![],
+                })
+            })
+        };
+        // The last step's output passes through the adapter: over the cap.
+        let err = rt
+            .call_compose(
+                &tool,
+                linked(vec![echo("S"), big(2048)]),
+                r#"{"topic":"x"}"#,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err.error,
+                RunError::OutputTooLarge {
+                    limit_bytes: 1024,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A step output larger than the adapter's memory cap: copied into
+        // the dispatcher's memory, refused there, reported as memory.
+        let err = rt
+            .call_compose(
+                &tool,
+                linked(vec![big(40 << 20), echo("G")]),
+                r#"{"topic":"x"}"#,
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err.error, RunError::Memory { .. }), "{err}");
+        // Under both caps it runs.
+        rt.call_compose(&tool, linked(vec![echo("S"), big(100)]), r#"{"topic":"x"}"#)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
     async fn a_component_importing_more_than_its_steps_is_refused() {
         let rt = runtime(1_000);
         let bytes = generate(&steps()).unwrap();

@@ -976,7 +976,7 @@ impl Forge {
         self.inner
             .runtime
             .grant(&base, &manifest.capabilities)
-            .map_err(|e| ImportError::Load(crate::error::LoadError::Invalid(e.to_string())))
+            .map_err(|e| ImportError::Capabilities(vec![e.to_string()]))
     }
 
     /// A bundle's component with its native imports linked (no grants):
