@@ -27,7 +27,7 @@ use temper::forge::{
 };
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
-use temper::store::{AuditKind, Store, Tier};
+use temper::store::{AuditKind, Registry, Tier};
 
 fn runtime_with(policy: HostPolicy, transport: TransportOptions) -> Runtime {
     support::runtime_builder()
@@ -45,8 +45,8 @@ fn rules() -> Arc<dyn Judge> {
     Arc::new(RulesJudge::standard())
 }
 
-fn store(dir: &Path) -> Arc<Store> {
-    Arc::new(Store::open(dir).expect("store"))
+fn store(dir: &Path) -> Arc<Registry> {
+    Arc::new(Registry::open(dir).expect("store"))
 }
 
 fn seed(name: &str) -> ForgeRequest {
@@ -75,7 +75,7 @@ fn ctx() -> ForgeContext {
     ForgeContext::new("agent-1", "session-1")
 }
 
-fn audit(store: &Store) -> Vec<temper::store::AuditEntry> {
+fn audit(store: &Registry) -> Vec<temper::store::AuditEntry> {
     store.audit_entries(0, 100_000).unwrap()
 }
 
@@ -818,7 +818,7 @@ fn eight_threads_forge_and_invoke_against_one_store() {
     for t in threads {
         t.join().unwrap();
     }
-    let st = Store::open(dir.path()).unwrap();
+    let st = Registry::open(dir.path()).unwrap();
     let report = st.verify_audit().unwrap();
     // Per thread: forge decision, promotion, registration.
     assert_eq!(report.entries, 8 * 3);
@@ -892,7 +892,7 @@ fn crash_child() {
 /// registry row's artifact is present and hashes to its id; every row has
 /// its registration entry; every shared tool has its approval.
 fn assert_consistent(dir: &Path, agents: &[String]) -> usize {
-    let st = Store::open(dir).expect("the store opens after a crash");
+    let st = Registry::open(dir).expect("the store opens after a crash");
     st.verify_audit().expect("audit chain intact");
     let entries = audit(&st);
     let mut rows = st.shared_tools().unwrap();

@@ -65,6 +65,11 @@ pub struct ForgeConfig {
     /// blake3 is recorded, the artifact holds bytecode).
     #[serde(default)]
     pub persist_sandbox_source: bool,
+    /// Capacities of the forge's in-memory caches (loaded tools, compose
+    /// adapters, manifests, schemas); each evicts its least recently used
+    /// entry when full.
+    #[serde(default)]
+    pub cache: super::cache::CacheCapacity,
 }
 
 fn default_max_session() -> usize {
@@ -81,6 +86,7 @@ impl Default for ForgeConfig {
             max_agent_tools: DEFAULT_MAX_AGENT_TOOLS,
             promotion_threshold: PromotionThreshold::default(),
             persist_sandbox_source: false,
+            cache: super::cache::CacheCapacity::default(),
         }
     }
 }

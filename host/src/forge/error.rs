@@ -251,6 +251,12 @@ pub enum ExportError {
     Store(#[from] StoreError),
 }
 
+impl From<crate::id::InvalidArtifactId> for ExportError {
+    fn from(e: crate::id::InvalidArtifactId) -> Self {
+        ExportError::Store(StoreError::from(e))
+    }
+}
+
 impl ForgeError {
     /// The stage that refused the request.
     pub fn stage(&self) -> Stage {

@@ -16,18 +16,18 @@
 //!   the last commits on power loss; the audit head hash handed to callers
 //!   must not be rolled back, so FULL is chosen.) A killed process leaves
 //!   either a committed or a rolled-back transaction.
-//! - A busy timeout (default 10 s, [`StoreOptions::busy_timeout`]) lets many
+//! - A busy timeout (default 10 s, [`RegistryOptions::busy_timeout`]) lets many
 //!   threads and processes share one store; every writing transaction is
 //!   `BEGIN IMMEDIATE`, so writers queue on the lock instead of failing on a
 //!   read-to-write upgrade.
-//! - [`Store::register`] first checks that the artifact file exists, hashes
+//! - [`Registry::register`] first checks that the artifact file exists, hashes
 //!   to its id, and is fsynced (file and directory), and only then inserts
 //!   the row, so no registry row can point at a missing artifact.
-//! - Changes through [`Store::register`], [`Store::promote`] and
-//!   [`Store::delete`] append their audit entry in the same transaction.
+//! - Changes through [`Registry::register`], [`Registry::promote`] and
+//!   [`Registry::delete`] append their audit entry in the same transaction.
 //! - A crash mid-write can leave `.tmp-*.partial` files in `artifacts/`;
 //!   their names never parse as an [`ArtifactId`], so they are never served.
-//!   [`Store::open`] deletes those older than [`StoreOptions::stale_temp_age`]
+//!   [`Registry::open`] deletes those older than [`RegistryOptions::stale_temp_age`]
 //!   (younger ones may belong to a live writer in another process).
 //! - Artifact files are never deleted by the store (several tools may share
 //!   one); deleting a tool removes its row, stats and latencies only.
@@ -35,9 +35,9 @@
 //! # Tiers
 //!
 //! Session-tier tools live in memory in the engine and are not persisted
-//! here: [`Store::register`] refuses [`Tier::Session`]. The store keeps the
+//! here: [`Registry::register`] refuses [`Tier::Session`]. The store keeps the
 //! agent tier (owned by one agent) and the shared tier (visible to all), and
-//! [`Store::promote`] moves an agent-tier tool to the shared tier.
+//! [`Registry::promote`] moves an agent-tier tool to the shared tier.
 //! Authorization (who may promote or delete) is the caller's concern.
 //!
 //! # Statistics
@@ -61,8 +61,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use artifacts::ArtifactId;
-pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH, canonical_json};
+use crate::canonical_json::canonical_json;
+pub use crate::id::ArtifactId;
+pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH};
 pub use error::{AuditError, StoreError};
 pub use schema::SCHEMA_VERSION;
 
@@ -124,7 +125,7 @@ pub struct ToolRecord {
     /// Schemas, allowlist, test cases, `sourceBlake3`, optional source.
     pub manifest: Value,
     /// The seq of its registration audit entry; assigned by
-    /// [`Store::register`] (the value passed in is ignored).
+    /// [`Registry::register`] (the value passed in is ignored).
     pub created_seq: i64,
 }
 
@@ -176,9 +177,9 @@ impl ToolStats {
     }
 }
 
-/// Tuning for [`Store::open_with`].
+/// Tuning for [`Registry::open_with`].
 #[derive(Debug, Clone)]
-pub struct StoreOptions {
+pub struct RegistryOptions {
     /// How long a writer waits for another's lock before failing with
     /// `SQLITE_BUSY`. Default 10 s.
     pub busy_timeout: Duration,
@@ -187,9 +188,9 @@ pub struct StoreOptions {
     pub stale_temp_age: Duration,
 }
 
-impl Default for StoreOptions {
+impl Default for RegistryOptions {
     fn default() -> Self {
-        StoreOptions {
+        RegistryOptions {
             busy_timeout: Duration::from_secs(10),
             stale_temp_age: Duration::from_secs(15 * 60),
         }
@@ -197,9 +198,9 @@ impl Default for StoreOptions {
 }
 
 /// An open store. `Send + Sync`: one connection behind a mutex; for parallel
-/// writers open one `Store` per thread or process (SQLite serializes them).
+/// writers open one `Registry` per thread or process (SQLite serializes them).
 #[derive(Debug)]
-pub struct Store {
+pub struct Registry {
     dir: PathBuf,
     artifacts: artifacts::ArtifactDir,
     conn: Mutex<Connection>,
@@ -311,17 +312,17 @@ fn enable_wal(conn: &Connection, timeout: Duration) -> Result<(), StoreError> {
     }
 }
 
-impl Store {
+impl Registry {
     /// Opens (creating if needed) the store in `dir` with default
-    /// [`StoreOptions`]: creates `dir/artifacts`, opens `dir/temper.db` in WAL
+    /// [`RegistryOptions`]: creates `dir/artifacts`, opens `dir/temper.db` in WAL
     /// mode with `synchronous=FULL` and a busy timeout, runs pending
     /// migrations, and deletes stale temp artifact files.
-    pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        Store::open_with(dir, StoreOptions::default())
+    pub fn open(dir: &Path) -> Result<Registry, StoreError> {
+        Registry::open_with(dir, RegistryOptions::default())
     }
 
-    /// [`Store::open`] with explicit options.
-    pub fn open_with(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+    /// [`Registry::open`] with explicit options.
+    pub fn open_with(dir: &Path, options: RegistryOptions) -> Result<Registry, StoreError> {
         const OP: &str = "open";
         std::fs::create_dir_all(dir).map_err(StoreError::io(OP, dir))?;
         let artifacts = artifacts::ArtifactDir::open(dir.join("artifacts"))?;
@@ -335,7 +336,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(StoreError::sqlite(OP))?;
         schema::migrate(&mut conn)?;
-        Ok(Store {
+        Ok(Registry {
             dir: dir.to_owned(),
             artifacts,
             conn: Mutex::new(conn),
@@ -353,7 +354,7 @@ impl Store {
         self.artifacts.dir()
     }
 
-    /// How many stale temp artifact files [`Store::open`] deleted.
+    /// How many stale temp artifact files [`Registry::open`] deleted.
     pub fn removed_temp_files(&self) -> usize {
         self.removed_temp_files
     }
@@ -410,7 +411,7 @@ impl Store {
     /// `registration` audit entry in the same transaction; returns the stored
     /// record with `created_seq` set to that entry's seq.
     ///
-    /// The artifact must already be in the store ([`Store::put_artifact`]):
+    /// The artifact must already be in the store ([`Registry::put_artifact`]):
     /// it is re-hashed and fsynced before the row is inserted. Fails with
     /// [`StoreError::Conflict`] if (tier, owner, name) exists, and with
     /// [`StoreError::Invalid`] for [`Tier::Session`] or an agent-tier record
@@ -419,7 +420,7 @@ impl Store {
         self.register_with(record, None)
     }
 
-    /// [`Store::register`] for a tool promoted from the session tier: a
+    /// [`Registry::register`] for a tool promoted from the session tier: a
     /// `promotion` audit entry with `payload` (the panel's verdicts) is
     /// appended in the same transaction, before the registration entry, so
     /// the trail never shows one without the other.
@@ -431,7 +432,7 @@ impl Store {
         self.register_with(record, Some((AuditKind::Promotion, payload)))
     }
 
-    /// [`Store::register`] with an audit entry of `kind` and `payload` (for
+    /// [`Registry::register`] with an audit entry of `kind` and `payload` (for
     /// example the forge decision of an imported tool) appended in the same
     /// transaction, before the registration entry.
     pub fn register_with_entry(
@@ -572,7 +573,7 @@ impl Store {
         row.map(|r| r.into_record(OP)).transpose()
     }
 
-    /// Deletes the tool [`Store::get`] would return (with its stats) and
+    /// Deletes the tool [`Registry::get`] would return (with its stats) and
     /// appends a `deletion` audit entry by `agent` in the same transaction;
     /// returns the deleted record. The artifact file is kept.
     pub fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError> {
@@ -603,7 +604,7 @@ impl Store {
     /// [`Tier::Shared`] is a promotion the store holds) and appends a
     /// `promotion` audit entry in the same transaction. Its stats move with
     /// it. Fails with [`StoreError::Conflict`] if a shared tool of that name
-    /// exists. Record the approval first with [`Store::append_audit`].
+    /// exists. Record the approval first with [`Registry::append_audit`].
     pub fn promote(
         &self,
         name: &str,
@@ -692,8 +693,8 @@ impl Store {
     // ---- statistics ------------------------------------------------------
 
     /// Records one call of the tool `name` as `agent` sees it (see
-    /// [`Store::get`]). Failure details belong in an `invocation_failure`
-    /// audit entry ([`Store::append_audit`]).
+    /// [`Registry::get`]). Failure details belong in an `invocation_failure`
+    /// audit entry ([`Registry::append_audit`]).
     pub fn record_invocation(
         &self,
         name: &str,

@@ -393,32 +393,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 // A forge request: the artifact carries its manifest.
                 let req = temper::request::ForgeRequest::from_json(&text)
                     .map_err(|e| format!("{}: not a forge request: {e}", source.display()))?;
-                let temper::request::Implementation::Sandbox { code, allowlist } =
-                    &req.implementation
-                else {
-                    return Err(format!(
-                        "{}: a compose request calls registered tools: forge it with `temper forge` (a registry holds its steps)",
-                        req.name
-                    ));
-                };
-                let built = runtime.build(code).await.map_err(|e| e.to_string())?;
-                let manifest = temper::artifact::ArtifactManifest::sandbox(
-                    &req.name,
-                    &req.description,
-                    &req.input_schema,
-                    &req.output_schema,
-                    allowlist,
-                    &req.test_cases,
-                    code,
-                    false,
-                );
-                let bytes =
-                    temper::artifact::embed(&built.bytes, &manifest).map_err(|e| e.to_string())?;
-                temper::Artifact {
-                    id: blake3::hash(&bytes).to_hex().to_string(),
-                    bytes: std::sync::Arc::new(bytes),
-                    bytecode: built.bytecode,
-                }
+                temper::forge::build::build_sandbox(&runtime, &req, false)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .artifact
             } else {
                 runtime.build(&text).await.map_err(|e| e.to_string())?
             };

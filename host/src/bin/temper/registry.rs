@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use temper::forge::judge::{Judge, LlmJudge, LlmJudgeConfig, NoJudge, ReviewFocus, RulesJudge};
 use temper::forge::session::SessionSnapshot;
 use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeResult, ToolInfo};
-use temper::store::Store;
+use temper::store::Registry as ToolRegistry;
 
 use crate::Common;
 
@@ -178,7 +178,7 @@ impl Opened {
                 .ok_or("no platform data directory: pass --store DIR")?
                 .join("temper"),
         };
-        let store = Store::open(&dir).map_err(|e| e.to_string())?;
+        let store = ToolRegistry::open(&dir).map_err(|e| e.to_string())?;
         let config = match &registry.forge_config {
             None => ForgeConfig::default(),
             Some(path) => {
