@@ -16,6 +16,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod artifact;
 mod bindings;
 pub mod canonical_json;

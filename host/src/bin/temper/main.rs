@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 mod artifacts;
 mod registry;
@@ -318,25 +317,16 @@ impl Common {
 
     pub(crate) fn runtime(&self) -> Result<Runtime, String> {
         let policy = self.policy()?;
-        let from_policy = &policy.limits;
-        let defaults = Limits::default();
-        let timeout_ms = self
-            .timeout_ms
-            .or(from_policy.timeout_ms)
-            .unwrap_or(defaults.timeout.as_millis() as u64);
-        let memory_bytes = self
-            .memory_mb
-            .or(from_policy.memory_mb.map(|m| m as usize))
-            .map(|mb| mb << 20)
-            .unwrap_or(defaults.memory_bytes);
-        let output_bytes = self
-            .max_output_bytes
-            .or(from_policy.max_output_bytes.map(|b| b as usize))
-            .unwrap_or(defaults.output_bytes);
-        let limits = defaults
-            .with_timeout(Duration::from_millis(timeout_ms))
-            .with_memory_bytes(memory_bytes)
-            .with_output_bytes(output_bytes);
+        // The flags override the policy's `[limits]`, which override the
+        // defaults (the library applies the policy's part).
+        let flags = temper::policy::LimitsConfig {
+            timeout_ms: self.timeout_ms,
+            memory_mb: self.memory_mb.map(|mb| mb as u64),
+            max_output_bytes: self.max_output_bytes.map(|b| b as u64),
+        };
+        let limits = Limits::default()
+            .with_policy(&policy.limits)
+            .with_policy(&flags);
         let mut builder = Runtime::builder().limits(limits).policy(policy);
         if let Some(dir) = &self.cache_dir {
             builder = builder.cache_dir(Some(dir.clone()));
