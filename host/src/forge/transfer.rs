@@ -96,12 +96,17 @@ impl Forge {
                 .await
                 .map_err(ImportError::Load)?
         };
+        let tool = self
+            .inner
+            .runtime
+            .grant(&base, &manifest.capabilities)
+            .map_err(ValidateError::from)?;
         let source = manifest.source.clone();
         self.admit(
             Admission {
                 manifest,
                 bytes: Arc::new(bytes),
-                runnable: Runnable::Sandbox(base),
+                runnable: Runnable::Sandbox(tool),
                 schemas,
                 source,
                 imported: true,

@@ -579,4 +579,166 @@ mod tests {
         };
         assert!(check_occupancy("t", "a", "s", Tier::Shared, taken, &cfg).is_err());
     }
+
+    /// A registry view over fixed data, for the checks that read one.
+    struct FakeView {
+        tools: Vec<(String, ViewedTool)>,
+        natives: Vec<(String, Value)>,
+        occupancy: Occupancy,
+    }
+
+    impl RegistryView for FakeView {
+        fn caller(&self) -> (&str, &str) {
+            ("agent-a", "session-1")
+        }
+        fn tool(&self, name: &str) -> Result<Option<ViewedTool>, StoreError> {
+            Ok(self
+                .tools
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone()))
+        }
+        fn native_output_schema(&self, name: &str) -> Option<Value> {
+            self.natives
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s.clone())
+        }
+        fn occupancy(&self, _name: &str) -> Result<Occupancy, StoreError> {
+            Ok(self.occupancy)
+        }
+    }
+
+    fn sandbox_tool(name: &str, output_schema: Value) -> (String, ViewedTool) {
+        let m =
+            ArtifactManifest::sandbox(name, "d", &json!({}), &output_schema, &[], &[], OK, false);
+        let artifact = ArtifactId::of(name.as_bytes());
+        (
+            name.to_string(),
+            ViewedTool {
+                artifact,
+                manifest: m,
+            },
+        )
+    }
+
+    fn compose_request(name: &str, tools: &[&str]) -> ForgeRequest {
+        let mut r = request(OK, &[]);
+        r.name = name.into();
+        r.output_schema = Value::Null;
+        r.implementation = Implementation::Compose {
+            steps: tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| json!({"name": format!("s{i}"), "tool": t, "inputMapping": {}}))
+                .collect(),
+        };
+        r
+    }
+
+    fn view(tools: Vec<(String, ViewedTool)>) -> FakeView {
+        FakeView {
+            tools,
+            natives: vec![(
+                "web_search".into(),
+                json!({"type": "object", "title": "native"}),
+            )],
+            occupancy: Occupancy {
+                session_tools: 0,
+                agent_tools: 0,
+                name_taken: None,
+            },
+        }
+    }
+
+    #[test]
+    fn compose_steps_are_pinned_and_the_last_steps_schema_inherited() {
+        let (name, upper) = sandbox_tool("upper", json!({"type": "object", "title": "upper"}));
+        let pinned = upper.artifact.to_string();
+        let v = view(vec![(name, upper)]);
+        let r = compose_request("pipeline", &["web_search", "upper"]);
+        let valid =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap();
+        assert_eq!(valid.request.output_schema["title"], "upper");
+        let Checked::Compose(c) = valid.checked else {
+            panic!("a compose request validates as compose");
+        };
+        assert_eq!(c.refs.len(), 2);
+        assert_eq!(c.refs[0].blake3, None, "a native step is pinned by name");
+        assert_eq!(c.refs[1].blake3.as_deref(), Some(pinned.as_str()));
+
+        // Ending on the native step inherits its schema instead.
+        let r = compose_request("pipeline", &["upper", "web_search"]);
+        let valid =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap();
+        assert_eq!(valid.request.output_schema["title"], "native");
+    }
+
+    #[test]
+    fn a_step_the_caller_cannot_call_is_refused_naming_it() {
+        let v = view(vec![]);
+        let r = compose_request("pipeline", &["web_search", "ghost"]);
+        let err = check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("steps[1] (\"s1\")")
+                && err.contains(
+                    "\"ghost\" is not callable by agent \"agent-a\" in session \"session-1\""
+                ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_compose_cycle_through_the_registry_is_refused() {
+        // `loop_b` (registered) calls `loop_a`: forging `loop_a` over
+        // `loop_b` would close the loop.
+        let (name, mut b) = sandbox_tool("loop_b", json!({}));
+        b.manifest.mode = Mode::Compose;
+        b.manifest.steps = vec![StepRef {
+            name: "s0".into(),
+            tool: "loop_a".into(),
+            blake3: None,
+            input_mapping: json!({}),
+        }];
+        let v = view(vec![(name, b)]);
+        let r = compose_request("loop_a", &["loop_b"]);
+        let err =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap_err();
+        assert!(matches!(err, ValidateError::Cycle(_)), "{err}");
+        assert!(
+            err.to_string().contains("loop_a -> loop_b -> loop_a"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn occupancy_is_read_through_the_view() {
+        let mut v = view(vec![]);
+        v.occupancy.name_taken = Some(Tier::Agent);
+        let err = check_request(
+            &request(OK, &[]),
+            &HostPolicy::deny_all(),
+            &ForgeConfig::default(),
+            &v,
+        )
+        .unwrap_err();
+        assert!(matches!(err, ValidateError::NameTaken { .. }), "{err}");
+        v.occupancy.name_taken = None;
+        v.occupancy.session_tools = ForgeConfig::default().max_session_tools;
+        let err = check_request(
+            &request(OK, &[]),
+            &HostPolicy::deny_all(),
+            &ForgeConfig::default(),
+            &v,
+        )
+        .unwrap_err();
+        assert!(matches!(err, ValidateError::SessionFull { .. }), "{err}");
+        v.occupancy.session_tools = 0;
+        let r = request(OK, &[]);
+        let valid =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap();
+        assert!(matches!(valid.checked, Checked::Sandbox(_)));
+    }
 }
