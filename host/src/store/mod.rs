@@ -50,6 +50,7 @@ mod artifacts;
 mod audit;
 mod error;
 mod schema;
+mod stats;
 #[cfg(test)]
 mod tests;
 
@@ -66,9 +67,7 @@ pub use crate::id::ArtifactId;
 pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH};
 pub use error::{AuditError, StoreError};
 pub use schema::SCHEMA_VERSION;
-
-/// How many recent per-call latencies are kept per tool for the p95.
-pub const LATENCY_WINDOW: usize = 1000;
+pub use stats::{LATENCY_WINDOW, ToolStats};
 
 /// Where a tool lives and who sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -127,54 +126,6 @@ pub struct ToolRecord {
     /// The seq of its registration audit entry; assigned by
     /// [`Registry::register`] (the value passed in is ignored).
     pub created_seq: i64,
-}
-
-/// Call statistics of one tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolStats {
-    /// Calls recorded (all time).
-    pub total_calls: u64,
-    /// Calls that succeeded (all time).
-    pub successes: u64,
-    /// `successes / total_calls`; 0 when there were no calls.
-    pub success_rate: f64,
-    /// Mean latency over all calls, in milliseconds; 0 when there were none.
-    pub avg_latency_ms: f64,
-    /// 95th-percentile latency (nearest rank) over the last
-    /// [`LATENCY_WINDOW`] calls, in milliseconds; 0 when there were none.
-    pub p95_latency_ms: f64,
-}
-
-impl ToolStats {
-    /// The figures from exact counters and the recent latencies (µs, any
-    /// order): the p95 is the nearest rank over `recent_us`.
-    pub fn from_counts(
-        total: u64,
-        successes: u64,
-        latency_sum_us: u64,
-        mut recent_us: Vec<u64>,
-    ) -> Self {
-        recent_us.sort_unstable();
-        let p95_us = match recent_us.len() {
-            0 => 0,
-            // Nearest rank: the smallest value with at least 95% at or below it.
-            n => recent_us[(n * 95).div_ceil(100).max(1) - 1],
-        };
-        let per_call = |x: u64| {
-            if total > 0 {
-                x as f64 / total as f64
-            } else {
-                0.0
-            }
-        };
-        ToolStats {
-            total_calls: total,
-            successes,
-            success_rate: per_call(successes),
-            avg_latency_ms: per_call(latency_sum_us) / 1000.0,
-            p95_latency_ms: p95_us as f64 / 1000.0,
-        }
-    }
 }
 
 /// Tuning for [`Registry::open_with`].
@@ -688,81 +639,6 @@ impl Registry {
             )?;
             Ok(record)
         })
-    }
-
-    // ---- statistics ------------------------------------------------------
-
-    /// Records one call of the tool `name` as `agent` sees it (see
-    /// [`Registry::get`]). Failure details belong in an `invocation_failure`
-    /// audit entry ([`Registry::append_audit`]).
-    pub fn record_invocation(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError> {
-        const OP: &str = "record_invocation";
-        let latency = i64::try_from(latency_us).unwrap_or(i64::MAX);
-        self.write(OP, |tx| {
-            let row = resolve(tx, OP, name, agent)?.ok_or_else(|| not_found(OP, name, agent))?;
-            tx.execute(
-                "INSERT INTO tool_stats (tool_id, total_calls, successes, total_latency_us)
-                 VALUES (?1, 1, ?2, ?3)
-                 ON CONFLICT (tool_id) DO UPDATE SET
-                    total_calls = total_calls + 1,
-                    successes = successes + excluded.successes,
-                    total_latency_us = total_latency_us + excluded.total_latency_us",
-                params![row.id, ok as i64, latency],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            tx.execute(
-                "INSERT INTO invocations (tool_id, ok, latency_us) VALUES (?1, ?2, ?3)",
-                params![row.id, ok as i64, latency],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            tx.execute(
-                "DELETE FROM invocations WHERE tool_id = ?1 AND id <= (
-                    SELECT id FROM invocations WHERE tool_id = ?1
-                    ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-                params![row.id, LATENCY_WINDOW as i64],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            Ok(())
-        })
-    }
-
-    /// Call statistics of the tool `name` as `agent` sees it.
-    pub fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
-        const OP: &str = "stats";
-        let mut conn = self.conn();
-        // One read transaction: counters and latencies from the same snapshot.
-        let tx = conn.transaction().map_err(StoreError::sqlite(OP))?;
-        let row = resolve(&tx, OP, name, agent)?.ok_or_else(|| not_found(OP, name, agent))?;
-        let (total, successes, total_latency_us): (i64, i64, i64) = tx
-            .query_row(
-                "SELECT total_calls, successes, total_latency_us FROM tool_stats WHERE tool_id = ?1",
-                [row.id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(StoreError::sqlite(OP))?
-            .unwrap_or((0, 0, 0));
-        let latencies = {
-            let mut stmt = tx
-                .prepare("SELECT latency_us FROM invocations WHERE tool_id = ?1")
-                .map_err(StoreError::sqlite(OP))?;
-            stmt.query_map([row.id], |r| r.get::<_, i64>(0))
-                .map_err(StoreError::sqlite(OP))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(StoreError::sqlite(OP))?
-        };
-        Ok(ToolStats::from_counts(
-            total as u64,
-            successes as u64,
-            total_latency_us as u64,
-            latencies.into_iter().map(|l| l as u64).collect(),
-        ))
     }
 
     // ---- audit trail -----------------------------------------------------
