@@ -610,6 +610,10 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     assert!(forge2.session_tools(&c).is_empty());
     let agent_tools = forge2.agent_tools("agent-1").unwrap();
     assert_eq!(agent_tools.len(), 1);
+    // The session tier's calls came along: 6 calls, 5 of them successes.
+    let carried = forge2.tool_stats("add_numbers", &c).unwrap();
+    assert_eq!((carried.total_calls, carried.successes), (6, 5));
+    assert_eq!(carried.p95_latency_ms, stats.p95_latency_ms);
     // It runs from the store now (artifact loaded and hash-checked).
     let other_session = ForgeContext::new("agent-1", "session-2");
     let out = forge2
@@ -617,6 +621,8 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
         .await
         .unwrap();
     assert_eq!((out.output, out.tier), (json!({"sum": 42}), Tier::Agent));
+    let after = forge2.tool_stats("add_numbers", &other_session).unwrap();
+    assert_eq!((after.total_calls, after.successes), (7, 6));
     // Another agent does not see it yet.
     let stranger = ForgeContext::new("agent-2", "s");
     assert!(matches!(

@@ -99,6 +99,7 @@ impl Forge {
         input: &Value,
         ctx: &ForgeContext,
     ) -> Result<Invocation, InvokeError> {
+        let _slot = self.inner.calls.enter().await.map_err(InvokeError::Busy)?;
         let target = self.resolve(name, ctx)?;
         let outcome = self
             .call_artifact(&target.artifact, &target.manifest.artifact, input, 0)

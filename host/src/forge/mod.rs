@@ -27,6 +27,7 @@ pub mod build;
 mod cache;
 pub mod config;
 pub mod error;
+mod gate;
 mod invoke;
 pub mod judge;
 pub mod manifest;
@@ -55,6 +56,7 @@ pub use outcome::{Exported, ForgeResult, Forged, Invocation};
 use crate::runtime::Runtime;
 use crate::store::Registry;
 use cache::ToolCache;
+use gate::Gate;
 use judge::{Judge, NoJudge};
 use session::SessionTools;
 
@@ -118,6 +120,16 @@ impl ForgeBuilder {
             .panel
             .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
         let cache = ToolCache::new(self.config.cache);
+        let forges = Gate::new(
+            "forges",
+            self.config.max_in_flight_forges,
+            self.config.max_queued,
+        );
+        let calls = Gate::new(
+            "calls",
+            self.config.max_in_flight_calls,
+            self.config.max_queued,
+        );
         Forge {
             inner: Arc::new(Inner {
                 runtime: self.runtime,
@@ -127,6 +139,8 @@ impl ForgeBuilder {
                 panel,
                 sessions: Mutex::new(HashMap::new()),
                 cache,
+                forges,
+                calls,
                 natives: Mutex::new(HashMap::new()),
             }),
         }
@@ -151,6 +165,10 @@ struct Inner {
     sessions: Mutex<HashMap<(String, String), SessionTools>>,
     /// Loaded tools, adapters, manifests and schemas, bounded.
     cache: ToolCache,
+    /// The bound on forges and imports in flight.
+    forges: Gate,
+    /// The bound on top-level calls in flight.
+    calls: Gate,
     /// Host-native tools by name.
     natives: Mutex<HashMap<String, Arc<NativeTool>>>,
 }

@@ -4,6 +4,8 @@
 //! ([`Forge::admit`]). Every outcome lands in the audit trail.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -21,7 +23,7 @@ use crate::compose::run::ComposeTool;
 use crate::request::{ForgeRequest, Implementation};
 use crate::runtime::{CallFailure, CallOutput, Tool};
 use crate::store::{AuditKind, StoreError, Tier, ToolRecord};
-use crate::testcase::{CaseResult, run_cases, run_cases_with};
+use crate::testcase::{CaseResult, run_cases_with};
 
 /// What runs a tool on its way through TEST, JUDGE and REGISTER.
 pub(super) enum Runnable {
@@ -116,7 +118,7 @@ impl Forge {
     ) -> Result<Forged, ForgeError> {
         let outcome = self.pipeline(request, ctx, progress).await;
         if let Err(e) = &outcome
-            && !matches!(e, ForgeError::Register(_))
+            && !matches!(e, ForgeError::Register(_) | ForgeError::Busy(_))
         {
             self.audit_rejection(&request.name, ctx, e);
         }
@@ -155,6 +157,8 @@ impl Forge {
     ) -> Result<Forged, ForgeError> {
         let inner = &self.inner;
         let runtime = &inner.runtime;
+        let _slot = inner.forges.enter().await.map_err(ForgeError::Busy)?;
+        let deadline = self.forge_deadline();
 
         progress(Stage::Validate);
         let view = ForgeView { forge: self, ctx };
@@ -201,38 +205,56 @@ impl Forge {
             }
             _ => unreachable!("validate checks the implementation's mode"),
         };
-        self.admit(admission, ctx, Tier::Session, progress).await
+        self.admit(admission, ctx, Tier::Session, deadline, progress)
+            .await
+    }
+
+    /// When a forge starting now must be done testing.
+    pub(super) fn forge_deadline(&self) -> Instant {
+        Instant::now() + Duration::from_millis(self.inner.config.forge_deadline_ms)
     }
 
     /// TEST, JUDGE and REGISTER for a built (or imported) artifact into
-    /// `tier` for `ctx`.
+    /// `tier` for `ctx`; the test runs must end by `deadline`.
     pub(super) async fn admit(
         &self,
         a: Admission,
         ctx: &ForgeContext,
         tier: Tier,
+        deadline: Instant,
         progress: &(dyn Fn(Stage) + Send + Sync),
     ) -> Result<Forged, ForgeError> {
         let inner = &self.inner;
         let m = &a.manifest;
 
-        // TEST (twice: the repeat run is the determinism evidence)
+        // TEST (twice: the repeat run is the determinism evidence), both
+        // runs within the forge deadline.
         progress(Stage::Test);
-        let results = self.test_run(&a).await?;
-        let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
-        if let Some(first) = failed.first() {
-            return Err(ForgeError::Test {
-                failed: failed.len(),
-                total: results.len(),
-                first: format!(
-                    "case #{}: {}",
-                    first.index,
-                    first.failure.as_deref().unwrap_or("failed")
-                ),
-                results: results.clone(),
-            });
-        }
-        let repeat = self.test_run(&a).await?;
+        let done = AtomicUsize::new(0);
+        let tested = tokio::time::timeout_at(deadline.into(), async {
+            let results = self.test_run(&a, &done).await;
+            let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
+            if let Some(first) = failed.first() {
+                return Err(ForgeError::Test {
+                    failed: failed.len(),
+                    total: results.len(),
+                    first: format!(
+                        "case #{}: {}",
+                        first.index,
+                        first.failure.as_deref().unwrap_or("failed")
+                    ),
+                    results: results.clone(),
+                });
+            }
+            let repeat = self.test_run(&a, &done).await;
+            Ok((results, repeat))
+        })
+        .await;
+        let (results, repeat) = tested.map_err(|_elapsed| ForgeError::Deadline {
+            limit_ms: inner.config.forge_deadline_ms,
+            done: done.load(Ordering::Acquire),
+            total: 2 * m.test_cases.len(),
+        })??;
 
         // JUDGE
         let test_results = summaries(&results);
@@ -349,24 +371,20 @@ impl Forge {
     }
 
     /// The TEST stage's run of every test case, under the real limits and
-    /// grants (compose tools with their steps linked).
-    async fn test_run(&self, a: &Admission) -> Result<Vec<CaseResult>, ForgeError> {
+    /// grants (compose tools with their steps linked), counting each
+    /// finished call in `done`.
+    async fn test_run(&self, a: &Admission, done: &AtomicUsize) -> Vec<CaseResult> {
         let runtime = &self.inner.runtime;
         let m = &a.manifest;
-        Ok(match &a.runnable {
-            Runnable::Sandbox(tool) => {
-                run_cases(runtime, tool, Some(&a.schemas), &m.test_cases).await
-            }
-            Runnable::Compose(tool) => {
-                run_cases_with(Some(&a.schemas), &m.test_cases, |input| async move {
-                    self.call_compose_text(tool, m, input)
-                        .await
-                        .map(|out| out.output)
-                        .map_err(|f| f.to_string())
-                })
-                .await
-            }
+        run_cases_with(Some(&a.schemas), &m.test_cases, |input| async move {
+            let out = match &a.runnable {
+                Runnable::Sandbox(tool) => runtime.call(tool, &input).await,
+                Runnable::Compose(tool) => self.call_compose_text(tool, m, input).await,
+            };
+            done.fetch_add(1, Ordering::AcqRel);
+            out.map(|out| out.output).map_err(|f| f.to_string())
         })
+        .await
     }
 
     /// Runs a compose adapter with its steps linked: what TEST calls.

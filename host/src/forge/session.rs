@@ -7,49 +7,13 @@
 //! (`persistSandboxSource`); otherwise source kept in memory is dropped from
 //! the snapshot and must be handed back for a promotion panel.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::manifest::ToolManifest;
-use crate::store::{ArtifactId, LATENCY_WINDOW, ToolStats};
-
-/// Exact counters and the last [`LATENCY_WINDOW`] latencies of one tool.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallCounters {
-    /// Calls recorded.
-    pub total: u64,
-    /// Calls that succeeded.
-    pub successes: u64,
-    /// Sum of all latencies, µs.
-    pub latency_sum_us: u64,
-    /// The most recent latencies, µs, oldest first.
-    pub recent_us: VecDeque<u64>,
-}
-
-impl CallCounters {
-    /// Records one call.
-    pub fn record(&mut self, ok: bool, latency_us: u64) {
-        self.total += 1;
-        self.successes += ok as u64;
-        self.latency_sum_us = self.latency_sum_us.saturating_add(latency_us);
-        if self.recent_us.len() == LATENCY_WINDOW {
-            self.recent_us.pop_front();
-        }
-        self.recent_us.push_back(latency_us);
-    }
-
-    /// The same figures the store reports for persisted tools.
-    pub fn stats(&self) -> ToolStats {
-        ToolStats::from_counts(
-            self.total,
-            self.successes,
-            self.latency_sum_us,
-            self.recent_us.iter().copied().collect(),
-        )
-    }
-}
+use crate::store::ArtifactId;
+pub use crate::store::CallCounters;
 
 /// One session-tier tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,6 +48,7 @@ pub struct SessionSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::LATENCY_WINDOW;
 
     #[test]
     fn counters_give_rate_mean_and_p95() {

@@ -108,8 +108,8 @@ impl Forge {
     /// approving. The panel sees the source: the one kept in memory, or
     /// `source` when given (it must hash to the recorded `sourceBlake3`).
     /// The panel's decision is audited either way; on approval the tool
-    /// leaves the session tier and is registered for the agent (its session
-    /// stats stay behind: the agent-tier record starts its own).
+    /// leaves the session tier and is registered for the agent with the
+    /// call statistics it had there (counted up to the moment it moves).
     pub async fn promote(
         &self,
         name: &str,
@@ -227,10 +227,15 @@ impl Forge {
             created_seq: 0,
         };
         let mut sessions = lock(&self.inner.sessions);
+        // The counters as of now: calls may have run during the review.
+        let counters = sessions
+            .get(&ctx.key())
+            .and_then(|s| s.get(name))
+            .map_or_else(|| tool.counters.clone(), |t| t.counters.clone());
         let record = self
             .inner
             .store
-            .register_promoted(record, &payload)
+            .register_promoted(record, &payload, &counters)
             .map_err(store_err)?;
         if let Some(s) = sessions.get_mut(&ctx.key()) {
             s.remove(name);

@@ -37,7 +37,7 @@ impl Forge {
     ) -> Result<Forged, ForgeError> {
         let outcome = self.import_inner(bytes, ctx, tier).await;
         if let Err(e) = &outcome
-            && !matches!(e, ForgeError::Register(_))
+            && !matches!(e, ForgeError::Register(_) | ForgeError::Busy(_))
         {
             self.audit_rejection("(import)", ctx, e);
         }
@@ -50,6 +50,8 @@ impl Forge {
         ctx: &ForgeContext,
         tier: Tier,
     ) -> Result<Forged, ForgeError> {
+        let _slot = self.inner.forges.enter().await.map_err(ForgeError::Busy)?;
+        let deadline = self.forge_deadline();
         let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;
         if manifest.mode == Mode::Compose {
             return Err(ValidateError::ComposeImport(manifest.name).into());
@@ -113,6 +115,7 @@ impl Forge {
             },
             ctx,
             tier,
+            deadline,
             &|_| {},
         )
         .await

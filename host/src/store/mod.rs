@@ -67,7 +67,7 @@ pub use crate::id::ArtifactId;
 pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH};
 pub use error::{AuditError, StoreError};
 pub use schema::SCHEMA_VERSION;
-pub use stats::{LATENCY_WINDOW, ToolStats};
+pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 
 /// Where a tool lives and who sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -368,19 +368,22 @@ impl Registry {
     /// [`StoreError::Invalid`] for [`Tier::Session`] or an agent-tier record
     /// without `agent_id`.
     pub fn register(&self, record: ToolRecord) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, None)
+        self.register_with(record, None, None)
     }
 
     /// [`Registry::register`] for a tool promoted from the session tier: a
     /// `promotion` audit entry with `payload` (the panel's verdicts) is
     /// appended in the same transaction, before the registration entry, so
     /// the trail never shows one without the other.
+    /// The tool's calls so far (`carried`: its session-tier counters) become
+    /// its first statistics here, in the same transaction.
     pub fn register_promoted(
         &self,
         record: ToolRecord,
         payload: &Value,
+        carried: &CallCounters,
     ) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, Some((AuditKind::Promotion, payload)))
+        self.register_with(record, Some((AuditKind::Promotion, payload)), Some(carried))
     }
 
     /// [`Registry::register`] with an audit entry of `kind` and `payload` (for
@@ -392,13 +395,14 @@ impl Registry {
         kind: AuditKind,
         payload: &Value,
     ) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, Some((kind, payload)))
+        self.register_with(record, Some((kind, payload)), None)
     }
 
     fn register_with(
         &self,
         record: ToolRecord,
         first: Option<(AuditKind, &Value)>,
+        carried: Option<&CallCounters>,
     ) -> Result<ToolRecord, StoreError> {
         const OP: &str = "register";
         let owner = match (record.tier, &record.agent_id) {
@@ -465,6 +469,9 @@ impl Registry {
                     StoreError::sqlite(OP)(e)
                 }
             })?;
+            if let Some(counts) = carried {
+                stats::insert_counts(tx, OP, tx.last_insert_rowid(), counts)?;
+            }
             Ok(ToolRecord { created_seq: entry.seq, ..record.clone() })
         })
     }

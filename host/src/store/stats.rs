@@ -1,7 +1,9 @@
 //! Per-tool call statistics: exact counters over all calls, and the last
 //! [`LATENCY_WINDOW`] latencies for the p95, pruned on every insert.
 
-use rusqlite::{OptionalExtension, params};
+use std::collections::VecDeque;
+
+use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Registry, StoreError, not_found, resolve};
@@ -57,8 +59,79 @@ impl ToolStats {
     }
 }
 
-impl Registry {
+/// Exact counters and the last [`LATENCY_WINDOW`] latencies of one tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallCounters {
+    /// Calls recorded.
+    pub total: u64,
+    /// Calls that succeeded.
+    pub successes: u64,
+    /// Sum of all latencies, µs.
+    pub latency_sum_us: u64,
+    /// The most recent latencies, µs, oldest first.
+    pub recent_us: VecDeque<u64>,
+}
 
+impl CallCounters {
+    /// Records one call.
+    pub fn record(&mut self, ok: bool, latency_us: u64) {
+        self.total += 1;
+        self.successes += ok as u64;
+        self.latency_sum_us = self.latency_sum_us.saturating_add(latency_us);
+        if self.recent_us.len() == LATENCY_WINDOW {
+            self.recent_us.pop_front();
+        }
+        self.recent_us.push_back(latency_us);
+    }
+
+    /// The same figures the store reports for persisted tools.
+    pub fn stats(&self) -> ToolStats {
+        ToolStats::from_counts(
+            self.total,
+            self.successes,
+            self.latency_sum_us,
+            self.recent_us.iter().copied().collect(),
+        )
+    }
+}
+
+/// Writes `counts` as the first statistics of the tool row `tool_id` (a
+/// promoted tool keeps the calls it had in the session tier).
+pub(super) fn insert_counts(
+    tx: &Transaction<'_>,
+    op: &'static str,
+    tool_id: i64,
+    counts: &CallCounters,
+) -> Result<(), StoreError> {
+    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    if counts.total == 0 {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO tool_stats (tool_id, total_calls, successes, total_latency_us)
+         VALUES (?1, ?2, ?3, ?4)",
+        params![
+            tool_id,
+            clamp(counts.total),
+            clamp(counts.successes),
+            clamp(counts.latency_sum_us)
+        ],
+    )
+    .map_err(StoreError::sqlite(op))?;
+    // Only the latencies of the recent calls are kept (their outcome is
+    // in the counters): each is recorded as it was measured.
+    for latency in counts.recent_us.iter().rev().take(LATENCY_WINDOW).rev() {
+        tx.execute(
+            "INSERT INTO invocations (tool_id, ok, latency_us) VALUES (?1, 1, ?2)",
+            params![tool_id, clamp(*latency)],
+        )
+        .map_err(StoreError::sqlite(op))?;
+    }
+    Ok(())
+}
+
+impl Registry {
     /// Records one call of the tool `name` as `agent` sees it (see
     /// [`Registry::get`]). Failure details belong in an `invocation_failure`
     /// audit entry ([`Registry::append_audit`]).
