@@ -323,14 +323,23 @@ async fn refusals_name_their_stage_and_reason() {
         "{err}"
     );
 
-    // BUILD: a syntax error, with its line.
+    // VALIDATE: a syntax error, with its line and column.
     let r = with_code(
         "broken",
         "function execute(i) {\n  return { sum: i.a + };\n}",
         &[],
     );
-    let err = refused(&forge, &r, Stage::Build).await;
-    assert!(err.to_string().contains("line 2"), "{err}");
+    let err = refused(&forge, &r, Stage::Validate).await;
+    assert!(
+        matches!(err, ForgeError::Validate(ValidateError::Syntax(_))),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with("validate: syntax error: SyntaxError")
+            && text.contains("(at line 2, column"),
+        "{text}"
+    );
 
     // JUDGE: the rules judge refuses an allowlist wider than the code's use.
     let r = with_code(
@@ -1110,4 +1119,59 @@ fn cli_forge_call_stats_promote_approve_and_audit() {
     let (ok, doc, err) = cli(store, &["audit", "verify"]);
     assert!(!ok && doc["ok"] == false, "{doc}");
     assert!(err.contains("seq 1"), "{err}");
+}
+
+/// Two `temper` processes on one session at once: neither loses the
+/// other's tools or calls (the session file is locked and merged).
+#[test]
+fn cli_processes_sharing_a_session_keep_each_others_tools_and_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let seed_file = |name: &str| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/seeds")
+            .join(format!("{name}.json"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let forges: Vec<_> = ["slugify", "add_numbers"]
+        .into_iter()
+        .map(|name| {
+            let (store, file) = (store.clone(), seed_file(name));
+            std::thread::spawn(move || cli(&store, &["forge", &file, "--judge", "rules"]))
+        })
+        .collect();
+    for f in forges {
+        let (ok, doc, err) = f.join().unwrap();
+        assert!(ok, "{doc} {err}");
+    }
+    let (ok, doc, _) = cli(&store, &["tools"]);
+    assert!(ok);
+    let mut names: Vec<&str> = doc["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["add_numbers", "slugify"], "{doc}");
+
+    let callers: Vec<_> = (0..3)
+        .map(|i| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let input = json!({"a": i, "b": 1}).to_string();
+                for _ in 0..2 {
+                    let (ok, doc, err) = cli(&store, &["call", "add_numbers", "--input", &input]);
+                    assert!(ok, "{doc} {err}");
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.join().unwrap();
+    }
+    let (ok, doc, err) = cli(&store, &["stats", "add_numbers"]);
+    assert!(ok, "{doc} {err}");
+    assert_eq!(doc["totalCalls"], 6, "{doc}");
 }

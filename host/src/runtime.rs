@@ -465,25 +465,39 @@ impl Runtime {
             });
         }
         static_check::check(source)?;
+        let bytecode = self.compile_source(source).await?;
+        self.build_bytecode(bytecode).await
+    }
+
+    /// Compiles `source` to QuickJS bytecode in a throw-away shim instance
+    /// (the only place `eval` exists): the syntax check. A syntax error
+    /// comes back as [`BuildError::Compile`] with its line and column.
+    pub async fn compile_source(&self, source: &str) -> Result<Vec<u8>, BuildError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(BuildError::SourceTooLarge {
+                actual: source.len(),
+                limit: MAX_SOURCE_BYTES,
+            });
+        }
         let shim = self.shim().await?;
+        let (mut store, _instance, exports) = self.shim_instance(shim).await?;
+        match exports.call_compile(&mut store, source).await {
+            Ok(Ok(bytecode)) => Ok(bytecode),
+            Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
+            Ok(Err(other)) => Err(top_level_error(other)),
+            Err(trap) => Err(BuildError::TopLevel(describe_trap(
+                &store,
+                &trap,
+                &self.inner.limits,
+            ))),
+        }
+    }
 
-        // Compile in a throw-away instance (the only place eval exists).
-        let bytecode = {
-            let (mut store, _instance, exports) = self.shim_instance(shim).await?;
-            match exports.call_compile(&mut store, source).await {
-                Ok(Ok(bytecode)) => bytecode,
-                Ok(Err(ToolError::Compile(js))) => return Err(BuildError::Compile(js.into())),
-                Ok(Err(other)) => return Err(top_level_error(other)),
-                Err(trap) => {
-                    return Err(BuildError::TopLevel(describe_trap(
-                        &store,
-                        &trap,
-                        &self.inner.limits,
-                    )));
-                }
-            }
-        };
-
+    /// Builds the artifact of a tool's `bytecode` (from
+    /// [`Runtime::compile_source`]): runs its top level in the shim and
+    /// snapshots the result.
+    pub async fn build_bytecode(&self, bytecode: Vec<u8>) -> Result<Artifact, BuildError> {
+        let shim = self.shim().await?;
         // Load (run the top level) and snapshot.
         let (mut store, instance, exports) = self.shim_instance(shim).await?;
         match exports

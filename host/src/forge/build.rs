@@ -73,11 +73,25 @@ pub async fn build_sandbox(
     request: &ForgeRequest,
     keep_source: bool,
 ) -> Result<Built, BuildError> {
+    build_sandbox_from(runtime, request, None, keep_source).await
+}
+
+/// [`build_sandbox`] from the code's `bytecode` when it was compiled
+/// already (the forge compiles at VALIDATE, to report syntax errors there).
+pub async fn build_sandbox_from(
+    runtime: &Runtime,
+    request: &ForgeRequest,
+    bytecode: Option<Vec<u8>>,
+    keep_source: bool,
+) -> Result<Built, BuildError> {
     let Implementation::Sandbox { code, .. } = &request.implementation else {
         return Err(BuildError::ComposeRequest(request.name.clone()));
     };
     let manifest = sandbox_manifest(request, code, keep_source)?;
-    let component = runtime.build(code).await?;
+    let component = match bytecode {
+        Some(bytecode) => runtime.build_bytecode(bytecode).await?,
+        None => runtime.build(code).await?,
+    };
     let artifact = with_manifest(&component, &manifest)?;
     Ok(Built {
         component,

@@ -97,6 +97,9 @@ pub enum ValidateError {
     /// The source uses a blocked API.
     #[error("validate: static check refused the source: {0}")]
     StaticCheck(#[from] StaticCheckError),
+    /// The source does not parse, with the JS message, line and column.
+    #[error("validate: syntax error: {0}")]
+    Syntax(crate::error::JsLocation),
     /// A compose request's steps or mappings are malformed (the message
     /// names the step and the mapping key).
     #[error("validate: compose: {0}")]

@@ -20,6 +20,7 @@ use super::validate::{self, Checked, RegistryView, ViewedTool};
 use super::{Forge, ForgeContext, lock};
 use crate::artifact::{ArtifactManifest, Mode};
 use crate::compose::run::ComposeTool;
+use crate::error::BuildError;
 use crate::request::{ForgeRequest, Implementation};
 use crate::runtime::{CallFailure, CallOutput, Tool};
 use crate::store::{AuditKind, StoreError, Tier, ToolRecord};
@@ -164,13 +165,27 @@ impl Forge {
         let view = ForgeView { forge: self, ctx };
         let valid = validate::check_request(request, runtime.policy(), &inner.config, &view)?;
         let request = &*valid.request;
+        // The syntax check: compiling to bytecode (kept for BUILD).
+        let bytecode = match &request.implementation {
+            Implementation::Sandbox { code, .. } => {
+                Some(runtime.compile_source(code).await.map_err(|e| match e {
+                    BuildError::Compile(js) => ForgeError::Validate(ValidateError::Syntax(js)),
+                    other => ForgeError::Build(other),
+                })?)
+            }
+            Implementation::Compose { .. } => None,
+        };
 
         progress(Stage::Build);
         let admission = match (valid.checked, &request.implementation) {
             (Checked::Sandbox(v), Implementation::Sandbox { code, .. }) => {
-                let built =
-                    build::build_sandbox(runtime, request, inner.config.persist_sandbox_source)
-                        .await?;
+                let built = build::build_sandbox_from(
+                    runtime,
+                    request,
+                    bytecode,
+                    inner.config.persist_sandbox_source,
+                )
+                .await?;
                 let tool = runtime
                     .grant(&runtime.tool(&built.artifact), &built.manifest.capabilities)
                     .map_err(ValidateError::from)?;
@@ -190,7 +205,7 @@ impl Forge {
                 let tool = runtime
                     .load_compose(bytes.clone(), steps)
                     .await
-                    .map_err(|e| crate::error::BuildError::Internal {
+                    .map_err(|e| BuildError::Internal {
                         stage: "load compose adapter",
                         message: e.to_string(),
                     })?;

@@ -85,6 +85,28 @@ impl CallCounters {
         self.recent_us.push_back(latency_us);
     }
 
+    /// Adds what `mine` recorded since `base` (an earlier copy of the same
+    /// counters) to these counters: how two holders of one tool's counters
+    /// (two processes on one session) merge without losing calls.
+    pub fn add_since(&mut self, base: &CallCounters, mine: &CallCounters) {
+        let new_calls = mine.total.saturating_sub(base.total);
+        self.total = self.total.saturating_add(new_calls);
+        self.successes = self
+            .successes
+            .saturating_add(mine.successes.saturating_sub(base.successes));
+        self.latency_sum_us = self
+            .latency_sum_us
+            .saturating_add(mine.latency_sum_us.saturating_sub(base.latency_sum_us));
+        let keep = usize::try_from(new_calls).unwrap_or(usize::MAX);
+        let skip = mine.recent_us.len().saturating_sub(keep);
+        for &latency in mine.recent_us.iter().skip(skip) {
+            if self.recent_us.len() == LATENCY_WINDOW {
+                self.recent_us.pop_front();
+            }
+            self.recent_us.push_back(latency);
+        }
+    }
+
     /// The same figures the store reports for persisted tools.
     pub fn stats(&self) -> ToolStats {
         ToolStats::from_counts(
