@@ -175,11 +175,19 @@ async fn calls_past_the_in_flight_and_queue_bounds_are_refused_as_busy() {
     f.forge(&request("adder", WAIT_THEN_ADD, 1), &ctx())
         .await
         .unwrap();
+    // The slow call retries while a quick call holds the only slot.
     let slow = {
         let f = f.clone();
         tokio::spawn(async move {
-            f.invoke("adder", &json!({"a": 1, "b": 2, "wait": 1500}), &ctx())
-                .await
+            loop {
+                match f
+                    .invoke("adder", &json!({"a": 1, "b": 2, "wait": 1500}), &ctx())
+                    .await
+                {
+                    Err(InvokeError::Busy(_)) => tokio::task::yield_now().await,
+                    other => return other,
+                }
+            }
         })
     };
     // While the slow call holds the only slot, another call is refused at
