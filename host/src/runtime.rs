@@ -466,7 +466,7 @@ impl Runtime {
         }
         static_check::check(source)?;
         let bytecode = self.compile_source(source).await?;
-        self.build_bytecode(bytecode).await
+        self.artifact_from_bytecode(bytecode).await
     }
 
     /// Compiles `source` to QuickJS bytecode in a throw-away shim instance
@@ -496,7 +496,7 @@ impl Runtime {
     /// Builds the artifact of a tool's `bytecode` (from
     /// [`Runtime::compile_source`]): runs its top level in the shim and
     /// snapshots the result.
-    pub async fn build_bytecode(&self, bytecode: Vec<u8>) -> Result<Artifact, BuildError> {
+    pub async fn artifact_from_bytecode(&self, bytecode: Vec<u8>) -> Result<Artifact, BuildError> {
         let shim = self.shim().await?;
         // Load (run the top level) and snapshot.
         let (mut store, instance, exports) = self.shim_instance(shim).await?;
