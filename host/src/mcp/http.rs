@@ -738,21 +738,23 @@ fn get(state: &State, p: &Principal, headers: &HeaderMap) -> Response<Body> {
     };
     session.touch();
     let (tx, rx) = mpsc::channel(64);
-    *lock(&session.stream) = Some(tx.clone());
+    let weak = tx.downgrade();
+    *lock(&session.stream) = Some(tx);
     // Keep-alive comments: they keep proxies from closing the stream and
     // find a client that stopped reading (the channel fills, the stream is
-    // dropped).
+    // dropped). The task holds no sender: when the session drops the
+    // stream (DELETE, a newer GET), the stream ends at once.
     let every = state.config.keep_alive;
+    let session = Arc::downgrade(&session);
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(every).await;
-            let current = lock(&session.stream)
-                .as_ref()
-                .is_some_and(|s| s.same_channel(&tx));
-            if !current
-                || tx
-                    .try_send(Bytes::from_static(b": keep-alive\n\n"))
-                    .is_err()
+            let (Some(tx), Some(session)) = (weak.upgrade(), session.upgrade()) else {
+                return;
+            };
+            if tx
+                .try_send(Bytes::from_static(b": keep-alive\n\n"))
+                .is_err()
             {
                 let mut stream = lock(&session.stream);
                 if stream.as_ref().is_some_and(|s| s.same_channel(&tx)) {
