@@ -77,11 +77,16 @@ const forged = await client.callTool({ name: "forge_tool", arguments: seed }, un
 assert.equal(forged.isError, false, JSON.stringify(forged));
 assert.equal(forged.structuredContent.success, true);
 assert.equal(forged.structuredContent.tool.name, seed.name);
-assert.deepEqual(
-  progress.map((p) => p.progress),
-  [0, 1, 2, 3, 4, 5],
-  JSON.stringify(progress),
-);
+// The server sends 0..5 before the result (tests/mcp.rs checks the wire).
+// The SDK runs progress handlers in a microtask but drops a request's
+// handler as soon as its response is read (shared/protocol.js
+// _onnotification / _onresponse), so the final step can be lost when it
+// arrives in the same read as the response: the five stages must arrive,
+// the final step may.
+const steps = progress.map((p) => p.progress);
+assert.deepEqual(steps.slice(0, 5), [0, 1, 2, 3, 4], JSON.stringify(progress));
+assert.ok(steps.length === 5 || steps[5] === 5, JSON.stringify(progress));
+assert.ok(progress.every((p) => p.total === 5), JSON.stringify(progress));
 await untilChanged(1);
 
 listed = await client.listTools();
