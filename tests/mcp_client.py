@@ -12,6 +12,8 @@ from scripts/mcp-venv.sh:
    callback, receive tools/list_changed, list again, call slugify (the SDK
    checks structuredContent against the advertised outputSchema), a failing
    call of slugify (an isError result, no exception), an unknown tool.
+   HTTP also: the high-level `Client` in its default (auto) mode, which
+   falls back from `server/discover` to the initialize handshake.
 2. stdio only: raw bytes the SDK cannot send: malformed JSON and an unknown
    method on a fresh server, then an SDK ClientSession over the same pipes
    (a small bridge that also lets the test inject raw lines mid-session):
@@ -27,7 +29,7 @@ import sys
 import anyio
 import mcp.types as types
 from anyio.streams.buffered import BufferedByteReceiveStream
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -121,6 +123,19 @@ async def http_flow(url, token, seed):
     print("mcp_client: SDK Streamable HTTP flow passed", file=sys.stderr)
 
 
+async def http_auto_mode(url, token):
+    """The SDK's high-level Client in its default mode: it probes the
+    2026-07-28 `server/discover`, which this server does not speak, and must
+    fall back to the initialize handshake."""
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with client:
+        async with Client(streamable_http_client(url, http_client=client)) as c:
+            assert c.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS, c.protocol_version
+            listed = await c.list_tools()
+            assert [t.name for t in listed.tools] == META_TOOLS, listed
+    print("mcp_client: SDK Client (auto mode) over Streamable HTTP passed", file=sys.stderr)
+
+
 async def raw_then_sdk(temper, store, cache):
     proc = await anyio.open_process([temper, *server_args(store, cache)], stderr=None)
     stdout = BufferedByteReceiveStream(proc.stdout)
@@ -196,6 +211,7 @@ async def main():
         elif mode == "http":
             url, token, seed_path = sys.argv[2:5]
             await http_flow(url, token, load(seed_path))
+            await http_auto_mode(url, token)
         else:
             raise SystemExit(f"unknown mode {mode!r}")
 

@@ -311,6 +311,15 @@ impl Http {
         r
     }
 
+    /// Ends `other`'s session (DELETE), then opens one (and takes over
+    /// `other`'s place: `other` uses the new session).
+    async fn open_after_delete_of(&mut self, other: &mut Http) {
+        let a = other.send(other.request(reqwest::Method::DELETE)).await;
+        assert_eq!(a.status, 204);
+        self.open().await;
+        other.session = self.session.clone();
+    }
+
     /// Opens the GET stream; its messages arrive on the returned channel.
     async fn open_stream(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
         let mut resp = self
@@ -514,7 +523,7 @@ async fn streamable_http_protocol() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sessions_end() {
     let store = tempfile::tempdir().unwrap();
-    let server = Server::start(store.path(), &["--session-idle-secs", "1"]);
+    let server = Server::start(store.path(), &["--session-idle-secs", "3"]);
     let mut c = server.client(None);
     c.open().await;
     c.forge(seed("slugify")).await;
@@ -575,6 +584,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             "dave",
             "max_concurrent = 1\ntiers = [\"session\"]",
         ),
+        token_entry("alice-session-5", "alice", "tiers = [\"session\"]"),
     ];
     std::fs::write(&tokens, all.concat()).unwrap();
     let config = dir.path().join("forge.json");
@@ -592,6 +602,8 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             config.to_str().unwrap(),
             "--timeout-ms",
             "3000",
+            "--max-sessions",
+            "1",
         ],
     );
 
@@ -686,6 +698,30 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
         .await;
     assert_eq!(r.result()["isError"], true);
 
+    // Alice's own token limited to the session tier: her agent-tier tool
+    // is neither listed nor callable, and no pipeline reaches it.
+    let mut limited = server.client(Some("alice-session-5"));
+    limited.open().await;
+    assert_eq!(limited.tool_names().await, ["forge_tool", "tool_stats"]);
+    let r = limited.call("slugify", json!({"text": "x"})).await;
+    assert_eq!(r.result()["isError"], true);
+    let pipeline = json!({
+        "name": "via_pipeline",
+        "description": "Reaches slugify through a pipeline",
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object"},
+        "implementation": {"mode": "compose", "steps": [{"name": "s", "tool": "slugify", "inputMapping": {"text": "$input.text"}}]},
+        "testCases": [{"input": {"text": "A B"}, "expectedOutput": {"slug": "a-b"}}],
+    });
+    let r = limited.call("forge_tool", pipeline.clone()).await;
+    let r = r.result();
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["structuredContent"]["stage"], "validate", "{r}");
+    // The same pipeline with every tier allowed is forged (the refusal was
+    // the tier's, not the pipeline's).
+    let r = alice.call("forge_tool", pipeline).await;
+    assert_eq!(r.result()["isError"], false, "{:?}", r.result());
+
     // Alice's session id with Bob's token: as if it did not exist.
     let alice_sid = alice.session.clone().unwrap();
     let bob_sid = bob.session.replace(alice_sid.clone());
@@ -710,11 +746,25 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     anon.session = Some(alice_sid);
     assert_eq!(anon.rpc("tools/list", json!({})).await.status, 401);
     // Alice's session is untouched.
-    assert_eq!(alice.tool_names().await.len(), 5);
+    assert_eq!(alice.tool_names().await.len(), 6);
     let s = alice
         .call("tool_stats", json!({"name": "alice_private"}))
         .await;
     assert_eq!(s.result()["isError"], false);
+
+    // One session per token here: a second is refused until the first ends.
+    let mut bob2 = server.client(Some("bob-secret-2"));
+    let r = bob2
+        .rpc("initialize", json!({"protocolVersion": "2025-06-18"}))
+        .await;
+    assert_eq!(r.status, 429, "{r:?}");
+    assert!(
+        r.response()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sessions")
+    );
+    bob2.open_after_delete_of(&mut bob).await;
 
     // Bob forging a tool of the same name gets his own, not Alice's.
     bob.forge(renamed(seed("slugify"), "alice_private")).await;

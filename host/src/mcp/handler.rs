@@ -199,6 +199,9 @@ impl Handler {
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
+        if let Some(refused) = self.compose_outside_access(request)? {
+            return Ok(refused);
+        }
         // One step per stage (validate, build, test, judge, register), then done.
         let report_stage = |stage: Stage| {
             let step = match stage {
@@ -245,6 +248,43 @@ impl Handler {
         // forge_tool declares no outputSchema: the ForgeResult is structured
         // content on success and failure alike.
         Ok(tools::tool_result(&value, !result.success))
+    }
+
+    /// A compose request whose steps name a tool in a tier this caller may
+    /// not use is refused here, as a forge refused at the validate stage
+    /// (the engine resolves steps by agent and session only, so without
+    /// this a caller limited to some tiers could reach the others through
+    /// a pipeline).
+    fn compose_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
+        if self.access == Access::ALL
+            || request
+                .pointer("/implementation/mode")
+                .and_then(Value::as_str)
+                != Some("compose")
+        {
+            return Ok(None);
+        }
+        let visible = self.visible()?;
+        let native = self.forge.native_tools();
+        let steps = request
+            .pointer("/implementation/steps")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for step in steps {
+            let Some(tool) = step.get("tool").and_then(Value::as_str) else {
+                continue; // the engine's validation names this
+            };
+            if !visible.iter().any(|t| t.name == tool) && !native.iter().any(|n| n.name == tool) {
+                let error = format!(
+                    "validate: compose step tool {tool:?}: {}",
+                    self.not_found(tool)
+                );
+                let result = json!({ "success": false, "errors": [error], "stage": "validate" });
+                return Ok(Some(tools::tool_result(&result, true)));
+            }
+        }
+        Ok(None)
     }
 
     async fn promote_tool(&self, arguments: &Value, notes: &dyn Notifier) -> Value {

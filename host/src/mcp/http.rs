@@ -869,6 +869,18 @@ async fn post(state: Arc<State>, p: Principal, req: Request<IncomingBody>) -> Re
     if method == "initialize" {
         return initialize(&state, &p, &id, params.as_ref(), json_ok);
     }
+    if !headers.contains_key(SESSION_HEADER) {
+        // A JSON-RPC error the client can read (SDKs probing a newer
+        // protocol's methods fall back to initialize on it).
+        let error = RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            format!("{method}: no session: send initialize first, then its Mcp-Session-Id"),
+        );
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &jsonrpc::error_response(&id, &error),
+        );
+    }
     let session = match state.session(&headers, &p) {
         Ok(s) => s,
         Err(r) => return r,
