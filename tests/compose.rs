@@ -23,7 +23,7 @@ use temper::forge::{
 };
 use temper::policy::HostPolicy;
 use temper::request::ForgeRequest;
-use temper::store::{ArtifactId, Store, Tier};
+use temper::store::{ArtifactId, Registry, Tier};
 use temper::{CallFailure, Limits, LoadError, RunError, Runtime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -47,7 +47,7 @@ fn rules() -> Arc<dyn Judge> {
 }
 
 fn forge_on(runtime: Runtime, dir: &Path) -> Forge {
-    Forge::builder(runtime, Arc::new(Store::open(dir).expect("store")))
+    Forge::builder(runtime, Arc::new(Registry::open(dir).expect("store")))
         .judge(rules())
         .build()
 }
@@ -640,7 +640,7 @@ async fn composing_never_widens_capabilities() {
     let dir = tempfile::tempdir().unwrap();
     let forge = Forge::builder(
         runtime_with(policy, Limits::default()),
-        Arc::new(Store::open(dir.path()).unwrap()),
+        Arc::new(Registry::open(dir.path()).unwrap()),
     )
     .judge(Arc::new(ApproveAll))
     .build();
@@ -1007,7 +1007,7 @@ async fn a_cycle_through_a_promoted_tool_is_refused() {
         },
         ..ForgeConfig::default()
     };
-    let forge = Forge::builder(runtime(), Arc::new(Store::open(dir.path()).unwrap()))
+    let forge = Forge::builder(runtime(), Arc::new(Registry::open(dir.path()).unwrap()))
         .judge(rules())
         .config(config)
         .build();
@@ -1195,7 +1195,7 @@ async fn nesting_past_the_depth_limit_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let forge = forge_on(runtime(), dir.path());
     echo(&forge);
-    let max = temper::forge::engine::MAX_COMPOSE_DEPTH;
+    let max = temper::forge::MAX_COMPOSE_DEPTH;
     let mut below = "echo".to_string();
     for level in 0..max {
         let name = format!("level{level}");

@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::Digest;
 use support::cache_dir;
-use temper::store::{AuditKind, Store};
+use temper::store::{AuditKind, Registry};
 
 /// Only a safety net against a hung server; no assertion depends on it.
 const HANG: Duration = Duration::from_secs(600);
@@ -352,7 +352,7 @@ fn text_json(result: &Value) -> Value {
 }
 
 fn session_deletions(store: &Path) -> Vec<(String, String)> {
-    let store = Store::open(store).unwrap();
+    let store = Registry::open(store).unwrap();
     let mut out: Vec<(String, String)> = store
         .audit_entries(0, 100_000)
         .unwrap()

@@ -477,3 +477,7 @@ impl crypto::Host for HostState {
         Ok(Ok(bytes))
     }
 }
+
+#[cfg(test)]
+#[path = "host_state_tests.rs"]
+mod tests;
