@@ -950,8 +950,7 @@ async fn answer(
     stream: Option<mpsc::Sender<Bytes>>,
 ) -> Option<Value> {
     {
-        let _permit = permit;
-        let _in_flight = InFlight::new(session.clone());
+        let in_flight = InFlight::new(session.clone());
         let notes = HttpNotes {
             state,
             session: session.clone(),
@@ -979,6 +978,10 @@ async fn answer(
                 )
             }
         };
+        // The request is done once its answer exists: a client that has
+        // read it may send the next one at once.
+        drop(in_flight);
+        drop(permit);
         match stream {
             Some(tx) => {
                 // Waits while the client reads slowly; a client that stopped
