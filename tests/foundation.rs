@@ -56,7 +56,7 @@ async fn run_both_paths(rt: &Runtime, source: &str, input: &str) -> Result<Strin
         o.output
     });
     let compiled = rt
-        .load(artifact.bytes.to_vec())
+        .load_compiled(artifact.bytes.to_vec())
         .await
         .expect("load artifact");
     let second = rt.call(&compiled, input).await.map(|o| {
@@ -80,7 +80,7 @@ async fn seed_examples_pass_their_test_cases_through_the_library() {
         let artifact = rt.build(sandbox_code(&req)).await.expect(name);
         for tool in [
             rt.tool(&artifact),
-            rt.load(artifact.bytes.to_vec()).await.unwrap(),
+            rt.load_compiled(artifact.bytes.to_vec()).await.unwrap(),
         ] {
             let results = temper::testcase::run_cases(&rt, &tool, None, &req.test_cases).await;
             assert_eq!(results.len(), req.test_cases.len());
@@ -290,7 +290,7 @@ async fn infinite_loop_times_out_near_the_limit_and_the_host_keeps_working() {
         .build("function execute(i) { return i.n + 1; }")
         .await
         .unwrap();
-    let spin_compiled = rt.load(spin.bytes.to_vec()).await.unwrap();
+    let spin_compiled = rt.load_compiled(spin.bytes.to_vec()).await.unwrap();
     for tool in [rt.tool(&spin), spin_compiled] {
         let started = Instant::now();
         let err = rt.call(&tool, "{}").await.unwrap_err().error;
@@ -320,7 +320,7 @@ async fn memory_bomb_is_a_memory_error() {
     let rt = runtime_with(Limits::default().with_memory_bytes(48 << 20));
     let source = "function execute(input) {\n  const keep = [];\n  for (let i = 0; ; i++) {\n    if (input.kind === 'arrays') keep.push(new Array(100000).fill(i));\n    else if (input.kind === 'buffers') keep.push(new ArrayBuffer(1 << 20));\n    else keep.push('v'.repeat(1000) + i);\n  }\n}";
     let artifact = rt.build(source).await.unwrap();
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for kind in ["arrays", "buffers", "strings"] {
         for tool in [rt.tool(&artifact), compiled.clone()] {
             let err = rt
@@ -497,7 +497,7 @@ async fn code_generation_fails_at_run_time_when_the_static_check_is_bypassed() {
         .build(&source)
         .await
         .expect("the static check lets these through");
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for (i, attempt) in attempts.iter().enumerate() {
         for tool in [rt.tool(&artifact), compiled.clone()] {
             let err = rt
@@ -521,7 +521,7 @@ async fn global_state_does_not_survive_between_calls() {
     let rt = runtime();
     let source = "globalThis.loaded = (globalThis.loaded || 0) + 1;\nfunction execute() {\n  globalThis.calls = (globalThis.calls || 0) + 1;\n  Array.prototype.polluted = true;\n  return { calls: globalThis.calls, loaded: globalThis.loaded, polluted: [].polluted === true };\n}";
     let artifact = rt.build(source).await.unwrap();
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for tool in [rt.tool(&artifact), compiled] {
         for _ in 0..3 {
             let out = rt.call(&tool, "{}").await.unwrap().output;
@@ -598,7 +598,7 @@ async fn capabilities_are_denied_by_default() {
     let rt = runtime();
     let source = "async function execute(input) {\n  if (input.what === 'fetch') return await fetch('http://127.0.0.1/');\n  if (input.what === 'crypto') return crypto.createHash('sha256').update('x').digest('hex');\n  if (input.what === 'random') return crypto.randomUUID();\n  if (input.what === 'fs') return fs.readFileSync('/etc/passwd', 'utf8');\n  try { await fetch('http://example.test/'); } catch (e) { return e.message; }\n}";
     let artifact = rt.build(source).await.unwrap();
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for tool in [rt.tool(&artifact), compiled] {
         for (what, capability) in [
             ("fetch", "fetch"),

@@ -28,6 +28,7 @@ pub mod host_state;
 pub mod limits;
 pub mod mcp;
 pub mod policy;
+mod pool;
 pub mod request;
 pub mod runtime;
 pub mod shim;
