@@ -10,6 +10,7 @@
 //! instances per tool.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hashlink::LruCache;
@@ -56,6 +57,8 @@ struct Slot {
 pub(crate) struct WarmPool {
     per_tool: usize,
     slots: Mutex<LruCache<WarmKey, Slot>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl WarmPool {
@@ -64,6 +67,8 @@ impl WarmPool {
         Self {
             per_tool: if tools == 0 { 0 } else { per_tool },
             slots: Mutex::new(LruCache::new(tools.max(1))),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
@@ -77,7 +82,14 @@ impl WarmPool {
         if self.per_tool == 0 {
             return None;
         }
-        self.lock().get_mut(key).and_then(|s| s.ready.pop_front())
+        let ready = self.lock().get_mut(key).and_then(|s| s.ready.pop_front());
+        let counter = if ready.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        ready
     }
 
     /// Makes `key` hot (evicting the least recently used tool when full) and
@@ -140,10 +152,16 @@ impl WarmPool {
         self.lock().peek(key).map_or(0, |s| s.ready.len())
     }
 
-    /// Hot tools and ready instances, for reports.
-    pub(crate) fn stats(&self) -> (usize, usize) {
+    /// Hot tools, ready instances, calls that took one and calls that
+    /// found none, for reports.
+    pub(crate) fn stats(&self) -> (usize, usize, u64, u64) {
         let slots = self.lock();
-        (slots.len(), slots.iter().map(|(_, s)| s.ready.len()).sum())
+        (
+            slots.len(),
+            slots.iter().map(|(_, s)| s.ready.len()).sum(),
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
     }
 
     /// Drops every ready instance and forgets the hot tools.

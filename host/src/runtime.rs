@@ -378,10 +378,12 @@ impl Runtime {
     /// What the caches hold now: hot tools, pre-warmed instances, compiled
     /// components, bytecode records in memory.
     pub fn cache_stats(&self) -> CacheStats {
-        let (warm_tools, warm_instances) = self.inner.warm.stats();
+        let (warm_tools, warm_instances, warm_hits, warm_misses) = self.inner.warm.stats();
         CacheStats {
             warm_tools,
             warm_instances,
+            warm_hits,
+            warm_misses,
             compiled_tools: lock(&self.inner.compiled).len(),
             bytecode_records: lock(&self.inner.bytecodes).len(),
         }
@@ -1166,6 +1168,10 @@ pub struct CacheStats {
     pub warm_tools: usize,
     /// Pre-warmed instances waiting.
     pub warm_instances: usize,
+    /// Engine calls so far that took a pre-warmed instance.
+    pub warm_hits: u64,
+    /// Engine calls so far that found none and made their own.
+    pub warm_misses: u64,
     /// Compiled components held.
     pub compiled_tools: usize,
     /// Bytecode records held in memory.
