@@ -794,6 +794,8 @@ async fn a_trap_or_throw_in_one_call_does_not_affect_the_next() {
     let artifact = rt.build(source).await.unwrap();
     let tool = rt.tool(&artifact);
     let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
+    // A first call makes the engine tool hot.
+    rt.call(&tool, r#"{"do": "nothing"}"#).await.unwrap();
     for t in [&tool, &compiled] {
         for bad in ["recurse", "oom", "throw"] {
             // With a pre-warmed instance waiting (engine tool) and without.
@@ -1015,4 +1017,19 @@ async fn load_runs_own_artifacts_on_the_engine_and_distrusts_damaged_records() {
     let uncached = Runtime::builder().cache_dir(None).build().unwrap();
     let tool = uncached.load(artifact.bytes.to_vec()).await.unwrap();
     assert!(!tool.runs_on_engine());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_artifact_rebuilds_byte_identically_from_its_bytecode() {
+    let rt = runtime();
+    let req = seed("slugify");
+    let built = rt.build(sandbox_code(&req)).await.unwrap();
+    let rebuilt = rt
+        .artifact_from_bytecode(built.bytecode.to_vec())
+        .await
+        .unwrap();
+    assert_eq!(rebuilt.id, built.id);
+    assert!(rebuilt.bytes == built.bytes);
+    // Bytes that are not a tool's bytecode are refused, not snapshotted.
+    assert!(rt.artifact_from_bytecode(vec![1, 2, 3]).await.is_err());
 }

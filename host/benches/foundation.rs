@@ -282,6 +282,20 @@ async fn wait_warm(runtime: &Runtime, tool: &Tool) {
     }
 }
 
+/// Waits until every pre-warmed instance of `tool` is ready (no refill runs
+/// beside the next call).
+async fn wait_warm_full(runtime: &Runtime, tool: &Tool) {
+    let start = Instant::now();
+    let full = runtime.cache_limits().warm_per_tool;
+    while runtime.warm_ready(tool) < full {
+        assert!(
+            start.elapsed() < WARM_WAIT_LIMIT,
+            "no pre-warmed instance appeared"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 /// A runtime on the same cache with pre-warming off: every call makes a
 /// fresh engine instance and loads the bytecode.
 fn fresh_only_runtime(cache: &std::path::Path) -> Runtime {
@@ -491,7 +505,7 @@ fn main() {
         call_ok(&runtime, &tool).await;
         let mut samples = Vec::with_capacity(CALLS);
         for i in 0..CALL_WARMUP + CALLS {
-            wait_warm(&runtime, &tool).await;
+            wait_warm_full(&runtime, &tool).await;
             let t = Instant::now();
             let out = runtime.call(&tool, INPUT).await;
             let d = t.elapsed();

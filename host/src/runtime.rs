@@ -306,6 +306,7 @@ impl RuntimeBuilder {
                 caches: self.caches,
                 policy: self.policy,
                 fetch,
+                reaper: spawn_reaper()?,
             }),
         })
     }
@@ -334,6 +335,25 @@ struct RuntimeInner {
     caches: CacheLimits,
     policy: HostPolicy,
     fetch: Option<Arc<FetchTransport>>,
+    /// Used stores on their way to the reaper thread, which drops them.
+    reaper: std::sync::mpsc::SyncSender<Store<HostState>>,
+}
+
+/// Stores waiting to be dropped at most; past it, calls drop their own.
+const REAPER_BACKLOG: usize = 32;
+
+/// Starts the thread that drops used stores; it ends with the runtime.
+fn spawn_reaper() -> Result<std::sync::mpsc::SyncSender<Store<HostState>>, BuildError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Store<HostState>>(REAPER_BACKLOG);
+    std::thread::Builder::new()
+        .name("temper-reaper".into())
+        .spawn(move || {
+            while let Ok(store) = rx.recv() {
+                drop(store);
+            }
+        })
+        .map_err(internal("reaper thread"))?;
+    Ok(tx)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -750,6 +770,17 @@ impl Runtime {
             }
         };
 
+        self.artifact_from_bytecode(bytecode).await
+    }
+
+    /// The self-contained artifact of a tool's bytecode (the second half of
+    /// [`Runtime::build`]): load it in a fresh shim instance under the
+    /// build's fixed clocks and random, and snapshot it. The artifact
+    /// depends only on the shim, the prelude and the bytecode, so a store
+    /// that keeps the compact form (bytecode + manifest) rebuilds the very
+    /// same bytes (the same id) on export.
+    pub async fn artifact_from_bytecode(&self, bytecode: Vec<u8>) -> Result<Artifact, BuildError> {
+        let shim = self.shim().await?;
         // Load (run the top level) and snapshot.
         let (mut store, instance, exports) = self.shim_instance(shim).await?;
         match exports
@@ -1105,10 +1136,23 @@ impl Runtime {
         Some(Ready { store, instance })
     }
 
+    /// Drops a used store off the request path (resetting its instance's
+    /// memory slot costs about as much as the call): on the reaper thread,
+    /// or here when the reaper is behind.
+    fn retire(&self, store: Store<HostState>) {
+        if let Err(
+            std::sync::mpsc::TrySendError::Full(store)
+            | std::sync::mpsc::TrySendError::Disconnected(store),
+        ) = self.inner.reaper.try_send(store)
+        {
+            drop(store);
+        }
+    }
+
     /// Turns a call's outcome and its store into what the caller gets.
     fn finish(
         &self,
-        store: Store<HostState>,
+        mut store: Store<HostState>,
         outcome: Result<
             Result<Result<String, RunError>, wasmtime::Error>,
             tokio::time::error::Elapsed,
@@ -1123,9 +1167,10 @@ impl Runtime {
             Ok(Err(trap)) => Err(classify_trap(&store, &trap, limits)),
             Ok(Ok(result)) => result,
         };
-        let state = store.into_data();
-        let denied = state.denied.clone();
-        let logs = state.console.into_lines();
+        let state = store.data_mut();
+        let denied = state.denied.take();
+        let logs = std::mem::take(&mut state.console).into_lines();
+        self.retire(store);
         match result {
             Ok(output) if output.len() > limits.output_bytes => Err(CallFailure {
                 error: RunError::OutputTooLarge {
