@@ -343,6 +343,16 @@ fn profile_calls(rt: &tokio::runtime::Runtime, runtime: &Runtime, secs: f64) {
     });
 }
 
+/// Runs `f` in a task on a worker thread (as a server's calls run) and
+/// waits for it.
+fn in_task<F>(rt: &tokio::runtime::Runtime, f: F) -> F::Output
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    rt.block_on(async { tokio::spawn(f).await.expect("task") })
+}
+
 fn multi_thread_runtime(max_blocking: Option<usize>) -> tokio::runtime::Runtime {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.enable_all();
@@ -500,7 +510,10 @@ fn main() {
 
     // (a) Request path with a pre-warmed instance waiting: each sample
     // waits (untimed) until the refill has made one.
-    let warm_samples = rt.block_on(async {
+    // Each loop runs in a task on a worker thread, as a server's calls do.
+    let (r, t) = (runtime.clone(), tool.clone());
+    let warm_samples = in_task(&rt, async move {
+        let (runtime, tool) = (r, t);
         // The first call makes the tool hot.
         call_ok(&runtime, &tool).await;
         let mut samples = Vec::with_capacity(CALLS);
@@ -517,7 +530,9 @@ fn main() {
         samples
     });
     // (b) Fresh engine instance per call, pre-warming off.
-    let fresh_samples = rt.block_on(async {
+    let (r, t) = (fresh_runtime.clone(), fresh_tool.clone());
+    let fresh_samples = in_task(&rt, async move {
+        let (fresh_runtime, fresh_tool) = (r, t);
         let mut samples = Vec::with_capacity(CALLS);
         for i in 0..CALL_WARMUP + CALLS {
             let t = Instant::now();
@@ -532,10 +547,12 @@ fn main() {
     });
     // (c) The tool's own compiled snapshot (compiled once here: the disk
     // cache is cold for it).
-    let (compile_own, compiled_tool, compiled_samples) = rt.block_on(async {
+    let (r, bytes) = (runtime.clone(), artifact.bytes.clone());
+    let (compile_own, compiled_tool, compiled_samples) = in_task(&rt, async move {
+        let (runtime, artifact_bytes) = (r, bytes);
         let t = Instant::now();
         let loaded = runtime
-            .load_compiled(artifact.bytes.to_vec())
+            .load_compiled(artifact_bytes.to_vec())
             .await
             .expect("load");
         let compile_own = t.elapsed();

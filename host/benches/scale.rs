@@ -105,6 +105,15 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Runs `f` in a task on a worker thread and waits for it.
+fn in_task<F>(rt: &tokio::runtime::Runtime, f: F) -> F::Output
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    rt.block_on(async { tokio::spawn(f).await.expect("task") })
+}
+
 fn tokio_rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -216,7 +225,17 @@ fn child_isolated(cache: &Path) -> Value {
     let warm_tool = warm_rt.tool(&built);
     let fresh_tool = fresh_rt.tool(&built);
     let want = expected(7);
-    let (warm, fresh) = rt.block_on(async {
+    let (warm_rt2, fresh_rt2, warm_tool2, fresh_tool2, want2) = (
+        warm_rt.clone(),
+        fresh_rt.clone(),
+        warm_tool.clone(),
+        fresh_tool.clone(),
+        want.clone(),
+    );
+    // In a task on a worker thread, as a server's calls run.
+    let (warm, fresh) = in_task(&rt, async move {
+        let (warm_rt, fresh_rt, warm_tool, fresh_tool, want) =
+            (warm_rt2, fresh_rt2, warm_tool2, fresh_tool2, want2);
         let mut warm = Vec::with_capacity(ISOLATED_CALLS);
         let mut fresh = Vec::with_capacity(ISOLATED_CALLS);
         // The first call makes the tool hot.
@@ -298,6 +317,49 @@ fn child_isolated(cache: &Path) -> Value {
     })
 }
 
+/// `SCALE_PROFILE=warm|fresh SCALE_PROFILE_SECS=5`: calls of one tool in a
+/// loop (for `perf record`); prints the mean of the timed calls. In `warm`
+/// mode each call waits (untimed) for every pre-warmed instance to be ready.
+fn profile(mode: &str, secs: f64) {
+    let rt = tokio_rt();
+    let cache = tempfile::tempdir().expect("cache");
+    let mut caches = temper::limits::CacheLimits::default();
+    if mode == "fresh" {
+        caches.warm_per_tool = 0;
+    }
+    let runtime = Runtime::builder()
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .cache_limits(caches)
+        .build()
+        .expect("runtime");
+    let mode = mode.to_string();
+    in_task(&rt, async move {
+        runtime.warm_up().await.expect("warm_up");
+        let built = runtime.build(&tool_source(1)).await.expect("build");
+        let tool = runtime.tool(&built);
+        runtime.call(&tool, INPUT).await.expect("call");
+        eprintln!(
+            "profiling {mode} calls for {secs} s (pid {})",
+            std::process::id()
+        );
+        let start = Instant::now();
+        let mut timed = Duration::ZERO;
+        let mut calls = 0u32;
+        while start.elapsed().as_secs_f64() < secs {
+            if mode == "warm" {
+                while runtime.warm_ready(&tool) < runtime.cache_limits().warm_per_tool {
+                    tokio::task::yield_now().await;
+                }
+            }
+            let t = Instant::now();
+            runtime.call(&tool, INPUT).await.expect("call");
+            timed += t.elapsed();
+            calls += 1;
+        }
+        eprintln!("{calls} calls, mean {:.1} µs", us(timed / calls.max(1)));
+    });
+}
+
 // ---------------------------------------------------------------- parent
 
 fn run_child(args: &[(&str, String)]) -> Value {
@@ -326,6 +388,14 @@ fn f(v: &Value, key: &str) -> f64 {
 }
 
 fn main() {
+    if let Ok(mode) = std::env::var("SCALE_PROFILE") {
+        let secs = std::env::var("SCALE_PROFILE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5.0);
+        profile(&mode, secs);
+        return;
+    }
     let cache_env = std::env::var_os("SCALE_CACHE").map(PathBuf::from);
     if let (Some(cache), Ok(n)) = (&cache_env, std::env::var("SCALE_CHILD_N")) {
         let store = PathBuf::from(std::env::var_os("SCALE_STORE").expect("SCALE_STORE"));

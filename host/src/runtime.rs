@@ -306,7 +306,7 @@ impl RuntimeBuilder {
                 caches: self.caches,
                 policy: self.policy,
                 fetch,
-                reaper: spawn_reaper()?,
+                reaper: Reaper::spawn()?,
             }),
         })
     }
@@ -336,24 +336,99 @@ struct RuntimeInner {
     policy: HostPolicy,
     fetch: Option<Arc<FetchTransport>>,
     /// Used stores on their way to the reaper thread, which drops them.
-    reaper: std::sync::mpsc::SyncSender<Store<HostState>>,
+    reaper: Arc<Reaper>,
 }
 
-/// Stores waiting to be dropped at most; past it, calls drop their own.
-const REAPER_BACKLOG: usize = 32;
+/// Drops used stores on a thread of its own: resetting an instance's memory
+/// slot costs about as much as a call, and need not delay its answer. Calls
+/// hand stores in without a wake-up (a system call) unless a batch is
+/// full; while busy the thread wakes on its own every [`REAPER_TICK`], and
+/// after a tick with nothing to do it sleeps until the next store comes.
+struct Reaper {
+    queue: Mutex<Vec<Store<HostState>>>,
+    wake: std::sync::Condvar,
+    /// Set (under the queue's lock) while the thread sleeps without a tick.
+    idle: std::sync::atomic::AtomicBool,
+    closed: std::sync::atomic::AtomicBool,
+}
 
-/// Starts the thread that drops used stores; it ends with the runtime.
-fn spawn_reaper() -> Result<std::sync::mpsc::SyncSender<Store<HostState>>, BuildError> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Store<HostState>>(REAPER_BACKLOG);
-    std::thread::Builder::new()
-        .name("temper-reaper".into())
-        .spawn(move || {
-            while let Ok(store) = rx.recv() {
-                drop(store);
-            }
-        })
-        .map_err(internal("reaper thread"))?;
-    Ok(tx)
+/// Stores handed in before the reaper is woken.
+const REAPER_BATCH: usize = 8;
+/// Stores waiting at most; past it, calls drop their own.
+const REAPER_BACKLOG: usize = 32;
+/// How often the reaper wakes on its own.
+const REAPER_TICK: std::time::Duration = std::time::Duration::from_millis(1);
+
+impl Reaper {
+    /// Starts the thread; it ends once [`Reaper::close`] is called.
+    fn spawn() -> Result<Arc<Self>, BuildError> {
+        let reaper = Arc::new(Self {
+            queue: Mutex::new(Vec::with_capacity(REAPER_BACKLOG)),
+            wake: std::sync::Condvar::new(),
+            idle: std::sync::atomic::AtomicBool::new(false),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        });
+        let r = reaper.clone();
+        std::thread::Builder::new()
+            .name("temper-reaper".into())
+            .spawn(move || {
+                use std::sync::atomic::Ordering::{Acquire, Relaxed};
+                loop {
+                    let batch = {
+                        let mut queue = lock(&r.queue);
+                        if queue.is_empty() && !r.closed.load(Acquire) {
+                            queue = r
+                                .wake
+                                .wait_timeout_while(queue, REAPER_TICK, |q| q.is_empty())
+                                .map(|(q, _)| q)
+                                .unwrap_or_else(|e| e.into_inner().0);
+                        }
+                        if queue.is_empty() && !r.closed.load(Acquire) {
+                            r.idle.store(true, Relaxed);
+                            queue = r
+                                .wake
+                                .wait_while(queue, |q| q.is_empty() && !r.closed.load(Acquire))
+                                .unwrap_or_else(|e| e.into_inner());
+                            r.idle.store(false, Relaxed);
+                        }
+                        std::mem::take(&mut *queue)
+                    };
+                    drop(batch);
+                    if r.closed.load(Acquire) && lock(&r.queue).is_empty() {
+                        break;
+                    }
+                }
+            })
+            .map_err(internal("reaper thread"))?;
+        Ok(reaper)
+    }
+
+    /// Hands a used store in, or drops it here when the backlog is full.
+    fn retire(&self, store: Store<HostState>) {
+        let mut queue = lock(&self.queue);
+        if queue.len() >= REAPER_BACKLOG {
+            drop(queue);
+            drop(store);
+            return;
+        }
+        queue.push(store);
+        if queue.len() >= REAPER_BATCH || self.idle.load(std::sync::atomic::Ordering::Relaxed) {
+            self.wake.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        let _queue = lock(&self.queue);
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.wake.notify_one();
+    }
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        self.reaper.close();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -1140,13 +1215,7 @@ impl Runtime {
     /// memory slot costs about as much as the call): on the reaper thread,
     /// or here when the reaper is behind.
     fn retire(&self, store: Store<HostState>) {
-        if let Err(
-            std::sync::mpsc::TrySendError::Full(store)
-            | std::sync::mpsc::TrySendError::Disconnected(store),
-        ) = self.inner.reaper.try_send(store)
-        {
-            drop(store);
-        }
+        self.inner.reaper.retire(store);
     }
 
     /// Turns a call's outcome and its store into what the caller gets.
