@@ -89,17 +89,28 @@ fn dir_bytes(dir: &Path) -> u64 {
 
 /// CPU time of the calling thread: unlike wall time, not inflated when the
 /// thread is preempted on a busy machine.
-fn thread_cpu() -> Duration {
+fn thread_cpu() -> (Duration, std::thread::ThreadId) {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    (
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32),
+        std::thread::current().id(),
+    )
 }
 
 /// CPU time of the whole process (every thread: calls, refills, reaper).
+/// CPU time since `start` (a [`thread_cpu`] reading and its thread), or
+/// zero when the task moved to another thread meanwhile (then the reading
+/// is not comparable; such samples are rare and left out of the CPU
+/// figures).
+fn cpu_since(start: (Duration, std::thread::ThreadId)) -> Option<Duration> {
+    (std::thread::current().id() == start.1).then(|| thread_cpu().0.saturating_sub(start.0))
+}
+
 fn process_cpu() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -188,7 +199,7 @@ fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
             let (t, c) = (Instant::now(), thread_cpu());
             let out = runtime.call(&tool, INPUT).await.expect("first call");
             first.push(t.elapsed());
-            first_cpu.push(thread_cpu() - c);
+            first_cpu.extend(cpu_since(c));
             assert_eq!(out.output, expected(i));
             tools.push(tool);
         }
@@ -197,7 +208,7 @@ fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
                 let (t, c) = (Instant::now(), thread_cpu());
                 let out = runtime.call(tool, INPUT).await.expect("call");
                 later.push(t.elapsed());
-                later_cpu.push(thread_cpu() - c);
+                later_cpu.extend(cpu_since(c));
                 assert_eq!(out.output, expected(i));
             }
         }
@@ -282,21 +293,21 @@ fn child_isolated(cache: &Path) -> Value {
             }
             let (t, c) = (Instant::now(), thread_cpu());
             let out = warm_rt.call(&warm_tool, INPUT).await.expect("call");
-            let (d, dc) = (t.elapsed(), thread_cpu() - c);
+            let (d, dc) = (t.elapsed(), cpu_since(c));
             assert_eq!(out.output, want);
             if i >= 100 {
                 warm.push(d);
-                warm_cpu.push(dc);
+                warm_cpu.extend(dc);
             }
         }
         for i in 0..ISOLATED_CALLS + 100 {
             let (t, c) = (Instant::now(), thread_cpu());
             let out = fresh_rt.call(&fresh_tool, INPUT).await.expect("call");
-            let (d, dc) = (t.elapsed(), thread_cpu() - c);
+            let (d, dc) = (t.elapsed(), cpu_since(c));
             assert_eq!(out.output, want);
             if i >= 100 {
                 fresh.push(d);
-                fresh_cpu.push(dc);
+                fresh_cpu.extend(dc);
             }
         }
         (warm, fresh, warm_cpu, fresh_cpu)
@@ -400,7 +411,7 @@ fn profile(mode: &str, secs: f64) {
             let (t, c) = (Instant::now(), thread_cpu());
             runtime.call(&tool, INPUT).await.expect("call");
             timed += t.elapsed();
-            cpu += thread_cpu() - c;
+            cpu += cpu_since(c).unwrap_or_default();
             calls += 1;
         }
         eprintln!(
