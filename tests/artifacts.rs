@@ -17,7 +17,7 @@ use temper::forge::judge::{Judge, RulesJudge};
 use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeError, ImportError, Stage};
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
-use temper::store::{Store, Tier};
+use temper::store::{Registry, Tier};
 
 fn fixture(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -39,7 +39,7 @@ fn code_of(r: &ForgeRequest) -> String {
 fn forge_in(dir: &Path, policy: HostPolicy, config: ForgeConfig) -> Forge {
     let runtime = support::runtime_builder().policy(policy).build().unwrap();
     let judge: Arc<dyn Judge> = Arc::new(RulesJudge::standard());
-    Forge::builder(runtime, Arc::new(Store::open(dir).unwrap()))
+    Forge::builder(runtime, Arc::new(Registry::open(dir).unwrap()))
         .judge(judge)
         .config(config)
         .build()

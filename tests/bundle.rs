@@ -14,14 +14,14 @@ use temper::forge::judge::RulesJudge;
 use temper::forge::{ExportError, Forge, ForgeContext, NativeToolSpec};
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation, TestCase};
-use temper::store::{Store, Tier};
+use temper::store::{Registry, Tier};
 
 fn forge(dir: &std::path::Path) -> Forge {
     let runtime = support::runtime_builder()
         .policy(HostPolicy::deny_all().with_allow_crypto())
         .build()
         .unwrap();
-    let store = Arc::new(Store::open(dir).unwrap());
+    let store = Arc::new(Registry::open(dir).unwrap());
     let forge = Forge::builder(runtime, store)
         .judge(Arc::new(RulesJudge::standard()))
         .build();
@@ -219,7 +219,7 @@ async fn a_bundle_without_its_native_tool_is_refused_naming_it() {
         .build()
         .unwrap();
     let dir2 = tempfile::tempdir().unwrap();
-    let bare = Forge::builder(runtime, Arc::new(Store::open(dir2.path()).unwrap()))
+    let bare = Forge::builder(runtime, Arc::new(Registry::open(dir2.path()).unwrap()))
         .judge(Arc::new(RulesJudge::standard()))
         .build();
     let err = bare

@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use temper::artifact::StepRef;
 use temper::compose::adapter::component_imports;
-use temper::forge::judge::{Judge, ReviewFuture, RulesJudge, Scores, ToolCandidate, Verdict};
+use temper::forge::judge::{Judge, RulesJudge};
 use temper::forge::{
     Forge, ForgeConfig, ForgeContext, ForgeError, Forged, InvokeError, NativeToolSpec,
     PromotionThreshold, Stage, ValidateError,
 };
 use temper::policy::HostPolicy;
 use temper::request::ForgeRequest;
-use temper::store::{ArtifactId, Store, Tier};
+use temper::store::{ArtifactId, Registry, Tier};
 use temper::{CallFailure, Limits, LoadError, RunError, Runtime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -47,7 +47,7 @@ fn rules() -> Arc<dyn Judge> {
 }
 
 fn forge_on(runtime: Runtime, dir: &Path) -> Forge {
-    Forge::builder(runtime, Arc::new(Store::open(dir).expect("store")))
+    Forge::builder(runtime, Arc::new(Registry::open(dir).expect("store")))
         .judge(rules())
         .build()
 }
@@ -210,22 +210,7 @@ impl Drop for JsonServer {
     }
 }
 
-/// A judge that approves everything: stands for a reviewer that missed
-/// what the rules judge catches, to show the runtime still holds the line.
-struct ApproveAll;
-
-impl Judge for ApproveAll {
-    fn review<'a>(&'a self, _c: &'a ToolCandidate) -> ReviewFuture<'a> {
-        let scores = Scores {
-            safety: 1.0,
-            correctness: 1.0,
-            determinism: 1.0,
-            confidence: 0.9,
-        };
-        let v = Verdict::new(true, scores, vec!["approve-all".into()], "approve-all");
-        Box::pin(async move { v })
-    }
-}
+use support::ApproveAll;
 
 // ---- 1. research_and_summarize ----------------------------------------------
 
@@ -640,7 +625,7 @@ async fn composing_never_widens_capabilities() {
     let dir = tempfile::tempdir().unwrap();
     let forge = Forge::builder(
         runtime_with(policy, Limits::default()),
-        Arc::new(Store::open(dir.path()).unwrap()),
+        Arc::new(Registry::open(dir.path()).unwrap()),
     )
     .judge(Arc::new(ApproveAll))
     .build();
@@ -1007,7 +992,7 @@ async fn a_cycle_through_a_promoted_tool_is_refused() {
         },
         ..ForgeConfig::default()
     };
-    let forge = Forge::builder(runtime(), Arc::new(Store::open(dir.path()).unwrap()))
+    let forge = Forge::builder(runtime(), Arc::new(Registry::open(dir.path()).unwrap()))
         .judge(rules())
         .config(config)
         .build();
@@ -1195,7 +1180,7 @@ async fn nesting_past_the_depth_limit_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let forge = forge_on(runtime(), dir.path());
     echo(&forge);
-    let max = temper::forge::engine::MAX_COMPOSE_DEPTH;
+    let max = temper::forge::MAX_COMPOSE_DEPTH;
     let mut below = "echo".to_string();
     for level in 0..max {
         let name = format!("level{level}");

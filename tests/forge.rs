@@ -27,7 +27,7 @@ use temper::forge::{
 };
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
-use temper::store::{AuditKind, Store, Tier};
+use temper::store::{AuditKind, Registry, Tier};
 
 fn runtime_with(policy: HostPolicy, transport: TransportOptions) -> Runtime {
     support::runtime_builder()
@@ -45,8 +45,8 @@ fn rules() -> Arc<dyn Judge> {
     Arc::new(RulesJudge::standard())
 }
 
-fn store(dir: &Path) -> Arc<Store> {
-    Arc::new(Store::open(dir).expect("store"))
+fn store(dir: &Path) -> Arc<Registry> {
+    Arc::new(Registry::open(dir).expect("store"))
 }
 
 fn seed(name: &str) -> ForgeRequest {
@@ -75,7 +75,7 @@ fn ctx() -> ForgeContext {
     ForgeContext::new("agent-1", "session-1")
 }
 
-fn audit(store: &Store) -> Vec<temper::store::AuditEntry> {
+fn audit(store: &Registry) -> Vec<temper::store::AuditEntry> {
     store.audit_entries(0, 100_000).unwrap()
 }
 
@@ -323,14 +323,23 @@ async fn refusals_name_their_stage_and_reason() {
         "{err}"
     );
 
-    // BUILD: a syntax error, with its line.
+    // VALIDATE: a syntax error, with its line and column.
     let r = with_code(
         "broken",
         "function execute(i) {\n  return { sum: i.a + };\n}",
         &[],
     );
-    let err = refused(&forge, &r, Stage::Build).await;
-    assert!(err.to_string().contains("line 2"), "{err}");
+    let err = refused(&forge, &r, Stage::Validate).await;
+    assert!(
+        matches!(err, ForgeError::Validate(ValidateError::Syntax(_))),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with("validate: syntax error: SyntaxError")
+            && text.contains("(at line 2, column"),
+        "{text}"
+    );
 
     // JUDGE: the rules judge refuses an allowlist wider than the code's use.
     let r = with_code(
@@ -610,6 +619,10 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     assert!(forge2.session_tools(&c).is_empty());
     let agent_tools = forge2.agent_tools("agent-1").unwrap();
     assert_eq!(agent_tools.len(), 1);
+    // The session tier's calls came along: 6 calls, 5 of them successes.
+    let carried = forge2.tool_stats("add_numbers", &c).unwrap();
+    assert_eq!((carried.total_calls, carried.successes), (6, 5));
+    assert_eq!(carried.p95_latency_ms, stats.p95_latency_ms);
     // It runs from the store now (artifact loaded and hash-checked).
     let other_session = ForgeContext::new("agent-1", "session-2");
     let out = forge2
@@ -617,6 +630,8 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
         .await
         .unwrap();
     assert_eq!((out.output, out.tier), (json!({"sum": 42}), Tier::Agent));
+    let after = forge2.tool_stats("add_numbers", &other_session).unwrap();
+    assert_eq!((after.total_calls, after.successes), (7, 6));
     // Another agent does not see it yet.
     let stranger = ForgeContext::new("agent-2", "s");
     assert!(matches!(
@@ -808,8 +823,8 @@ fn eight_threads_forge_and_invoke_against_one_store() {
                     }
                     let stats = forge.tool_stats(&name, &c).unwrap();
                     assert_eq!(
-                        stats.total_calls, 3,
-                        "agent-tier stats start with the agent-tier record"
+                        stats.total_calls, 8,
+                        "a promoted tool keeps its 5 session-tier calls"
                     );
                 })
             })
@@ -818,7 +833,7 @@ fn eight_threads_forge_and_invoke_against_one_store() {
     for t in threads {
         t.join().unwrap();
     }
-    let st = Store::open(dir.path()).unwrap();
+    let st = Registry::open(dir.path()).unwrap();
     let report = st.verify_audit().unwrap();
     // Per thread: forge decision, promotion, registration.
     assert_eq!(report.entries, 8 * 3);
@@ -892,7 +907,7 @@ fn crash_child() {
 /// registry row's artifact is present and hashes to its id; every row has
 /// its registration entry; every shared tool has its approval.
 fn assert_consistent(dir: &Path, agents: &[String]) -> usize {
-    let st = Store::open(dir).expect("the store opens after a crash");
+    let st = Registry::open(dir).expect("the store opens after a crash");
     st.verify_audit().expect("audit chain intact");
     let entries = audit(&st);
     let mut rows = st.shared_tools().unwrap();
@@ -1104,4 +1119,59 @@ fn cli_forge_call_stats_promote_approve_and_audit() {
     let (ok, doc, err) = cli(store, &["audit", "verify"]);
     assert!(!ok && doc["ok"] == false, "{doc}");
     assert!(err.contains("seq 1"), "{err}");
+}
+
+/// Two `temper` processes on one session at once: neither loses the
+/// other's tools or calls (the session file is locked and merged).
+#[test]
+fn cli_processes_sharing_a_session_keep_each_others_tools_and_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().to_path_buf();
+    let seed_file = |name: &str| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/seeds")
+            .join(format!("{name}.json"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let forges: Vec<_> = ["slugify", "add_numbers"]
+        .into_iter()
+        .map(|name| {
+            let (store, file) = (store.clone(), seed_file(name));
+            std::thread::spawn(move || cli(&store, &["forge", &file, "--judge", "rules"]))
+        })
+        .collect();
+    for f in forges {
+        let (ok, doc, err) = f.join().unwrap();
+        assert!(ok, "{doc} {err}");
+    }
+    let (ok, doc, _) = cli(&store, &["tools"]);
+    assert!(ok);
+    let mut names: Vec<&str> = doc["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["add_numbers", "slugify"], "{doc}");
+
+    let callers: Vec<_> = (0..3)
+        .map(|i| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let input = json!({"a": i, "b": 1}).to_string();
+                for _ in 0..2 {
+                    let (ok, doc, err) = cli(&store, &["call", "add_numbers", "--input", &input]);
+                    assert!(ok, "{doc} {err}");
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.join().unwrap();
+    }
+    let (ok, doc, err) = cli(&store, &["stats", "add_numbers"]);
+    assert!(ok, "{doc} {err}");
+    assert_eq!(doc["totalCalls"], 6, "{doc}");
 }

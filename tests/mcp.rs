@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::cache_dir;
-use temper::store::{AuditKind, Store};
+use temper::store::{AuditKind, Registry};
 
 /// Only a safety net against a hung server; no assertion depends on it.
 const HANG: Duration = Duration::from_secs(600);
@@ -381,7 +381,7 @@ fn mcp_over_stdio_pipes() {
     let (status, rest) = c.close();
     assert!(status.success(), "{status}");
     assert!(rest.is_empty(), "{rest:?}");
-    let store = Store::open(store.path()).unwrap();
+    let store = Registry::open(store.path()).unwrap();
     let mut deleted: Vec<String> = store
         .audit_entries(0, 10_000)
         .unwrap()

@@ -72,7 +72,9 @@ impl ToolGuest for Engine {
 fn init_base(prelude: &[u8]) -> Result<(), ToolError> {
     let taken = BASE.with(|b| b.borrow().is_some()) || LOADED.with(|l| l.borrow().is_some());
     if taken {
-        return Err(ToolError::Internal("the engine is already initialized".into()));
+        return Err(ToolError::Internal(
+            "the engine is already initialized".into(),
+        ));
     }
     let runtime = crate::tool_runtime()?;
     runtime.context().with(|ctx| -> Result<(), ToolError> {

@@ -20,7 +20,7 @@ use temper::compose::run::{LinkedStep, StepOutput, step_fn};
 use temper::forge::judge::{Judge, RulesJudge};
 use temper::forge::{Forge, ForgeConfig, ForgeContext};
 use temper::request::ForgeRequest;
-use temper::store::Store;
+use temper::store::Registry;
 
 const SIZES: [usize; 5] = [1, 2, 4, 8, 16];
 const WARMUP: usize = 50;
@@ -132,10 +132,13 @@ async fn main() {
     // ---- end to end through Forge::invoke
     let dir = tempfile::tempdir().unwrap();
     let judge: Arc<dyn Judge> = Arc::new(RulesJudge::standard());
-    let forge = Forge::builder(runtime.clone(), Arc::new(Store::open(dir.path()).unwrap()))
-        .judge(judge)
-        .config(ForgeConfig::default())
-        .build();
+    let forge = Forge::builder(
+        runtime.clone(),
+        Arc::new(Registry::open(dir.path()).unwrap()),
+    )
+    .judge(judge)
+    .config(ForgeConfig::default())
+    .build();
     let ctx = ForgeContext::new("bench-agent", "bench-session");
     forge
         .forge(

@@ -14,7 +14,7 @@ use temper::Runtime;
 use temper::forge::judge::{Judge, RulesJudge};
 use temper::forge::{Forge, ForgeConfig, ForgeContext, PromotionThreshold};
 use temper::request::ForgeRequest;
-use temper::store::Store;
+use temper::store::Registry;
 
 const FORGES: usize = 30;
 const CALLS: usize = 1000;
@@ -54,10 +54,13 @@ async fn main() {
         },
         ..ForgeConfig::default()
     };
-    let forge = Forge::builder(runtime.clone(), Arc::new(Store::open(dir.path()).unwrap()))
-        .judge(judge)
-        .config(config)
-        .build();
+    let forge = Forge::builder(
+        runtime.clone(),
+        Arc::new(Registry::open(dir.path()).unwrap()),
+    )
+    .judge(judge)
+    .config(config)
+    .build();
     let ctx = ForgeContext::new("bench-agent", "bench-session");
 
     // Whole forges of distinct tools (distinct source: a new artifact each).

@@ -43,6 +43,41 @@ pub struct StepRef {
     pub input_mapping: Value,
 }
 
+/// How a tool is implemented; written as its lowercase name in manifests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Agent JavaScript built on the shim.
+    Sandbox,
+    /// A pipeline of registered tools, run by a generated adapter.
+    Compose,
+    /// A compose tool with its component steps composed in (an export).
+    Bundle,
+}
+
+impl Mode {
+    /// The name written in manifests: `sandbox`, `compose` or `bundle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Sandbox => "sandbox",
+            Mode::Compose => "compose",
+            Mode::Bundle => "bundle",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Mode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// What an artifact says about itself (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -57,8 +92,8 @@ pub struct ArtifactManifest {
     pub input_schema: Value,
     /// JSON Schema of the output.
     pub output_schema: Value,
-    /// `sandbox` or `compose`.
-    pub mode: String,
+    /// How the tool is implemented.
+    pub mode: Mode,
     /// Capabilities the tool requests (sorted, no duplicates); what it gets
     /// is always this ∩ the running host's policy.
     pub capabilities: Vec<String>,
@@ -98,10 +133,10 @@ impl ArtifactManifest {
             description: description.into(),
             input_schema: input_schema.clone(),
             output_schema: output_schema.clone(),
-            mode: "sandbox".into(),
+            mode: Mode::Sandbox,
             capabilities: caps,
             test_cases: test_cases.to_vec(),
-            source_blake3: blake3::hash(source.as_bytes()).to_hex().to_string(),
+            source_blake3: crate::id::blake3_hex(source.as_bytes()),
             shim_blake3: crate::shim::shim_id(),
             steps: Vec::new(),
             source: keep_source.then(|| source.to_string()),
@@ -123,10 +158,10 @@ impl ArtifactManifest {
             description: request.description.clone(),
             input_schema: request.input_schema.clone(),
             output_schema: request.output_schema.clone(),
-            mode: "compose".into(),
+            mode: Mode::Compose,
             capabilities: Vec::new(),
             test_cases: request.test_cases.clone(),
-            source_blake3: blake3::hash(pipeline_json.as_bytes()).to_hex().to_string(),
+            source_blake3: crate::id::blake3_hex(pipeline_json.as_bytes()),
             shim_blake3: crate::compose::core::core_id(),
             steps,
             source: None,
@@ -136,7 +171,7 @@ impl ArtifactManifest {
     /// The canonical JSON bytes stored in the section.
     pub fn to_canonical_json(&self) -> String {
         let value = serde_json::to_value(self).expect("a manifest serializes");
-        crate::store::canonical_json(&value)
+        crate::canonical_json::canonical_json(&value)
     }
 }
 
@@ -417,7 +452,7 @@ mod tests {
         ));
         let mut extra = serde_json::to_value(manifest()).unwrap();
         extra["grants"] = json!(["fetch"]);
-        let extra = crate::store::canonical_json(&extra);
+        let extra = crate::canonical_json::canonical_json(&extra);
         let err = read_manifest(&raw(extra.as_bytes())).unwrap_err();
         assert!(
             matches!(&err, ArtifactError::Malformed(m) if m.contains("unknown field `grants`")),

@@ -50,6 +50,12 @@ pub enum BuildError {
         /// Bytes allowed.
         limit: usize,
     },
+    /// A compose request given where JavaScript is built: its steps are
+    /// registered tools, so only the forge (with a registry) builds it.
+    #[error(
+        "build: {0}: a compose request calls registered tools: forge it with `temper forge` (a registry holds its steps)"
+    )]
+    ComposeRequest(String),
     /// Snapshotting (Wizer) or the engine failed: a host bug, not the tool's.
     #[error("build: internal error in {stage}: {message}")]
     Internal {

@@ -56,7 +56,7 @@ mod tests {
         // A directory in the way: an error, and no temp file left.
         let blocked = dir.path().join("d");
         std::fs::create_dir(blocked.join("x").parent().unwrap()).unwrap();
-        std::fs::create_dir(&blocked.join("x")).unwrap();
+        std::fs::create_dir(blocked.join("x")).unwrap();
         assert!(write_atomically(&blocked.join("x"), b"y").is_err());
         let left: Vec<_> = std::fs::read_dir(&blocked)
             .unwrap()

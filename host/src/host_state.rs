@@ -490,3 +490,7 @@ impl crypto::Host for HostState {
         Ok(Ok(bytes))
     }
 }
+
+#[cfg(test)]
+#[path = "host_state_tests.rs"]
+mod tests;

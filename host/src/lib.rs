@@ -16,8 +16,11 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod artifact;
 mod bindings;
+pub mod canonical_json;
 pub mod capabilities;
 pub mod compose;
 pub mod engine;
@@ -25,6 +28,7 @@ pub mod error;
 pub mod forge;
 pub mod fsutil;
 pub mod host_state;
+pub mod id;
 pub mod limits;
 pub mod mcp;
 pub mod policy;
@@ -40,5 +44,6 @@ pub mod verify;
 
 pub use error::{BuildError, JsLocation, LoadError, RunError};
 pub use host_state::LogLine;
+pub use id::ArtifactId;
 pub use limits::Limits;
 pub use runtime::{Artifact, CallFailure, CallOutput, Runtime, RuntimeBuilder, Tool};

@@ -34,6 +34,26 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// These limits with each limit a policy file's `[limits]` sets
+    /// replacing the one here (`timeout_ms`, `memory_mb`,
+    /// `max_output_bytes`); unset ones are kept.
+    pub fn with_policy(self, config: &crate::policy::LimitsConfig) -> Self {
+        let mut limits = self;
+        if let Some(ms) = config.timeout_ms {
+            limits.timeout = Duration::from_millis(ms);
+        }
+        if let Some(mb) = config.memory_mb {
+            limits.memory_bytes = usize::try_from(mb)
+                .ok()
+                .and_then(|mb| mb.checked_mul(1 << 20))
+                .unwrap_or(usize::MAX);
+        }
+        if let Some(bytes) = config.max_output_bytes {
+            limits.output_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        limits
+    }
+
     /// Sets the wall-clock timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -111,5 +131,33 @@ impl CacheLimits {
     /// Pool slots the pre-warmed instances may hold at once.
     pub fn warm_instances(&self) -> usize {
         self.warm_tools * self.warm_per_tool
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::LimitsConfig;
+
+    #[test]
+    fn a_policy_replaces_only_the_limits_it_sets() {
+        let config = LimitsConfig {
+            timeout_ms: Some(1234),
+            memory_mb: None,
+            max_output_bytes: Some(99),
+        };
+        let limits = Limits::default().with_policy(&config);
+        assert_eq!(limits.timeout, Duration::from_millis(1234));
+        assert_eq!(limits.output_bytes, 99);
+        assert_eq!(limits.memory_bytes, Limits::default().memory_bytes);
+        let mem = LimitsConfig {
+            memory_mb: Some(3),
+            ..LimitsConfig::default()
+        };
+        assert_eq!(Limits::default().with_policy(&mem).memory_bytes, 3 << 20);
+        assert_eq!(
+            Limits::default().with_policy(&LimitsConfig::default()),
+            Limits::default()
+        );
     }
 }

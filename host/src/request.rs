@@ -1,5 +1,6 @@
 //! The forge request an agent hands over (the seed `forge_tool` shape,
-//! camelCase fields), parsed as is.
+//! camelCase fields), parsed as is: checking it is the forge's VALIDATE
+//! stage ([`crate::forge::validate`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -39,9 +40,9 @@ pub enum Implementation {
         #[serde(default)]
         allowlist: Vec<String>,
     },
-    /// A pipeline of existing tools (kept as given; see the compose issue).
+    /// A pipeline of existing tools (see [`crate::compose`]).
     Compose {
-        /// The steps, as given.
+        /// The steps, as given (parsed and compiled at VALIDATE).
         steps: Vec<Value>,
     },
 }

@@ -200,10 +200,14 @@ struct ShimRuntime {
     prelude: Vec<u8>,
 }
 
-/// Builder for [`Runtime`].
+/// Builder for [`Runtime`]. Secure defaults: deny every capability
+/// ([`HostPolicy::deny_all`]), [`Limits::default`] overridden by the
+/// policy's `[limits]`, no fetch cassette, the default compile cache.
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeBuilder {
-    limits: Limits,
+    /// Set explicitly with [`RuntimeBuilder::limits`]; else the defaults
+    /// with the policy's `[limits]`.
+    limits: Option<Limits>,
     engine: EngineOptions,
     policy: HostPolicy,
     transport: TransportOptions,
@@ -212,9 +216,10 @@ pub struct RuntimeBuilder {
 }
 
 impl RuntimeBuilder {
-    /// Per-call limits (default: [`Limits::default`]).
+    /// Per-call limits, used as given (default: [`Limits::default`] with
+    /// the policy's `[limits]` applied, see [`Limits::with_policy`]).
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
         self
     }
     /// The host policy: which capabilities tools may be granted at all, which
@@ -268,7 +273,11 @@ impl RuntimeBuilder {
     }
     /// Creates the runtime (starts the epoch ticker; compiles nothing yet).
     pub fn build(mut self) -> Result<Runtime, BuildError> {
-        self.engine.max_memory_bytes = self.engine.max_memory_bytes.max(self.limits.memory_bytes);
+        let limits = self
+            .limits
+            .take()
+            .unwrap_or_else(|| Limits::default().with_policy(&self.policy.limits));
+        self.engine.max_memory_bytes = self.engine.max_memory_bytes.max(limits.memory_bytes);
         self.engine.warm_instances =
             u32::try_from(self.caches.warm_instances()).unwrap_or(u32::MAX);
         self.engine.keep_resident_bytes = self.caches.keep_resident_bytes;
@@ -297,7 +306,7 @@ impl RuntimeBuilder {
             inner: Arc::new(RuntimeInner {
                 engine,
                 linker,
-                limits: self.limits,
+                limits,
                 shim: OnceCell::new(),
                 engine_rt: OnceCell::new(),
                 warm: WarmPool::new(self.caches.warm_tools, self.caches.warm_per_tool),
@@ -826,34 +835,40 @@ impl Runtime {
             });
         }
         static_check::check(source)?;
-        let shim = self.shim().await?;
-
-        // Compile in a throw-away instance (the only place eval exists).
-        let bytecode = {
-            let (mut store, _instance, exports) = self.shim_instance(shim).await?;
-            match exports.call_compile(&mut store, source).await {
-                Ok(Ok(bytecode)) => bytecode,
-                Ok(Err(ToolError::Compile(js))) => return Err(BuildError::Compile(js.into())),
-                Ok(Err(other)) => return Err(top_level_error(other)),
-                Err(trap) => {
-                    return Err(BuildError::TopLevel(describe_trap(
-                        &store,
-                        &trap,
-                        &self.inner.limits,
-                    )));
-                }
-            }
-        };
-
+        let bytecode = self.compile_source(source).await?;
         self.artifact_from_bytecode(bytecode).await
     }
 
-    /// The self-contained artifact of a tool's bytecode (the second half of
-    /// [`Runtime::build`]): load it in a fresh shim instance under the
-    /// build's fixed clocks and random, and snapshot it. The artifact
-    /// depends only on the shim, the prelude and the bytecode, so a store
-    /// that keeps the compact form (bytecode + manifest) rebuilds the very
-    /// same bytes (the same id) on export.
+    /// Compiles `source` to QuickJS bytecode in a throw-away shim instance
+    /// (the only place `eval` exists): the syntax check. A syntax error
+    /// comes back as [`BuildError::Compile`] with its line and column.
+    pub async fn compile_source(&self, source: &str) -> Result<Vec<u8>, BuildError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(BuildError::SourceTooLarge {
+                actual: source.len(),
+                limit: MAX_SOURCE_BYTES,
+            });
+        }
+        let shim = self.shim().await?;
+        let (mut store, _instance, exports) = self.shim_instance(shim).await?;
+        match exports.call_compile(&mut store, source).await {
+            Ok(Ok(bytecode)) => Ok(bytecode),
+            Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
+            Ok(Err(other)) => Err(top_level_error(other)),
+            Err(trap) => Err(BuildError::TopLevel(describe_trap(
+                &store,
+                &trap,
+                &self.inner.limits,
+            ))),
+        }
+    }
+
+    /// The self-contained artifact of a tool's `bytecode` (from
+    /// [`Runtime::compile_source`]; the second half of [`Runtime::build`]):
+    /// load it in a fresh shim instance under the build's fixed clocks and
+    /// random, and snapshot it. The artifact depends only on the shim, the
+    /// prelude and the bytecode, so a store that keeps the compact form
+    /// (bytecode + manifest) rebuilds the very same bytes (the same id).
     pub async fn artifact_from_bytecode(&self, bytecode: Vec<u8>) -> Result<Artifact, BuildError> {
         let shim = self.shim().await?;
         // Load (run the top level) and snapshot.
@@ -992,38 +1007,18 @@ impl Runtime {
         Ok(Compiled { pre, run })
     }
 
-    /// A tool from a bundle (see [`crate::compose::bundle`]): a `tool`-world
-    /// component that may also import host-native tools, each an instance
-    /// named after the tool (`web-search`) with one `call`, linked here to
-    /// `natives` (tool name, what runs it). Any other import is refused.
-    /// Grants are given as for any tool ([`Runtime::grant`]).
-    pub async fn load_bundle(
+    /// A tool whose component may import more than the `tool` world:
+    /// `link` adds those imports to a copy of the runtime's linker and
+    /// returns their names; any other import is refused. Grants are given
+    /// as for any tool ([`Runtime::grant`]). Used for bundles
+    /// ([`crate::compose::bundle`]), whose host-native steps are imports.
+    pub(crate) async fn load_linked(
         &self,
         bytes: Vec<u8>,
-        natives: Vec<(String, Arc<dyn crate::compose::run::StepCall>)>,
+        link: impl FnOnce(&mut Linker<HostState>) -> Result<Vec<String>, LoadError>,
     ) -> Result<Tool, LoadError> {
         let mut linker = self.inner.linker.clone();
-        let mut names = Vec::with_capacity(natives.len());
-        for (tool, call) in natives {
-            let name = crate::compose::adapter::import_name(&tool)
-                .ok_or_else(|| LoadError::Invalid(format!("no import name for tool {tool:?}")))?;
-            linker
-                .instance(&name)
-                .and_then(|mut i| {
-                    i.func_wrap_async(
-                        crate::compose::adapter::STEP_FUNC,
-                        move |_store, (input,): (String,)| {
-                            let call = call.clone();
-                            Box::new(async move {
-                                let out = call.call(input).await;
-                                Ok((out.map(|o| o.output).map_err(ToolError::Internal),))
-                            })
-                        },
-                    )
-                })
-                .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
-            names.push(name);
-        }
+        let names = link(&mut linker)?;
         let rt = self.clone();
         let artifact = Arc::new(bytes);
         let compile_bytes = artifact.clone();
@@ -1034,7 +1029,7 @@ impl Runtime {
         .map_err(|e| LoadError::Invalid(e.to_string()))??;
         Ok(Tool {
             inner: Arc::new(ToolInner {
-                id: blake3::hash(&artifact).to_hex().to_string().into(),
+                id: crate::id::blake3_hex(&artifact).into(),
                 form: ToolForm::Pinned {
                     artifact,
                     compiled: Arc::new(compiled),
@@ -1404,3 +1399,7 @@ impl From<ToolError> for RunError {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "runtime_tests.rs"]
+mod tests;

@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use crate::artifact::{self, ArtifactError, ArtifactManifest};
 use crate::error::BuildError;
+use crate::forge::build;
+use crate::id::blake3_hex;
 use crate::request::{ForgeRequest, Implementation};
 use crate::runtime::Runtime;
 
@@ -66,7 +68,7 @@ pub async fn verify(
         .or(manifest.source.as_deref())
         .ok_or(VerifyError::NoSource)?;
     let mut differences = Vec::new();
-    let source_hash = blake3::hash(source.as_bytes()).to_hex().to_string();
+    let source_hash = blake3_hex(source.as_bytes());
     if source_hash != manifest.source_blake3 {
         differences.push(format!(
             "source: the file was built from source {}, the given source hashes to {source_hash}",
@@ -82,19 +84,7 @@ pub async fn verify(
     }
     let expected = match request {
         Some(r) => {
-            let Implementation::Sandbox { allowlist, .. } = &r.implementation else {
-                return Err(VerifyError::Compose);
-            };
-            let m = ArtifactManifest::sandbox(
-                &r.name,
-                &r.description,
-                &r.input_schema,
-                &r.output_schema,
-                allowlist,
-                &r.test_cases,
-                source,
-                manifest.source.is_some(),
-            );
+            let m = build::sandbox_manifest(r, source, manifest.source.is_some())?;
             differences.extend(manifest_differences(&manifest, &m));
             m
         }
@@ -114,7 +104,8 @@ pub async fn verify(
             component.len()
         ));
     }
-    let rebuilt = artifact::embed(&built.bytes, &expected)?;
+    let rebuilt = build::with_manifest(&built, &expected)?;
+    let rebuilt = rebuilt.bytes.as_slice();
     let identical = rebuilt == file;
     if identical {
         differences.clear();
@@ -122,8 +113,8 @@ pub async fn verify(
         differences.push("bytes differ".into());
     }
     Ok(VerifyReport {
-        id: blake3::hash(file).to_hex().to_string(),
-        rebuilt_id: blake3::hash(&rebuilt).to_hex().to_string(),
+        id: blake3_hex(file),
+        rebuilt_id: blake3_hex(rebuilt),
         identical,
         differences,
     })

@@ -376,6 +376,50 @@ pub fn deny_component(cap: &str, iface: &str) -> Result<Vec<u8>, BundleError> {
         .map_err(&e)
 }
 
+/// Loading a bundle: a `tool`-world component whose host-native steps
+/// stay imports.
+impl crate::runtime::Runtime {
+    /// A tool from a bundle (see the module docs): a `tool`-world component
+    /// that may also import host-native tools, each an instance named after
+    /// the tool (`web-search`) with one `call`, linked here to `natives`
+    /// (tool name, what runs it). Any other import is refused. Grants are
+    /// given as for any tool ([`Runtime::grant`](crate::runtime::Runtime::grant)).
+    pub async fn load_bundle(
+        &self,
+        bytes: Vec<u8>,
+        natives: Vec<(String, std::sync::Arc<dyn super::run::StepCall>)>,
+    ) -> Result<crate::runtime::Tool, crate::error::LoadError> {
+        use crate::bindings::ToolError;
+        use crate::error::LoadError;
+        self.load_linked(bytes, move |linker| {
+            let mut names = Vec::with_capacity(natives.len());
+            for (tool, call) in natives {
+                let name = import_name(&tool).ok_or_else(|| {
+                    LoadError::Invalid(format!("no import name for tool {tool:?}"))
+                })?;
+                linker
+                    .instance(&name)
+                    .and_then(|mut i| {
+                        i.func_wrap_async(
+                            super::adapter::STEP_FUNC,
+                            move |_store, (input,): (String,)| {
+                                let call = call.clone();
+                                Box::new(async move {
+                                    let out = call.call(input).await;
+                                    Ok((out.map(|o| o.output).map_err(ToolError::Internal),))
+                                })
+                            },
+                        )
+                    })
+                    .map_err(|e| LoadError::Invalid(format!("{e:#}")))?;
+                names.push(name);
+            }
+            Ok(names)
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,22 @@
-//! Compose mode, the pure part: parsing a compose request's steps, the
-//! `inputMapping` expression language, building each step's input, and
-//! cycle checks between compose tools. No engine, no wasm: everything here
-//! is plain data in, plain data out.
+//! Compose mode: pipelines of registered tools.
+//!
+//! - The mapping layer (the `temper-compose-mapping` crate, re-exported
+//!   here): parsing a compose request's steps, the `inputMapping`
+//!   expression language, building each step's input, and cycle checks
+//!   between compose tools; plain data in, plain data out, shared with the
+//!   wasm compose core.
+//! - [`core`]: the compose core component, which runs that layer inside
+//!   the sandbox.
+//! - [`adapter`]: the generated adapter component of one compose tool (its
+//!   steps as imports, composed with the core).
+//! - [`run`]: loading an adapter and calling it with its steps linked
+//!   ([`Runtime::load_compose`](crate::runtime::Runtime::load_compose),
+//!   [`Runtime::call_compose`](crate::runtime::Runtime::call_compose)).
+//! - [`bundle`]: one self-contained component of a compose tool and its
+//!   component steps, and loading one
+//!   ([`Runtime::load_bundle`](crate::runtime::Runtime::load_bundle)).
+//!
+//! The rest of this page is the mapping layer's reference.
 //!
 //! A compose request chains tools the agent already has:
 //!

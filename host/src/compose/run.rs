@@ -147,7 +147,7 @@ impl Runtime {
         let run = RunIndices::new(&pre).map_err(|_| LoadError::MissingExport(RUN_EXPORT.into()))?;
         Ok(ComposeTool {
             inner: Arc::new(ComposeInner {
-                id: blake3::hash(&bytes).to_hex().to_string(),
+                id: crate::id::blake3_hex(&bytes),
                 steps,
                 pre,
                 run,

@@ -19,6 +19,15 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const MAX_DESCRIPTION_BYTES: usize = 4096;
 /// Most test cases a request may carry.
 pub const MAX_TEST_CASES: usize = 64;
+/// Default `forgeDeadlineMs`: one forge's whole budget, the test runs
+/// included.
+pub const DEFAULT_FORGE_DEADLINE_MS: u64 = 60_000;
+/// Default `maxInFlightForges`.
+pub const DEFAULT_IN_FLIGHT_FORGES: usize = 4;
+/// Default `maxInFlightCalls`.
+pub const DEFAULT_IN_FLIGHT_CALLS: usize = 256;
+/// Default `maxQueued` (for forges and for calls, each).
+pub const DEFAULT_QUEUED: usize = 1024;
 
 /// What session → agent promotion requires (besides an approving panel).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -65,6 +74,41 @@ pub struct ForgeConfig {
     /// blake3 is recorded, the artifact holds bytecode).
     #[serde(default)]
     pub persist_sandbox_source: bool,
+    /// Capacities of the forge's in-memory caches (loaded tools, compose
+    /// adapters, manifests, schemas); each evicts its least recently used
+    /// entry when full.
+    #[serde(default)]
+    pub cache: super::cache::CacheCapacity,
+    /// One forge's deadline, ms (default 60 s): past it the test stage
+    /// stops and the forge is refused (the repeat run counts inside it).
+    #[serde(default = "default_deadline")]
+    pub forge_deadline_ms: u64,
+    /// Forges (and imports) that run at once (default 4); more wait in a
+    /// queue.
+    #[serde(default = "default_in_flight_forges")]
+    pub max_in_flight_forges: usize,
+    /// Top-level calls ([`Forge::invoke`](super::Forge::invoke)) that run at
+    /// once (default 256); more wait in a queue. Compose steps run inside
+    /// their tool's call and take no slot of their own.
+    #[serde(default = "default_in_flight_calls")]
+    pub max_in_flight_calls: usize,
+    /// How many forges, and how many calls, may wait for a slot (default
+    /// 1024 each); past that they are refused as busy at once.
+    #[serde(default = "default_queued")]
+    pub max_queued: usize,
+}
+
+fn default_deadline() -> u64 {
+    DEFAULT_FORGE_DEADLINE_MS
+}
+fn default_in_flight_forges() -> usize {
+    DEFAULT_IN_FLIGHT_FORGES
+}
+fn default_in_flight_calls() -> usize {
+    DEFAULT_IN_FLIGHT_CALLS
+}
+fn default_queued() -> usize {
+    DEFAULT_QUEUED
 }
 
 fn default_max_session() -> usize {
@@ -81,6 +125,11 @@ impl Default for ForgeConfig {
             max_agent_tools: DEFAULT_MAX_AGENT_TOOLS,
             promotion_threshold: PromotionThreshold::default(),
             persist_sandbox_source: false,
+            cache: super::cache::CacheCapacity::default(),
+            forge_deadline_ms: DEFAULT_FORGE_DEADLINE_MS,
+            max_in_flight_forges: DEFAULT_IN_FLIGHT_FORGES,
+            max_in_flight_calls: DEFAULT_IN_FLIGHT_CALLS,
+            max_queued: DEFAULT_QUEUED,
         }
     }
 }

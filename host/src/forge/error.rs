@@ -32,6 +32,8 @@ pub enum Stage {
     Promote,
     /// Agent → shared approval.
     Approve,
+    /// Waiting for a slot among the forges (or calls) in flight.
+    Admission,
     /// Reading and checking an artifact file before admitting it.
     Import,
     /// Writing an artifact file.
@@ -50,6 +52,7 @@ impl Stage {
             Stage::Invoke => "invoke",
             Stage::Promote => "promote",
             Stage::Approve => "approve",
+            Stage::Admission => "admission",
             Stage::Import => "import",
             Stage::Export => "export",
         }
@@ -94,6 +97,9 @@ pub enum ValidateError {
     /// The source uses a blocked API.
     #[error("validate: static check refused the source: {0}")]
     StaticCheck(#[from] StaticCheckError),
+    /// The source does not parse, with the JS message, line and column.
+    #[error("validate: syntax error: {0}")]
+    Syntax(crate::error::JsLocation),
     /// A compose request's steps or mappings are malformed (the message
     /// names the step and the mapping key).
     #[error("validate: compose: {0}")]
@@ -177,6 +183,20 @@ pub enum ForgeError {
         /// Every case's result.
         results: Vec<CaseResult>,
     },
+    /// The forge deadline passed while the test cases ran (both runs
+    /// count; `total` is every case run planned, the repeat run included).
+    #[error("test: forge deadline of {} s reached after {done} of {total} cases", fmt_secs(*limit_ms))]
+    Deadline {
+        /// The deadline, ms.
+        limit_ms: u64,
+        /// Case runs finished.
+        done: usize,
+        /// Case runs planned (the repeat run included).
+        total: usize,
+    },
+    /// Too many forges in flight and queued on this host.
+    #[error("admission: {0}")]
+    Busy(Busy),
     /// The judge rejected the tool.
     #[error("judge: rejected by `{}`: {}", verdict.judge, verdict.reasons.join("; "))]
     Judge {
@@ -251,13 +271,20 @@ pub enum ExportError {
     Store(#[from] StoreError),
 }
 
+impl From<crate::id::InvalidArtifactId> for ExportError {
+    fn from(e: crate::id::InvalidArtifactId) -> Self {
+        ExportError::Store(StoreError::from(e))
+    }
+}
+
 impl ForgeError {
     /// The stage that refused the request.
     pub fn stage(&self) -> Stage {
         match self {
             ForgeError::Validate(_) => Stage::Validate,
             ForgeError::Build(_) => Stage::Build,
-            ForgeError::Test { .. } => Stage::Test,
+            ForgeError::Test { .. } | ForgeError::Deadline { .. } => Stage::Test,
+            ForgeError::Busy(_) => Stage::Admission,
             ForgeError::Judge { .. } => Stage::Judge,
             ForgeError::Register(_) => Stage::Register,
             ForgeError::Import(_) => Stage::Import,
@@ -265,9 +292,34 @@ impl ForgeError {
     }
 }
 
+/// `ms` as seconds for people: `60`, `1.5`.
+fn fmt_secs(ms: u64) -> String {
+    let secs = ms as f64 / 1000.0;
+    format!("{secs}")
+}
+
+/// A host at its bound of work in flight: `in_flight` running and `queued`
+/// waiting, the most it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "busy: {in_flight} {what} in flight and {queued} queued (the most this host takes); try again later"
+)]
+pub struct Busy {
+    /// `forges` or `calls`.
+    pub what: &'static str,
+    /// The in-flight bound.
+    pub in_flight: usize,
+    /// The queue bound.
+    pub queued: usize,
+}
+
 /// Why an invocation failed. The failure is recorded against the tool.
 #[derive(Debug, thiserror::Error)]
 pub enum InvokeError {
+    /// Too many calls in flight and queued on this host (not recorded
+    /// against the tool: it did not run).
+    #[error("invoke: {0}")]
+    Busy(Busy),
     /// No tool of that name is visible to this agent and session.
     #[error("invoke: no tool named {name:?} for agent {agent:?} in session {session:?}")]
     NotFound {

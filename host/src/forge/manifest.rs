@@ -57,8 +57,8 @@ pub struct ToolInfo {
     pub source_blake3: String,
     /// The forge verdict's confidence.
     pub confidence: f64,
-    /// `sandbox` or `compose`.
-    pub mode: String,
+    /// How the tool is implemented.
+    pub mode: crate::artifact::Mode,
     /// A compose tool's steps, each pinned by its tool's artifact blake3
     /// (none for a host-native step).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -87,7 +87,7 @@ impl ToolInfo {
             allowlist: m.capabilities.clone(),
             source_blake3: m.source_blake3.clone(),
             confidence: manifest.verdict.confidence,
-            mode: m.mode.clone(),
+            mode: m.mode,
             steps: m.steps.clone(),
         }
     }

@@ -32,7 +32,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::error::ValidateError;
 use super::schema::ToolSchemas;
+use super::{Forge, lock, validate};
 
 /// What a native tool's function returns.
 pub type NativeFuture = Pin<Box<dyn Future<Output = Result<Value, String>> + Send>>;
@@ -91,5 +93,52 @@ impl NativeTool {
             .check(&output)
             .map_err(|m| format!("{name}: output {m}"))?;
         Ok(output.to_string())
+    }
+}
+
+impl Forge {
+    /// Registers a host-native tool: `call` runs with the input checked
+    /// against `spec.input_schema`, and its output is checked against
+    /// `spec.output_schema`. Native tools are compose steps every agent of
+    /// this host may use (see [`super::native`]). The name follows the
+    /// forged-tool rules and must not be a native tool already.
+    pub fn register_native<F, Fut>(
+        &self,
+        spec: NativeToolSpec,
+        call: F,
+    ) -> Result<(), ValidateError>
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, String>> + Send + 'static,
+    {
+        validate::check_name(&spec.name)?;
+        let schemas = ToolSchemas::compile(&spec.input_schema, &spec.output_schema)?;
+        let mut natives = lock(&self.inner.natives);
+        if natives.contains_key(&spec.name) {
+            return Err(ValidateError::Name {
+                name: spec.name,
+                reason: "is already a host-native tool".into(),
+            });
+        }
+        let call = Arc::new(move |input: Value| -> NativeFuture { Box::pin(call(input)) });
+        natives.insert(
+            spec.name.clone(),
+            Arc::new(NativeTool {
+                spec,
+                schemas,
+                call,
+            }),
+        );
+        Ok(())
+    }
+
+    /// The host-native tools, by name.
+    pub fn native_tools(&self) -> Vec<NativeToolSpec> {
+        let mut out: Vec<NativeToolSpec> = lock(&self.inner.natives)
+            .values()
+            .map(|n| n.spec.clone())
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 }

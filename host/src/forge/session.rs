@@ -7,49 +7,13 @@
 //! (`persistSandboxSource`); otherwise source kept in memory is dropped from
 //! the snapshot and must be handed back for a promotion panel.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::manifest::ToolManifest;
-use crate::store::{ArtifactId, LATENCY_WINDOW, ToolStats};
-
-/// Exact counters and the last [`LATENCY_WINDOW`] latencies of one tool.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallCounters {
-    /// Calls recorded.
-    pub total: u64,
-    /// Calls that succeeded.
-    pub successes: u64,
-    /// Sum of all latencies, µs.
-    pub latency_sum_us: u64,
-    /// The most recent latencies, µs, oldest first.
-    pub recent_us: VecDeque<u64>,
-}
-
-impl CallCounters {
-    /// Records one call.
-    pub fn record(&mut self, ok: bool, latency_us: u64) {
-        self.total += 1;
-        self.successes += ok as u64;
-        self.latency_sum_us = self.latency_sum_us.saturating_add(latency_us);
-        if self.recent_us.len() == LATENCY_WINDOW {
-            self.recent_us.pop_front();
-        }
-        self.recent_us.push_back(latency_us);
-    }
-
-    /// The same figures the store reports for persisted tools.
-    pub fn stats(&self) -> ToolStats {
-        ToolStats::from_counts(
-            self.total,
-            self.successes,
-            self.latency_sum_us,
-            self.recent_us.iter().copied().collect(),
-        )
-    }
-}
+use crate::store::ArtifactId;
+pub use crate::store::CallCounters;
 
 /// One session-tier tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,9 +45,129 @@ pub struct SessionSnapshot {
     pub tools: SessionTools,
 }
 
+impl SessionSnapshot {
+    /// Merges the changes `mine` made since `base` (the snapshot it started
+    /// from) into `current` (what is saved now, possibly changed by another
+    /// holder of the same session since `base`): tools `mine` added are
+    /// added, tools it removed (promoted, discarded) are removed, and the
+    /// calls it recorded are added to the saved counters. Tools another
+    /// holder added or changed stay. Each tool is keyed by name and artifact:
+    /// a name that now holds another artifact is the other holder's.
+    pub fn merged(
+        base: &SessionSnapshot,
+        current: SessionSnapshot,
+        mine: &SessionSnapshot,
+    ) -> Self {
+        let same = |a: &SessionTool, b: &SessionTool| a.artifact == b.artifact;
+        let mut out = current;
+        for (name, was) in &base.tools {
+            if !mine.tools.contains_key(name)
+                && out.tools.get(name).is_some_and(|now| same(now, was))
+            {
+                out.tools.remove(name);
+            }
+        }
+        for (name, tool) in &mine.tools {
+            match (base.tools.get(name), out.tools.get_mut(name)) {
+                (Some(was), Some(now)) if same(was, tool) && same(now, tool) => {
+                    now.counters.add_since(&was.counters, &tool.counters);
+                }
+                (None, None) => {
+                    out.tools.insert(name.clone(), tool.clone());
+                }
+                // Removed by the other holder since `base` (promoted or
+                // discarded there), or replaced: theirs stands.
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::LATENCY_WINDOW;
+
+    fn tool(artifact: u8, calls: u64) -> SessionTool {
+        let mut counters = CallCounters::default();
+        for i in 0..calls {
+            counters.record(true, 1000 + i);
+        }
+        let m = crate::artifact::ArtifactManifest::sandbox(
+            "t",
+            "d",
+            &serde_json::json!({}),
+            &serde_json::json!({}),
+            &[],
+            &[],
+            "function execute() { return {}; }",
+            false,
+        );
+        SessionTool {
+            artifact: ArtifactId::of(&[artifact]),
+            manifest: super::super::manifest::ToolManifest {
+                artifact: m,
+                verdict: super::super::judge::Verdict::new(
+                    true,
+                    super::super::judge::Scores {
+                        safety: 1.0,
+                        correctness: 1.0,
+                        determinism: 1.0,
+                        confidence: 0.9,
+                    },
+                    vec![],
+                    "test",
+                ),
+                test_results: vec![],
+                repeat_run: None,
+            },
+            source_in_memory: None,
+            counters,
+        }
+    }
+
+    fn snapshot(tools: &[(&str, SessionTool)]) -> SessionSnapshot {
+        SessionSnapshot {
+            agent_id: "a".into(),
+            session_id: "s".into(),
+            tools: tools
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.clone()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn two_holders_of_a_session_lose_neither_tools_nor_calls() {
+        let base = snapshot(&[("x", tool(1, 2))]);
+        // The other holder forged `y` and called `x` 3 times, and saved.
+        let current = snapshot(&[("x", tool(1, 5)), ("y", tool(2, 0))]);
+        // This holder forged `z` and called `x` once.
+        let mine = snapshot(&[("x", tool(1, 3)), ("z", tool(3, 1))]);
+        let merged = SessionSnapshot::merged(&base, current, &mine);
+        let names: Vec<&str> = merged.tools.keys().map(String::as_str).collect();
+        assert_eq!(names, ["x", "y", "z"]);
+        assert_eq!(merged.tools["x"].counters.total, 6);
+        assert_eq!(merged.tools["x"].counters.recent_us.len(), 6);
+        assert_eq!(merged.tools["z"].counters.total, 1);
+    }
+
+    #[test]
+    fn removals_are_merged_and_a_replaced_name_is_left_alone() {
+        let base = snapshot(&[("x", tool(1, 0)), ("y", tool(2, 0))]);
+        // The other holder promoted `y` (gone) and re-forged `x` as another
+        // artifact; this holder promoted `x` (its old artifact).
+        let current = snapshot(&[("x", tool(9, 0))]);
+        let mine = snapshot(&[("y", tool(2, 4))]);
+        let merged = SessionSnapshot::merged(&base, current, &mine);
+        assert_eq!(merged.tools.len(), 1);
+        assert_eq!(merged.tools["x"].artifact, ArtifactId::of(&[9]));
+        // A tool this holder removed that the other did not touch goes.
+        let base = snapshot(&[("x", tool(1, 0))]);
+        let merged = SessionSnapshot::merged(&base, base.clone(), &snapshot(&[]));
+        assert!(merged.tools.is_empty());
+    }
 
     #[test]
     fn counters_give_rate_mean_and_p95() {

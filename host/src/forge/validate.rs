@@ -1,61 +1,207 @@
 //! The forge's VALIDATE stage: everything that can be refused before a
-//! build. Checks, in order: implementation mode, name, description, both
-//! schemas, allowlist against the host policy, source size, static check,
-//! test-case count; then ([`check_occupancy`]) the name is free and the
-//! session and agent limits leave room.
+//! build, in one pass over the request.
+//!
+//! Stateless checks ([`check`]), in order: implementation mode, name,
+//! description, both schemas, allowlist against the host policy, source
+//! size, static check, test-case count (compose: the steps parse, their
+//! mappings compile, their import names do not clash, the 1 MiB cap).
+//!
+//! Checks that read the registry ([`check_request`]) see it only through a
+//! [`RegistryView`], read-only and scoped to the caller: a compose request
+//! without an `outputSchema` inherits its last step's; the name is free and
+//! the session and agent limits leave room ([`check_occupancy`]); every
+//! compose step's tool is callable by the caller and is pinned by its
+//! artifact's blake3; no compose cycle.
+
+use std::borrow::Cow;
 
 use super::config::{ForgeConfig, MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_TEST_CASES};
 use super::error::ValidateError;
 use super::schema::ToolSchemas;
 use serde_json::Value;
 
+use crate::artifact::{ArtifactManifest, Mode, StepRef};
 use crate::compose::CompiledSpec;
+use crate::id::ArtifactId;
 use crate::policy::{Grants, HostPolicy};
 use crate::request::{ForgeRequest, Implementation};
 use crate::runtime::MAX_SOURCE_BYTES;
-use crate::store::Tier;
+use crate::store::{StoreError, Tier};
 
 /// Names no forged tool may take (the MCP meta-tool).
 pub const RESERVED_NAMES: &[&str] = &["forge_tool"];
 
-/// A request that passed the stateless checks.
+/// A sandbox request that passed the stateless checks.
 #[derive(Debug)]
-pub struct Validated<'r> {
-    /// The JavaScript source.
-    pub code: &'r str,
-    /// The allowlist as given.
-    pub allowlist: &'r [String],
+pub struct Validated {
     /// Both schemas, compiled.
     pub schemas: ToolSchemas,
-    /// What the tool will be granted (allowlist ∩ host policy).
+    /// What the tool will be granted (allowlist ∩ host policy), parsed once.
     pub grants: Grants,
 }
 
-/// A compose request that passed the stateless checks.
+/// A compose request that passed the checks.
 #[derive(Debug)]
-pub struct ValidatedCompose<'r> {
-    /// `implementation.steps`, as given.
-    pub steps: &'r [Value],
+pub struct ValidatedCompose {
     /// The steps, parsed and their mappings compiled.
     pub spec: CompiledSpec,
     /// Both schemas, compiled.
     pub schemas: ToolSchemas,
+    /// Each step's tool, pinned (filled by [`check_request`]; empty after
+    /// the stateless [`check`]).
+    pub refs: Vec<StepRef>,
 }
 
-/// A request of either mode that passed the stateless checks.
+/// A request of either mode that passed the checks.
 #[derive(Debug)]
-pub enum Checked<'r> {
+pub enum Checked {
     /// Agent JavaScript.
-    Sandbox(Validated<'r>),
+    Sandbox(Validated),
     /// A pipeline of existing tools.
-    Compose(ValidatedCompose<'r>),
+    Compose(ValidatedCompose),
+}
+
+/// A tool as the caller would call it: its artifact and manifest.
+#[derive(Debug, Clone)]
+pub struct ViewedTool {
+    /// The artifact's blake3.
+    pub artifact: ArtifactId,
+    /// Its manifest.
+    pub manifest: ArtifactManifest,
+}
+
+/// What VALIDATE may read of the registry, for one caller (an agent in a
+/// session): read-only, so validation never changes what it checks.
+pub trait RegistryView {
+    /// The agent and the session asking (for messages).
+    fn caller(&self) -> (&str, &str);
+    /// The tool `name` as the caller would call it (session tier, then the
+    /// agent's, then shared); `None` when there is none.
+    fn tool(&self, name: &str) -> Result<Option<ViewedTool>, StoreError>;
+    /// The output schema of the host-native tool `name`, if this host has
+    /// one.
+    fn native_output_schema(&self, name: &str) -> Option<Value>;
+    /// How full the caller's tiers are, and where `name` is taken.
+    fn occupancy(&self, name: &str) -> Result<Occupancy, StoreError>;
+}
+
+/// A request that passed VALIDATE: the request as it will be built (a
+/// compose request may have inherited its `outputSchema`) and what the
+/// checks produced.
+#[derive(Debug)]
+pub struct ValidRequest<'r> {
+    /// The request, possibly with an inherited `outputSchema`.
+    pub request: Cow<'r, ForgeRequest>,
+    /// The checks' results.
+    pub checked: Checked,
+}
+
+/// VALIDATE, whole, for a request to forge into the session tier: the
+/// stateless checks, then the checks that read `view` (see the module
+/// docs).
+pub fn check_request<'r>(
+    request: &'r ForgeRequest,
+    policy: &HostPolicy,
+    config: &ForgeConfig,
+    view: &dyn RegistryView,
+) -> Result<ValidRequest<'r>, ValidateError> {
+    let request = with_inherited_output_schema(request, view);
+    let mut checked = check(&request, policy)?;
+    let (agent, session) = view.caller();
+    check_occupancy(
+        &request.name,
+        agent,
+        session,
+        Tier::Session,
+        view.occupancy(&request.name)?,
+        config,
+    )?;
+    if let (Checked::Compose(v), Implementation::Compose { steps }) =
+        (&mut checked, &request.implementation)
+    {
+        v.refs = pin_steps(&v.spec, steps, view)?;
+        crate::compose::check_cycles(&request.name, &v.spec.tools(), |tool| {
+            let m = view.tool(tool).ok()??.manifest;
+            (m.mode == Mode::Compose).then(|| m.steps.iter().map(|s| s.tool.clone()).collect())
+        })?;
+    }
+    Ok(ValidRequest { request, checked })
+}
+
+/// A compose request without an `outputSchema` takes its last step's (the
+/// last step's output is the tool's output, already checked against that
+/// schema); any other request is returned as is.
+fn with_inherited_output_schema<'r>(
+    request: &'r ForgeRequest,
+    view: &dyn RegistryView,
+) -> Cow<'r, ForgeRequest> {
+    let Implementation::Compose { steps } = &request.implementation else {
+        return Cow::Borrowed(request);
+    };
+    if !request.output_schema.is_null() {
+        return Cow::Borrowed(request);
+    }
+    let Some(tool) = steps
+        .last()
+        .and_then(|s| s.get("tool"))
+        .and_then(Value::as_str)
+    else {
+        return Cow::Borrowed(request);
+    };
+    let schema = match view.tool(tool) {
+        Ok(Some(t)) => Some(t.manifest.output_schema),
+        _ => view.native_output_schema(tool),
+    };
+    match schema {
+        Some(schema) => {
+            let mut owned = request.clone();
+            owned.output_schema = schema;
+            Cow::Owned(owned)
+        }
+        None => Cow::Borrowed(request),
+    }
+}
+
+/// Pins each step's tool: a registered tool by its artifact's blake3, a
+/// host-native one by name; any other is refused naming the step.
+fn pin_steps(
+    spec: &CompiledSpec,
+    steps: &[Value],
+    view: &dyn RegistryView,
+) -> Result<Vec<StepRef>, ValidateError> {
+    let mut refs = Vec::with_capacity(spec.steps.len());
+    for (index, step) in spec.steps.iter().enumerate() {
+        let refuse = |message: String| ValidateError::Step {
+            step: format!("steps[{index}] ({:?})", step.name),
+            message,
+        };
+        let blake3 = match view.tool(&step.tool) {
+            Ok(Some(t)) => Some(t.artifact.to_string()),
+            Ok(None) if view.native_output_schema(&step.tool).is_some() => None,
+            Ok(None) => {
+                let (agent, session) = view.caller();
+                return Err(refuse(format!(
+                    "tool {:?} is not callable by agent {agent:?} in session {session:?} (not in its session, its agent tier, the shared tier, nor a host-native tool)",
+                    step.tool
+                )));
+            }
+            Err(e) => return Err(refuse(e.to_string())),
+        };
+        refs.push(StepRef {
+            name: step.name.clone(),
+            tool: step.tool.clone(),
+            blake3,
+            input_mapping: steps[index]
+                .get("inputMapping")
+                .cloned()
+                .unwrap_or(Value::Null),
+        });
+    }
+    Ok(refs)
 }
 
 /// Runs the stateless checks (see the module docs) for either mode.
-pub fn check<'r>(
-    request: &'r ForgeRequest,
-    policy: &HostPolicy,
-) -> Result<Checked<'r>, ValidateError> {
+pub fn check(request: &ForgeRequest, policy: &HostPolicy) -> Result<Checked, ValidateError> {
     match &request.implementation {
         Implementation::Sandbox { .. } => validate(request, policy).map(Checked::Sandbox),
         Implementation::Compose { steps } => {
@@ -72,19 +218,16 @@ pub fn check<'r>(
             crate::compose::adapter::import_names(&names)
                 .map_err(|e| ValidateError::Compose(e.to_string()))?;
             Ok(Checked::Compose(ValidatedCompose {
-                steps,
                 spec,
                 schemas,
+                refs: Vec::new(),
             }))
         }
     }
 }
 
 /// Runs the stateless checks of a sandbox request (see the module docs).
-pub fn validate<'r>(
-    request: &'r ForgeRequest,
-    policy: &HostPolicy,
-) -> Result<Validated<'r>, ValidateError> {
+pub fn validate(request: &ForgeRequest, policy: &HostPolicy) -> Result<Validated, ValidateError> {
     let (code, allowlist) = match &request.implementation {
         Implementation::Sandbox { code, allowlist } => (code.as_str(), allowlist.as_slice()),
         Implementation::Compose { .. } => {
@@ -102,12 +245,7 @@ pub fn validate<'r>(
         });
     }
     crate::static_check::check(code)?;
-    Ok(Validated {
-        code,
-        allowlist,
-        schemas,
-        grants,
-    })
+    Ok(Validated { schemas, grants })
 }
 
 /// The checks both modes share: name, description, schemas, test cases.
@@ -440,5 +578,167 @@ mod tests {
             ..full
         };
         assert!(check_occupancy("t", "a", "s", Tier::Shared, taken, &cfg).is_err());
+    }
+
+    /// A registry view over fixed data, for the checks that read one.
+    struct FakeView {
+        tools: Vec<(String, ViewedTool)>,
+        natives: Vec<(String, Value)>,
+        occupancy: Occupancy,
+    }
+
+    impl RegistryView for FakeView {
+        fn caller(&self) -> (&str, &str) {
+            ("agent-a", "session-1")
+        }
+        fn tool(&self, name: &str) -> Result<Option<ViewedTool>, StoreError> {
+            Ok(self
+                .tools
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone()))
+        }
+        fn native_output_schema(&self, name: &str) -> Option<Value> {
+            self.natives
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s.clone())
+        }
+        fn occupancy(&self, _name: &str) -> Result<Occupancy, StoreError> {
+            Ok(self.occupancy)
+        }
+    }
+
+    fn sandbox_tool(name: &str, output_schema: Value) -> (String, ViewedTool) {
+        let m =
+            ArtifactManifest::sandbox(name, "d", &json!({}), &output_schema, &[], &[], OK, false);
+        let artifact = ArtifactId::of(name.as_bytes());
+        (
+            name.to_string(),
+            ViewedTool {
+                artifact,
+                manifest: m,
+            },
+        )
+    }
+
+    fn compose_request(name: &str, tools: &[&str]) -> ForgeRequest {
+        let mut r = request(OK, &[]);
+        r.name = name.into();
+        r.output_schema = Value::Null;
+        r.implementation = Implementation::Compose {
+            steps: tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| json!({"name": format!("s{i}"), "tool": t, "inputMapping": {}}))
+                .collect(),
+        };
+        r
+    }
+
+    fn view(tools: Vec<(String, ViewedTool)>) -> FakeView {
+        FakeView {
+            tools,
+            natives: vec![(
+                "web_search".into(),
+                json!({"type": "object", "title": "native"}),
+            )],
+            occupancy: Occupancy {
+                session_tools: 0,
+                agent_tools: 0,
+                name_taken: None,
+            },
+        }
+    }
+
+    #[test]
+    fn compose_steps_are_pinned_and_the_last_steps_schema_inherited() {
+        let (name, upper) = sandbox_tool("upper", json!({"type": "object", "title": "upper"}));
+        let pinned = upper.artifact.to_string();
+        let v = view(vec![(name, upper)]);
+        let r = compose_request("pipeline", &["web_search", "upper"]);
+        let valid =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap();
+        assert_eq!(valid.request.output_schema["title"], "upper");
+        let Checked::Compose(c) = valid.checked else {
+            panic!("a compose request validates as compose");
+        };
+        assert_eq!(c.refs.len(), 2);
+        assert_eq!(c.refs[0].blake3, None, "a native step is pinned by name");
+        assert_eq!(c.refs[1].blake3.as_deref(), Some(pinned.as_str()));
+
+        // Ending on the native step inherits its schema instead.
+        let r = compose_request("pipeline", &["upper", "web_search"]);
+        let valid =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap();
+        assert_eq!(valid.request.output_schema["title"], "native");
+    }
+
+    #[test]
+    fn a_step_the_caller_cannot_call_is_refused_naming_it() {
+        let v = view(vec![]);
+        let r = compose_request("pipeline", &["ghost", "web_search"]);
+        let err = check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("steps[0] (\"s0\")")
+                && err.contains(
+                    "\"ghost\" is not callable by agent \"agent-a\" in session \"session-1\""
+                ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_compose_cycle_through_the_registry_is_refused() {
+        // `loop_b` (registered) calls `loop_a`: forging `loop_a` over
+        // `loop_b` would close the loop.
+        let (name, mut b) = sandbox_tool("loop_b", json!({}));
+        b.manifest.mode = Mode::Compose;
+        b.manifest.steps = vec![StepRef {
+            name: "s0".into(),
+            tool: "loop_a".into(),
+            blake3: None,
+            input_mapping: json!({}),
+        }];
+        let v = view(vec![(name, b)]);
+        let r = compose_request("loop_a", &["loop_b"]);
+        let err =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap_err();
+        assert!(matches!(err, ValidateError::Cycle(_)), "{err}");
+        assert!(
+            err.to_string().contains("loop_a -> loop_b -> loop_a"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn occupancy_is_read_through_the_view() {
+        let mut v = view(vec![]);
+        v.occupancy.name_taken = Some(Tier::Agent);
+        let err = check_request(
+            &request(OK, &[]),
+            &HostPolicy::deny_all(),
+            &ForgeConfig::default(),
+            &v,
+        )
+        .unwrap_err();
+        assert!(matches!(err, ValidateError::NameTaken { .. }), "{err}");
+        v.occupancy.name_taken = None;
+        v.occupancy.session_tools = ForgeConfig::default().max_session_tools;
+        let err = check_request(
+            &request(OK, &[]),
+            &HostPolicy::deny_all(),
+            &ForgeConfig::default(),
+            &v,
+        )
+        .unwrap_err();
+        assert!(matches!(err, ValidateError::SessionFull { .. }), "{err}");
+        v.occupancy.session_tools = 0;
+        let r = request(OK, &[]);
+        let valid =
+            check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v).unwrap();
+        assert!(matches!(valid.checked, Checked::Sandbox(_)));
     }
 }

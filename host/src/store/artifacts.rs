@@ -6,7 +6,7 @@
 //! therefore sees either no file or the complete file under a final name; a
 //! crash can leave only temp files behind, whose names never parse as an
 //! [`ArtifactId`], so they can never be returned as artifacts.
-//! [`Store::open`](super::Store::open) removes stale ones.
+//! [`Registry::open`](super::Registry::open) removes stale ones.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -14,66 +14,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
-
 use super::error::StoreError;
+use crate::id::{ArtifactId, EXT};
 
 /// Prefix of in-progress artifact files.
 pub(crate) const TEMP_PREFIX: &str = ".tmp-";
 const TEMP_SUFFIX: &str = ".partial";
-const EXT: &str = ".wasm";
-
-/// The id of an artifact: the blake3 of its bytes, as 64 lowercase hex
-/// characters (the same string as `temper::Artifact::id`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ArtifactId(String);
-
-impl ArtifactId {
-    /// The id of `bytes`.
-    pub fn of(bytes: &[u8]) -> ArtifactId {
-        ArtifactId(blake3::hash(bytes).to_hex().to_string())
-    }
-
-    /// Parses a hex id; only 64 lowercase hex characters are accepted, so an
-    /// id can never name a path outside the artifact directory or a temp file.
-    pub fn from_hex(hex: &str) -> Result<ArtifactId, StoreError> {
-        if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            Ok(ArtifactId(hex.to_owned()))
-        } else {
-            Err(StoreError::InvalidArtifactId(hex.to_owned()))
-        }
-    }
-
-    /// The hex digest.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The artifact's file name, `<hex>.wasm`.
-    pub fn file_name(&self) -> String {
-        format!("{}{EXT}", self.0)
-    }
-}
-
-impl std::fmt::Display for ArtifactId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl TryFrom<String> for ArtifactId {
-    type Error = StoreError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        ArtifactId::from_hex(&s)
-    }
-}
-
-impl From<ArtifactId> for String {
-    fn from(id: ArtifactId) -> String {
-        id.0
-    }
-}
 
 /// The artifact directory of a store.
 #[derive(Debug, Clone)]
@@ -120,7 +66,7 @@ impl ArtifactDir {
             return Err(StoreError::Corrupt {
                 op,
                 id: id.clone(),
-                actual: actual.0,
+                actual: actual.to_string(),
             });
         }
         Ok(Some((file, bytes)))

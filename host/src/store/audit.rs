@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{AuditError, StoreError};
+use crate::canonical_json::canonical_json;
 
 /// The `prev_hash` of the first entry.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -107,7 +108,7 @@ pub struct AuditEntry {
     pub hash: String,
 }
 
-/// The result of a successful [`Store::verify_audit`](super::Store::verify_audit).
+/// The result of a successful [`Registry::verify_audit`](super::Registry::verify_audit).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditReport {
     /// Entries in the chain.
@@ -115,43 +116,6 @@ pub struct AuditReport {
     /// Hash of the last entry ([`GENESIS_HASH`] when empty): anchor it
     /// outside the store to detect a wholesale rewrite.
     pub head_hash: String,
-}
-
-/// Canonical JSON text of `value`: keys sorted, no whitespace.
-pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key.as_str()], out);
-            }
-            out.push('}');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
 }
 
 fn hash_field(h: &mut blake3::Hasher, bytes: &[u8]) {

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use super::artifacts::ArtifactId;
+use crate::id::{ArtifactId, InvalidArtifactId};
 
-/// A failure of a [`Store`](super::Store) operation. Every variant names the
+/// A failure of a [`Registry`](super::Registry) operation. Every variant names the
 /// operation (`op`, e.g. `"register"`) or the artifact involved.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -47,8 +47,8 @@ pub enum StoreError {
         id: ArtifactId,
     },
     /// A string is not a blake3 hex digest (64 lowercase hex characters).
-    #[error("store: invalid artifact id {0:?}: expected 64 lowercase hex characters")]
-    InvalidArtifactId(String),
+    #[error("store: {0}")]
+    InvalidArtifactId(#[from] InvalidArtifactId),
     /// No tool with this name is visible to this agent.
     #[error("store {op}: no tool {name:?} for agent {agent:?}")]
     NotFound {
@@ -116,7 +116,7 @@ impl StoreError {
     }
 }
 
-/// Why [`Store::verify_audit`](super::Store::verify_audit) rejected the audit
+/// Why [`Registry::verify_audit`](super::Registry::verify_audit) rejected the audit
 /// chain. Every chain variant names the `seq` where the chain breaks.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {

@@ -16,18 +16,18 @@
 //!   the last commits on power loss; the audit head hash handed to callers
 //!   must not be rolled back, so FULL is chosen.) A killed process leaves
 //!   either a committed or a rolled-back transaction.
-//! - A busy timeout (default 10 s, [`StoreOptions::busy_timeout`]) lets many
+//! - A busy timeout (default 10 s, [`RegistryOptions::busy_timeout`]) lets many
 //!   threads and processes share one store; every writing transaction is
 //!   `BEGIN IMMEDIATE`, so writers queue on the lock instead of failing on a
 //!   read-to-write upgrade.
-//! - [`Store::register`] first checks that the artifact file exists, hashes
+//! - [`Registry::register`] first checks that the artifact file exists, hashes
 //!   to its id, and is fsynced (file and directory), and only then inserts
 //!   the row, so no registry row can point at a missing artifact.
-//! - Changes through [`Store::register`], [`Store::promote`] and
-//!   [`Store::delete`] append their audit entry in the same transaction.
+//! - Changes through [`Registry::register`], [`Registry::promote`] and
+//!   [`Registry::delete`] append their audit entry in the same transaction.
 //! - A crash mid-write can leave `.tmp-*.partial` files in `artifacts/`;
 //!   their names never parse as an [`ArtifactId`], so they are never served.
-//!   [`Store::open`] deletes those older than [`StoreOptions::stale_temp_age`]
+//!   [`Registry::open`] deletes those older than [`RegistryOptions::stale_temp_age`]
 //!   (younger ones may belong to a live writer in another process).
 //! - Artifact files are never deleted by the store (several tools may share
 //!   one); deleting a tool removes its row, stats and latencies only.
@@ -35,9 +35,9 @@
 //! # Tiers
 //!
 //! Session-tier tools live in memory in the engine and are not persisted
-//! here: [`Store::register`] refuses [`Tier::Session`]. The store keeps the
+//! here: [`Registry::register`] refuses [`Tier::Session`]. The store keeps the
 //! agent tier (owned by one agent) and the shared tier (visible to all), and
-//! [`Store::promote`] moves an agent-tier tool to the shared tier.
+//! [`Registry::promote`] moves an agent-tier tool to the shared tier.
 //! Authorization (who may promote or delete) is the caller's concern.
 //!
 //! # Statistics
@@ -50,6 +50,7 @@ mod artifacts;
 mod audit;
 mod error;
 mod schema;
+mod stats;
 #[cfg(test)]
 mod tests;
 
@@ -61,13 +62,12 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use artifacts::ArtifactId;
-pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH, canonical_json};
+use crate::canonical_json::canonical_json;
+pub use crate::id::ArtifactId;
+pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH};
 pub use error::{AuditError, StoreError};
 pub use schema::SCHEMA_VERSION;
-
-/// How many recent per-call latencies are kept per tool for the p95.
-pub const LATENCY_WINDOW: usize = 1000;
+pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 
 /// Where a tool lives and who sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -124,61 +124,13 @@ pub struct ToolRecord {
     /// Schemas, allowlist, test cases, `sourceBlake3`, optional source.
     pub manifest: Value,
     /// The seq of its registration audit entry; assigned by
-    /// [`Store::register`] (the value passed in is ignored).
+    /// [`Registry::register`] (the value passed in is ignored).
     pub created_seq: i64,
 }
 
-/// Call statistics of one tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolStats {
-    /// Calls recorded (all time).
-    pub total_calls: u64,
-    /// Calls that succeeded (all time).
-    pub successes: u64,
-    /// `successes / total_calls`; 0 when there were no calls.
-    pub success_rate: f64,
-    /// Mean latency over all calls, in milliseconds; 0 when there were none.
-    pub avg_latency_ms: f64,
-    /// 95th-percentile latency (nearest rank) over the last
-    /// [`LATENCY_WINDOW`] calls, in milliseconds; 0 when there were none.
-    pub p95_latency_ms: f64,
-}
-
-impl ToolStats {
-    /// The figures from exact counters and the recent latencies (µs, any
-    /// order): the p95 is the nearest rank over `recent_us`.
-    pub fn from_counts(
-        total: u64,
-        successes: u64,
-        latency_sum_us: u64,
-        mut recent_us: Vec<u64>,
-    ) -> Self {
-        recent_us.sort_unstable();
-        let p95_us = match recent_us.len() {
-            0 => 0,
-            // Nearest rank: the smallest value with at least 95% at or below it.
-            n => recent_us[(n * 95).div_ceil(100).max(1) - 1],
-        };
-        let per_call = |x: u64| {
-            if total > 0 {
-                x as f64 / total as f64
-            } else {
-                0.0
-            }
-        };
-        ToolStats {
-            total_calls: total,
-            successes,
-            success_rate: per_call(successes),
-            avg_latency_ms: per_call(latency_sum_us) / 1000.0,
-            p95_latency_ms: p95_us as f64 / 1000.0,
-        }
-    }
-}
-
-/// Tuning for [`Store::open_with`].
+/// Tuning for [`Registry::open_with`].
 #[derive(Debug, Clone)]
-pub struct StoreOptions {
+pub struct RegistryOptions {
     /// How long a writer waits for another's lock before failing with
     /// `SQLITE_BUSY`. Default 10 s.
     pub busy_timeout: Duration,
@@ -187,9 +139,9 @@ pub struct StoreOptions {
     pub stale_temp_age: Duration,
 }
 
-impl Default for StoreOptions {
+impl Default for RegistryOptions {
     fn default() -> Self {
-        StoreOptions {
+        RegistryOptions {
             busy_timeout: Duration::from_secs(10),
             stale_temp_age: Duration::from_secs(15 * 60),
         }
@@ -197,9 +149,9 @@ impl Default for StoreOptions {
 }
 
 /// An open store. `Send + Sync`: one connection behind a mutex; for parallel
-/// writers open one `Store` per thread or process (SQLite serializes them).
+/// writers open one `Registry` per thread or process (SQLite serializes them).
 #[derive(Debug)]
-pub struct Store {
+pub struct Registry {
     dir: PathBuf,
     artifacts: artifacts::ArtifactDir,
     conn: Mutex<Connection>,
@@ -311,17 +263,17 @@ fn enable_wal(conn: &Connection, timeout: Duration) -> Result<(), StoreError> {
     }
 }
 
-impl Store {
+impl Registry {
     /// Opens (creating if needed) the store in `dir` with default
-    /// [`StoreOptions`]: creates `dir/artifacts`, opens `dir/temper.db` in WAL
+    /// [`RegistryOptions`]: creates `dir/artifacts`, opens `dir/temper.db` in WAL
     /// mode with `synchronous=FULL` and a busy timeout, runs pending
     /// migrations, and deletes stale temp artifact files.
-    pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        Store::open_with(dir, StoreOptions::default())
+    pub fn open(dir: &Path) -> Result<Registry, StoreError> {
+        Registry::open_with(dir, RegistryOptions::default())
     }
 
-    /// [`Store::open`] with explicit options.
-    pub fn open_with(dir: &Path, options: StoreOptions) -> Result<Store, StoreError> {
+    /// [`Registry::open`] with explicit options.
+    pub fn open_with(dir: &Path, options: RegistryOptions) -> Result<Registry, StoreError> {
         const OP: &str = "open";
         std::fs::create_dir_all(dir).map_err(StoreError::io(OP, dir))?;
         let artifacts = artifacts::ArtifactDir::open(dir.join("artifacts"))?;
@@ -335,7 +287,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(StoreError::sqlite(OP))?;
         schema::migrate(&mut conn)?;
-        Ok(Store {
+        Ok(Registry {
             dir: dir.to_owned(),
             artifacts,
             conn: Mutex::new(conn),
@@ -353,7 +305,7 @@ impl Store {
         self.artifacts.dir()
     }
 
-    /// How many stale temp artifact files [`Store::open`] deleted.
+    /// How many stale temp artifact files [`Registry::open`] deleted.
     pub fn removed_temp_files(&self) -> usize {
         self.removed_temp_files
     }
@@ -410,28 +362,31 @@ impl Store {
     /// `registration` audit entry in the same transaction; returns the stored
     /// record with `created_seq` set to that entry's seq.
     ///
-    /// The artifact must already be in the store ([`Store::put_artifact`]):
+    /// The artifact must already be in the store ([`Registry::put_artifact`]):
     /// it is re-hashed and fsynced before the row is inserted. Fails with
     /// [`StoreError::Conflict`] if (tier, owner, name) exists, and with
     /// [`StoreError::Invalid`] for [`Tier::Session`] or an agent-tier record
     /// without `agent_id`.
     pub fn register(&self, record: ToolRecord) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, None)
+        self.register_with(record, None, None)
     }
 
-    /// [`Store::register`] for a tool promoted from the session tier: a
+    /// [`Registry::register`] for a tool promoted from the session tier: a
     /// `promotion` audit entry with `payload` (the panel's verdicts) is
     /// appended in the same transaction, before the registration entry, so
     /// the trail never shows one without the other.
+    /// The tool's calls so far (`carried`: its session-tier counters) become
+    /// its first statistics here, in the same transaction.
     pub fn register_promoted(
         &self,
         record: ToolRecord,
         payload: &Value,
+        carried: &CallCounters,
     ) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, Some((AuditKind::Promotion, payload)))
+        self.register_with(record, Some((AuditKind::Promotion, payload)), Some(carried))
     }
 
-    /// [`Store::register`] with an audit entry of `kind` and `payload` (for
+    /// [`Registry::register`] with an audit entry of `kind` and `payload` (for
     /// example the forge decision of an imported tool) appended in the same
     /// transaction, before the registration entry.
     pub fn register_with_entry(
@@ -440,13 +395,14 @@ impl Store {
         kind: AuditKind,
         payload: &Value,
     ) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, Some((kind, payload)))
+        self.register_with(record, Some((kind, payload)), None)
     }
 
     fn register_with(
         &self,
         record: ToolRecord,
         first: Option<(AuditKind, &Value)>,
+        carried: Option<&CallCounters>,
     ) -> Result<ToolRecord, StoreError> {
         const OP: &str = "register";
         let owner = match (record.tier, &record.agent_id) {
@@ -513,6 +469,9 @@ impl Store {
                     StoreError::sqlite(OP)(e)
                 }
             })?;
+            if let Some(counts) = carried {
+                stats::insert_counts(tx, OP, tx.last_insert_rowid(), counts)?;
+            }
             Ok(ToolRecord { created_seq: entry.seq, ..record.clone() })
         })
     }
@@ -572,7 +531,7 @@ impl Store {
         row.map(|r| r.into_record(OP)).transpose()
     }
 
-    /// Deletes the tool [`Store::get`] would return (with its stats) and
+    /// Deletes the tool [`Registry::get`] would return (with its stats) and
     /// appends a `deletion` audit entry by `agent` in the same transaction;
     /// returns the deleted record. The artifact file is kept.
     pub fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError> {
@@ -603,7 +562,7 @@ impl Store {
     /// [`Tier::Shared`] is a promotion the store holds) and appends a
     /// `promotion` audit entry in the same transaction. Its stats move with
     /// it. Fails with [`StoreError::Conflict`] if a shared tool of that name
-    /// exists. Record the approval first with [`Store::append_audit`].
+    /// exists. Record the approval first with [`Registry::append_audit`].
     pub fn promote(
         &self,
         name: &str,
@@ -687,81 +646,6 @@ impl Store {
             )?;
             Ok(record)
         })
-    }
-
-    // ---- statistics ------------------------------------------------------
-
-    /// Records one call of the tool `name` as `agent` sees it (see
-    /// [`Store::get`]). Failure details belong in an `invocation_failure`
-    /// audit entry ([`Store::append_audit`]).
-    pub fn record_invocation(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError> {
-        const OP: &str = "record_invocation";
-        let latency = i64::try_from(latency_us).unwrap_or(i64::MAX);
-        self.write(OP, |tx| {
-            let row = resolve(tx, OP, name, agent)?.ok_or_else(|| not_found(OP, name, agent))?;
-            tx.execute(
-                "INSERT INTO tool_stats (tool_id, total_calls, successes, total_latency_us)
-                 VALUES (?1, 1, ?2, ?3)
-                 ON CONFLICT (tool_id) DO UPDATE SET
-                    total_calls = total_calls + 1,
-                    successes = successes + excluded.successes,
-                    total_latency_us = total_latency_us + excluded.total_latency_us",
-                params![row.id, ok as i64, latency],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            tx.execute(
-                "INSERT INTO invocations (tool_id, ok, latency_us) VALUES (?1, ?2, ?3)",
-                params![row.id, ok as i64, latency],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            tx.execute(
-                "DELETE FROM invocations WHERE tool_id = ?1 AND id <= (
-                    SELECT id FROM invocations WHERE tool_id = ?1
-                    ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-                params![row.id, LATENCY_WINDOW as i64],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            Ok(())
-        })
-    }
-
-    /// Call statistics of the tool `name` as `agent` sees it.
-    pub fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
-        const OP: &str = "stats";
-        let mut conn = self.conn();
-        // One read transaction: counters and latencies from the same snapshot.
-        let tx = conn.transaction().map_err(StoreError::sqlite(OP))?;
-        let row = resolve(&tx, OP, name, agent)?.ok_or_else(|| not_found(OP, name, agent))?;
-        let (total, successes, total_latency_us): (i64, i64, i64) = tx
-            .query_row(
-                "SELECT total_calls, successes, total_latency_us FROM tool_stats WHERE tool_id = ?1",
-                [row.id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(StoreError::sqlite(OP))?
-            .unwrap_or((0, 0, 0));
-        let latencies = {
-            let mut stmt = tx
-                .prepare("SELECT latency_us FROM invocations WHERE tool_id = ?1")
-                .map_err(StoreError::sqlite(OP))?;
-            stmt.query_map([row.id], |r| r.get::<_, i64>(0))
-                .map_err(StoreError::sqlite(OP))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(StoreError::sqlite(OP))?
-        };
-        Ok(ToolStats::from_counts(
-            total as u64,
-            successes as u64,
-            total_latency_us as u64,
-            latencies.into_iter().map(|l| l as u64).collect(),
-        ))
     }
 
     // ---- audit trail -----------------------------------------------------

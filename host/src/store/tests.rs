@@ -18,9 +18,9 @@ use tempfile::TempDir;
 
 use super::*;
 
-fn store() -> (TempDir, Store) {
+fn store() -> (TempDir, Registry) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+    let store = Registry::open(dir.path()).unwrap();
     (dir, store)
 }
 
@@ -62,7 +62,7 @@ fn temp_files(dir: &Path) -> Vec<String> {
 #[test]
 fn artifact_roundtrip_idempotent_and_atomic_layout() {
     fn send_sync<T: Send + Sync>() {}
-    send_sync::<Store>();
+    send_sync::<Registry>();
     let (dir, store) = store();
     let bytes = b"\0asm\x01\0\0\0 component".to_vec();
     let id = store.put_artifact(&bytes).unwrap();
@@ -100,7 +100,7 @@ fn artifact_id_parsing_rejects_non_hex() {
         assert!(
             matches!(
                 ArtifactId::from_hex(bad),
-                Err(StoreError::InvalidArtifactId(_))
+                Err(crate::id::InvalidArtifactId(_))
             ),
             "{bad}"
         );
@@ -145,7 +145,7 @@ fn corrupt_artifact_is_detected_and_repaired_by_put() {
 #[test]
 fn open_removes_stale_temp_files_only() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+    let store = Registry::open(dir.path()).unwrap();
     let id = store.put_artifact(b"real").unwrap();
     drop(store);
     let art = dir.path().join("artifacts");
@@ -162,7 +162,7 @@ fn open_removes_stale_temp_files_only() {
         .set_modified(old)
         .unwrap();
 
-    let store = Store::open(dir.path()).unwrap();
+    let store = Registry::open(dir.path()).unwrap();
     assert_eq!(store.removed_temp_files(), 1);
     assert!(!stale.exists());
     assert!(fresh.exists(), "a young temp file may be a live writer's");
@@ -170,11 +170,11 @@ fn open_removes_stale_temp_files_only() {
     assert_eq!(store.get_artifact(&id).unwrap(), b"real");
     drop(store);
 
-    let store = Store::open_with(
+    let store = Registry::open_with(
         dir.path(),
-        StoreOptions {
+        RegistryOptions {
             stale_temp_age: Duration::ZERO,
-            ..StoreOptions::default()
+            ..RegistryOptions::default()
         },
     )
     .unwrap();
@@ -185,7 +185,7 @@ fn open_removes_stale_temp_files_only() {
 #[test]
 fn migrations_set_user_version_and_refuse_newer_schema() {
     let dir = tempfile::tempdir().unwrap();
-    drop(Store::open(dir.path()).unwrap());
+    drop(Registry::open(dir.path()).unwrap());
     let c = rusqlite::Connection::open(dir.path().join("temper.db")).unwrap();
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -196,14 +196,14 @@ fn migrations_set_user_version_and_refuse_newer_schema() {
         .unwrap();
     assert_eq!(mode, "wal");
     // Reopening is a no-op migration.
-    let s = Store::open(dir.path()).unwrap();
+    let s = Registry::open(dir.path()).unwrap();
     s.append_audit(AuditKind::Approval, "t", None, &json!({}))
         .unwrap();
     drop(s);
-    drop(Store::open(dir.path()).unwrap());
+    drop(Registry::open(dir.path()).unwrap());
     c.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1))
         .unwrap();
-    let err = Store::open(dir.path()).unwrap_err();
+    let err = Registry::open(dir.path()).unwrap_err();
     assert!(matches!(err, StoreError::SchemaTooNew { .. }), "{err}");
 }
 
@@ -458,7 +458,7 @@ fn canonical_json_sorts_keys_and_hash_ignores_key_order() {
     assert_eq!(h(&b), e.hash);
 }
 
-fn chain(n: usize) -> (TempDir, Store) {
+fn chain(n: usize) -> (TempDir, Registry) {
     let (dir, store) = store();
     for i in 0..n {
         store
@@ -628,7 +628,7 @@ fn concurrent_connections_register_record_and_append() {
                 let (dir, barrier) = (dir.path(), &barrier);
                 s.spawn(move || {
                     barrier.wait();
-                    let store = Store::open(dir).unwrap();
+                    let store = Registry::open(dir).unwrap();
                     let agent = format!("agent{t}");
                     let common = store.put_artifact(b"common artifact").unwrap();
                     let won =
@@ -672,7 +672,7 @@ fn concurrent_connections_register_record_and_append() {
         start.elapsed()
     );
     assert_eq!(shared_wins, 1, "exactly one shared registration wins");
-    let store = Store::open(dir.path()).unwrap();
+    let store = Registry::open(dir.path()).unwrap();
     let report = store.verify_audit().unwrap();
     assert_eq!(report.entries as usize, 1 + THREADS * PER_THREAD * 2);
     for t in 0..THREADS {
@@ -726,7 +726,7 @@ fn this_test_name() -> String {
 
 /// The child: write forever (bounded at 30 s) until killed.
 fn child_writer(dir: &Path, round: u64) {
-    let store = Store::open(dir).unwrap();
+    let store = Registry::open(dir).unwrap();
     // libtest prints "test <name> ... " without a newline first.
     println!("\n{READY}");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -809,11 +809,11 @@ fn crash_safety_sigkill_child_rounds() {
         if !temp_files(dir).is_empty() {
             rounds_with_temps += 1;
         }
-        let store = Store::open_with(
+        let store = Registry::open_with(
             dir,
-            StoreOptions {
+            RegistryOptions {
                 stale_temp_age: Duration::ZERO,
-                ..StoreOptions::default()
+                ..RegistryOptions::default()
             },
         )
         .unwrap();

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 mod artifacts;
 mod registry;
@@ -318,25 +317,16 @@ impl Common {
 
     pub(crate) fn runtime(&self) -> Result<Runtime, String> {
         let policy = self.policy()?;
-        let from_policy = &policy.limits;
-        let defaults = Limits::default();
-        let timeout_ms = self
-            .timeout_ms
-            .or(from_policy.timeout_ms)
-            .unwrap_or(defaults.timeout.as_millis() as u64);
-        let memory_bytes = self
-            .memory_mb
-            .or(from_policy.memory_mb.map(|m| m as usize))
-            .map(|mb| mb << 20)
-            .unwrap_or(defaults.memory_bytes);
-        let output_bytes = self
-            .max_output_bytes
-            .or(from_policy.max_output_bytes.map(|b| b as usize))
-            .unwrap_or(defaults.output_bytes);
-        let limits = defaults
-            .with_timeout(Duration::from_millis(timeout_ms))
-            .with_memory_bytes(memory_bytes)
-            .with_output_bytes(output_bytes);
+        // The flags override the policy's `[limits]`, which override the
+        // defaults (the library applies the policy's part).
+        let flags = temper::policy::LimitsConfig {
+            timeout_ms: self.timeout_ms,
+            memory_mb: self.memory_mb.map(|mb| mb as u64),
+            max_output_bytes: self.max_output_bytes.map(|b| b as u64),
+        };
+        let limits = Limits::default()
+            .with_policy(&policy.limits)
+            .with_policy(&flags);
         let mut builder = Runtime::builder().limits(limits).policy(policy);
         if let Some(dir) = &self.cache_dir {
             builder = builder.cache_dir(Some(dir.clone()));
@@ -393,32 +383,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 // A forge request: the artifact carries its manifest.
                 let req = temper::request::ForgeRequest::from_json(&text)
                     .map_err(|e| format!("{}: not a forge request: {e}", source.display()))?;
-                let temper::request::Implementation::Sandbox { code, allowlist } =
-                    &req.implementation
-                else {
-                    return Err(format!(
-                        "{}: a compose request calls registered tools: forge it with `temper forge` (a registry holds its steps)",
-                        req.name
-                    ));
-                };
-                let built = runtime.build(code).await.map_err(|e| e.to_string())?;
-                let manifest = temper::artifact::ArtifactManifest::sandbox(
-                    &req.name,
-                    &req.description,
-                    &req.input_schema,
-                    &req.output_schema,
-                    allowlist,
-                    &req.test_cases,
-                    code,
-                    false,
-                );
-                let bytes =
-                    temper::artifact::embed(&built.bytes, &manifest).map_err(|e| e.to_string())?;
-                temper::Artifact {
-                    id: blake3::hash(&bytes).to_hex().to_string(),
-                    bytes: std::sync::Arc::new(bytes),
-                    bytecode: built.bytecode,
-                }
+                temper::forge::build::build_sandbox(&runtime, &req, false)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .artifact
             } else {
                 runtime.build(&text).await.map_err(|e| e.to_string())?
             };

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use temper::forge::judge::{Judge, LlmJudge, LlmJudgeConfig, NoJudge, ReviewFocus, RulesJudge};
 use temper::forge::session::SessionSnapshot;
 use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeResult, ToolInfo};
-use temper::store::Store;
+use temper::store::Registry as ToolRegistry;
 
 use crate::Common;
 
@@ -109,8 +109,16 @@ impl JudgeArgs {
 
 /// The CLI's session tier on disk: `STORE/sessions/<blake3(agent, session)>.json`,
 /// written atomically. Holds source only under `persistSandboxSource`.
+///
+/// Several processes may use one session at once: a save takes an
+/// exclusive lock (`<file>.lock`), reads what is saved now and merges this
+/// process's changes since it loaded into it
+/// ([`SessionSnapshot::merged`]), so no process overwrites another's tools
+/// or calls.
 struct SessionFile {
     path: PathBuf,
+    /// The tier as this process loaded it.
+    base: std::cell::RefCell<Option<SessionSnapshot>>,
 }
 
 impl SessionFile {
@@ -122,33 +130,78 @@ impl SessionFile {
         let name = format!("{}.json", &h.finalize().to_hex()[..32]);
         Self {
             path: store.join("sessions").join(name),
+            base: std::cell::RefCell::new(None),
         }
     }
 
-    fn load(&self, forge: &Forge) -> Result<(), String> {
+    /// The saved snapshot, if there is one.
+    fn read(&self) -> Result<Option<SessionSnapshot>, String> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
         };
-        let snapshot: SessionSnapshot = serde_json::from_str(&text)
-            .map_err(|e| format!("session file {} is damaged: {e}", self.path.display()))?;
-        forge.restore_session(snapshot).map_err(|e| e.to_string())
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("session file {} is damaged: {e}", self.path.display()))
     }
 
-    fn save(&self, forge: &Forge, ctx: &ForgeContext) -> Result<(), String> {
-        let snapshot = forge.snapshot_session(ctx);
-        if snapshot.tools.is_empty() {
-            return self.remove();
+    fn load(&self, forge: &Forge, ctx: &ForgeContext) -> Result<(), String> {
+        let snapshot = self.read()?;
+        if let Some(snapshot) = &snapshot {
+            forge
+                .restore_session(snapshot.clone())
+                .map_err(|e| e.to_string())?;
         }
-        let text = serde_json::to_vec(&snapshot).map_err(|e| e.to_string())?;
+        *self.base.borrow_mut() = Some(snapshot.unwrap_or_else(|| forge.snapshot_session(ctx)));
+        Ok(())
+    }
+
+    /// Holds the session's lock file, exclusively, until dropped.
+    fn lock(&self) -> Result<std::fs::File, String> {
         let dir = self.path.parent().expect("has a parent");
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        crate::write_atomically(&self.path, &text)
+        let lock_path = self.path.with_extension("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+        file.lock()
+            .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+        Ok(file)
+    }
+
+    fn save(&self, forge: &Forge, ctx: &ForgeContext) -> Result<(), String> {
+        let mine = forge.snapshot_session(ctx);
+        let _lock = self.lock()?;
+        let empty = || SessionSnapshot {
+            agent_id: ctx.agent_id.clone(),
+            session_id: ctx.session_id.clone(),
+            tools: Default::default(),
+        };
+        let base = self.base.borrow().clone().unwrap_or_else(empty);
+        let current = self.read()?.unwrap_or_else(empty);
+        let merged = SessionSnapshot::merged(&base, current, &mine);
+        if merged.tools.is_empty() {
+            self.remove_locked()?;
+        } else {
+            let text = serde_json::to_vec(&merged).map_err(|e| e.to_string())?;
+            crate::write_atomically(&self.path, &text)?;
+        }
+        // What is saved now is this process's new starting point.
+        *self.base.borrow_mut() = Some(mine);
+        Ok(())
     }
 
     fn remove(&self) -> Result<(), String> {
+        let _lock = self.lock()?;
+        self.remove_locked()
+    }
+
+    fn remove_locked(&self) -> Result<(), String> {
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -178,7 +231,7 @@ impl Opened {
                 .ok_or("no platform data directory: pass --store DIR")?
                 .join("temper"),
         };
-        let store = Store::open(&dir).map_err(|e| e.to_string())?;
+        let store = ToolRegistry::open(&dir).map_err(|e| e.to_string())?;
         let config = match &registry.forge_config {
             None => ForgeConfig::default(),
             Some(path) => {
@@ -197,7 +250,7 @@ impl Opened {
         let forge = builder.build();
         let ctx = ForgeContext::new(registry.agent.clone(), registry.session.clone());
         let session = SessionFile::new(&dir, &ctx);
-        session.load(&forge)?;
+        session.load(&forge, &ctx)?;
         Ok(Self {
             forge,
             ctx,
