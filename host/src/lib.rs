@@ -32,6 +32,7 @@ pub mod id;
 pub mod limits;
 pub mod mcp;
 pub mod policy;
+mod pool;
 pub mod request;
 pub mod runtime;
 pub mod shim;
