@@ -255,8 +255,10 @@ fn the_cli_prints_ok_false_for_a_tool_returning_undefined() {
     );
     assert!(!success, "exit status must say failure: {doc} {stderr}");
     assert_eq!(doc["ok"], json!(false), "{doc} {stderr}");
-    let error = doc["error"].to_string();
-    assert!(error.contains("execute() returned undefined"), "{doc}");
+    assert_eq!(doc["error"]["kind"], json!("bad-output"), "{doc}");
+    assert_eq!(doc["error"]["returned"], json!("undefined"), "{doc}");
+    let message = doc["message"].as_str().unwrap_or_default();
+    assert!(message.contains("execute() returned undefined"), "{doc}");
 }
 
 // ---- capability errors say what the policy did ----------------------------------
@@ -281,7 +283,7 @@ async fn fs_read_file_without_the_grant_is_a_typed_capability_denial() {
     let t = tool(
         &rt,
         r#"async function execute(input) {
-  try { await fs.promises.readFile(input.path); return 'read'; }
+  try { await fs.readFile(input.path); return 'read'; }
   catch (e) { return { message: e.message, code: e.code }; }
 }"#,
         &[],
@@ -562,10 +564,8 @@ async fn math_random_used_at_the_top_level_is_reseeded_for_every_call() {
     let det = |seed| {
         support::runtime_builder()
             .policy(
-                HostPolicy::deny_all().with_determinism(temper::policy::Determinism {
-                    seed,
-                    epoch_ms: 0,
-                }),
+                HostPolicy::deny_all()
+                    .with_determinism(temper::policy::Determinism { seed, epoch_ms: 0 }),
             )
             .build()
             .unwrap()
