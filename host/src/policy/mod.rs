@@ -862,7 +862,9 @@ mod tests {
             [
                 "xn--bcher-kva.example.test",
                 "*.xn--mnchen-3ya.example.test",
-                "api.example.test"
+                // Written with a trailing dot: kept, so it also allows
+                // URLs spelled with the dot.
+                "api.example.test."
             ]
         );
         assert!(
