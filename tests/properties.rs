@@ -11,13 +11,18 @@
 //! The case counts keep the CI run to seconds; run longer with
 //! `PROPTEST_CASES=100000 cargo test --release -p temper --test properties`.
 
+mod support;
+
+use std::collections::HashMap;
 use std::io::BufReader;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use temper::artifact::{self, ArtifactError, ArtifactManifest, StepRef};
 use temper::capabilities::cassette::{Cassette, CassetteError};
+use temper::capabilities::fetch::TransportOptions;
 use temper::mcp::jsonrpc::{self, Frame, Incoming};
 use temper::policy::{DomainRule, FetchDenied, FetchPolicy, HostKind, HostPolicy, check_dns_name};
 use temper::request::{ForgeRequest, Implementation, TestCase};
@@ -666,6 +671,110 @@ proptest! {
         let cassette = Cassette::replay(&path).unwrap_or_else(|e| panic!("{doc}: {e}"));
         prop_assert_eq!(cassette.len(), list.len());
     }
+}
+
+/// Fetches each URL of `input.urls`, reporting what came back.
+const FETCH_ALL: &str = r#"
+async function execute(input) {
+  const out = [];
+  for (const u of input.urls) {
+    try {
+      const r = await fetch(u);
+      out.push({ status: r.status, url: r.url, redirected: r.redirected, body: await r.text() });
+    } catch (e) {
+      out.push({ error: String(e.message) });
+    }
+  }
+  return out;
+}"#;
+
+/// Exchanges recorded by the host's cassette writer replay to the same
+/// results with no network, and recording the same exchanges again writes
+/// the same bytes.
+#[test]
+fn cassettes_round_trip_through_record_and_replay() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let paths = prop::collection::vec(
+        prop_oneof![
+            Just("/json".to_string()),
+            Just("/status/200".to_string()),
+            Just("/redirect-chain".to_string()),
+            Just("/echo".to_string()),
+            Just("/redirect-evil".to_string()),
+            "/missing-[a-z0-9]{1,6}",
+            "/json\\?q=[a-z0-9%]{0,8}",
+        ],
+        1..5,
+    );
+    let mut runner = proptest::test_runner::TestRunner::new(config(12));
+    runner
+        .run(&paths, |paths| {
+            tokio.block_on(record_and_replay(paths));
+            Ok(())
+        })
+        .unwrap();
+}
+
+async fn record_and_replay(paths: Vec<String>) {
+    let server = support::http::TestServer::start().await;
+    let port = server.port();
+    let mut policy = HostPolicy::deny_all()
+        .with_allow_net(&format!(
+            "api.example.test:{port},*.cdn.example.test:{port}"
+        ))
+        .unwrap();
+    policy.fetch.allow_private = true;
+    let loopback = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+    let transport = TransportOptions {
+        resolve_overrides: ["api.example.test", "a.cdn.example.test", "evil.test"]
+            .into_iter()
+            .map(|n| (n.to_string(), loopback.clone()))
+            .collect::<HashMap<_, _>>(),
+        ..TransportOptions::default()
+    };
+    let urls: Vec<String> = paths
+        .iter()
+        .map(|p| format!("http://api.example.test:{port}{p}"))
+        .collect();
+    let input = json!({ "urls": urls }).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cassette: Cassette| {
+        let rt = support::runtime_builder()
+            .policy(policy.clone())
+            .transport(transport.clone())
+            .cassette(cassette)
+            .build()
+            .unwrap();
+        let input = input.clone();
+        async move {
+            let artifact = rt.build(FETCH_ALL).await.unwrap();
+            let tool = rt
+                .grant(&rt.tool(&artifact), &["fetch".to_string()])
+                .unwrap();
+            let out = rt
+                .call(&tool, &input)
+                .await
+                .unwrap_or_else(|f| panic!("{f}"));
+            serde_json::from_str::<Value>(&out.output).unwrap()
+        }
+    };
+    let first = dir.path().join("first.json");
+    let live = run(Cassette::record(&first).unwrap()).await;
+    let seen = server.requests().len();
+    let second = dir.path().join("second.json");
+    assert_eq!(run(Cassette::record(&second).unwrap()).await, live);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&second).unwrap(),
+        "the same exchanges write the same cassette"
+    );
+    let replayed = run(Cassette::replay(&first).unwrap()).await;
+    assert_eq!(replayed, live, "{paths:?}");
+    assert_eq!(server.requests().len(), 2 * seen, "replay used no network");
 }
 
 fn base64_std(bytes: &[u8]) -> String {
