@@ -7,6 +7,14 @@
 //! (`fetch`, `crypto`) denies with `capability not granted: NAME` until a
 //! later grant links a real implementation.
 //!
+//! `fs.readFile` has no import of its own: the grant is the read-only
+//! preopened directories ([`Granted::read_dirs`]). With none, the guest
+//! refuses with `capability not granted: fs.readFile`; a path outside every
+//! preopen (or a `..` or symlink the host's filesystem refuses as leading
+//! out of one) with `path outside the granted directories: PATH`. The shim
+//! reports a refusal that ends the call as `ToolError::CapabilityDenied`
+//! (by the error's identity, never its text), for all three capabilities.
+//!
 //! Clocks and random sources are the host's ([`Clocks`]): real ones, the
 //! build's fixed ones, or deterministic mode's (policy `[determinism]`),
 //! where every call reads the same time and seeded random.
