@@ -1232,7 +1232,6 @@ impl Runtime {
             Ok(Ok(result)) => result,
         };
         let state = store.data_mut();
-        let denied = state.denied.take();
         let logs = std::mem::take(&mut state.console).into_lines();
         self.retire(store);
         match result {
@@ -1248,16 +1247,6 @@ impl Runtime {
                 logs,
                 compiled,
             }),
-            Err(RunError::Js { error })
-                if denied.is_some() && error.message.contains("capability not granted") =>
-            {
-                Err(CallFailure {
-                    error: RunError::CapabilityDenied {
-                        capability: denied.unwrap_or_default(),
-                    },
-                    logs,
-                })
-            }
             Err(RunError::Memory { detail, .. }) => Err(CallFailure {
                 error: RunError::Memory {
                     limit_bytes: limits.memory_bytes,
@@ -1380,11 +1369,30 @@ impl From<crate::bindings::JsError> for JsLocation {
     }
 }
 
+/// What the JS shim reports for a result JSON cannot represent: a js-error
+/// with this message prefix and no position or stack (a thrown error always
+/// has a stack). See `result_json` in `guest-js-shim/src/lib.rs`.
+const BAD_OUTPUT_PREFIX: &str = "execute() returned ";
+
+/// What was returned, when `js` is the shim's bad-output report.
+fn bad_output(js: &crate::bindings::JsError) -> Option<String> {
+    if js.line.is_some() || js.column.is_some() || js.stack.is_some() {
+        return None;
+    }
+    js.message
+        .strip_prefix(BAD_OUTPUT_PREFIX)
+        .map(str::to_string)
+}
+
 impl From<ToolError> for RunError {
     fn from(e: ToolError) -> Self {
         match e {
             ToolError::BadInput(message) => RunError::BadInput { message },
-            ToolError::Js(js) | ToolError::Compile(js) => RunError::Js { error: js.into() },
+            ToolError::Js(js) => match bad_output(&js) {
+                Some(returned) => RunError::BadOutput { returned },
+                None => RunError::Js { error: js.into() },
+            },
+            ToolError::Compile(js) => RunError::Js { error: js.into() },
             ToolError::Timeout(limit_ms) => RunError::Timeout { limit_ms },
             ToolError::Memory(detail) => RunError::Memory {
                 limit_bytes: 0,

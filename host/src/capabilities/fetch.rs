@@ -22,7 +22,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::bindings::temper::tool::fetch::{Request, Response};
 use crate::capabilities::cassette::{Cassette, CassetteMode, RecordedResponse};
-use crate::policy::{CheckedUrl, FetchDenied, FetchPolicy, HostKind};
+use crate::policy::{CheckedUrl, FetchDenied, FetchPolicy, HostKind, shorten};
 
 /// Transport settings that are not policy: test hooks and extra TLS roots.
 #[derive(Debug, Clone, Default)]
@@ -186,7 +186,7 @@ impl FetchTransport {
     pub async fn fetch(&self, req: Request, deadline: Instant) -> Result<Response, String> {
         let policy = &self.policy;
         let mut method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| format!("fetch: invalid method `{}`", req.method))?;
+            .map_err(|_| format!("fetch: invalid method `{}`", shorten(&req.method)))?;
         if !matches!(
             method.as_str(),
             "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS"
@@ -259,7 +259,8 @@ impl FetchTransport {
                     }
                     if req.redirect == "error" {
                         return Err(format!(
-                            "redirect to {location} refused: redirect mode is 'error'"
+                            "redirect to {} refused: redirect mode is 'error'",
+                            shorten(&location)
                         ));
                     }
                     if hops >= policy.max_redirects {
@@ -268,13 +269,16 @@ impl FetchTransport {
                             policy.max_redirects
                         ));
                     }
-                    let next = url
-                        .join(&location)
-                        .map_err(|e| format!("redirect to {location} refused: invalid URL: {e}"))?;
+                    let next = url.join(&location).map_err(|e| {
+                        format!(
+                            "redirect to {} refused: invalid URL: {e}",
+                            shorten(&location)
+                        )
+                    })?;
                     let checked = policy.check_url(next.as_str()).map_err(|e| {
                         format!(
                             "redirect to {} refused: {e}",
-                            next.host_str().unwrap_or(next.as_str())
+                            shorten(next.host_str().unwrap_or(next.as_str()))
                         )
                     })?;
                     // 303, and 301/302 after POST, continue as GET without a body.
@@ -446,7 +450,8 @@ fn describe_send_error(url: &url::Url, err: &reqwest::Error) -> String {
             url.host_str().unwrap_or("")
         );
     }
-    let mut message = format!("fetch: request to {url} failed");
+    // The URL is quoted shortened; the reason after it is kept whole.
+    let mut message = format!("fetch: request to {} failed", shorten(url.as_str()));
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
     while let Some(e) = source {
         message.push_str(": ");

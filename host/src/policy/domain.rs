@@ -24,9 +24,17 @@
 //!   per extra port.
 //!
 //! Hosts are normalized exactly as URLs are (WHATWG via the `url` crate):
-//! lower-cased, IDNA/punycode for Unicode names, one trailing dot removed,
-//! IPv4 in any WHATWG encoding turned into dotted quad. A rule written as
-//! `bücher.example` therefore matches `http://xn--bcher-kva.example/`.
+//! lower-cased, IDNA/punycode for Unicode names, IPv4 in any WHATWG
+//! encoding turned into dotted quad. A rule written as `bücher.example`
+//! therefore matches `http://xn--bcher-kva.example/`. A name must be a valid
+//! DNS host name after IDNA: labels of letters, digits and hyphens, 1 to 63
+//! characters each, 253 at most in all.
+//!
+//! A trailing dot (`api.example.com.`, the fully qualified spelling) is
+//! refused in URLs, like the other ambiguous spellings, unless a rule is
+//! written with the dot: the rule `api.example.com.` allows both
+//! `http://api.example.com./` and `http://api.example.com/`; the rule
+//! `api.example.com` allows only the latter.
 //! A rule that does not fit this grammar is a
 //! [`PolicyError::BadDomainRule`] naming it: never a silent allow.
 //!
@@ -38,7 +46,11 @@
 //! `http://0177.0.0.1/` are recognised as `127.0.0.1` and need a rule naming
 //! that IP. On top of WHATWG it refuses, as `invalid URL`, inputs that other
 //! parsers read differently: backslashes and ASCII control characters
-//! anywhere, and percent-encoding in the authority. The runtime must connect
+//! anywhere, and percent-encoding in the authority. Before any rule is
+//! matched, the URL must be at most [`FetchPolicy::max_url_bytes`] long
+//! and its host, when a name, a valid DNS name (so `http://*.cdn.example.com/`
+//! is refused, never matched against `*.cdn.example.com`). The fragment is
+//! dropped (it is never sent). The runtime must connect
 //! to [`CheckedUrl::host`] / [`CheckedUrl::port`] and send
 //! [`CheckedUrl::url`], never the raw string the guest passed.
 //!
@@ -63,6 +75,11 @@ pub const DEFAULT_MAX_RESPONSE_BODY: u64 = 8 * 1024 * 1024;
 pub const DEFAULT_MAX_HEADERS: u32 = 64;
 /// Default for [`FetchPolicy::max_header_bytes`]: 16 KiB.
 pub const DEFAULT_MAX_HEADER_BYTES: u64 = 16 * 1024;
+/// Default for [`FetchPolicy::max_url_bytes`]: 8 KiB.
+pub const DEFAULT_MAX_URL_BYTES: usize = 8 * 1024;
+/// How much of a URL (or other tool-supplied text) a refusal message quotes;
+/// the reason around it is always kept whole.
+pub const MESSAGE_URL_CHARS: usize = 200;
 
 /// The scheme a [`DomainRule`] is restricted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -103,6 +120,8 @@ pub struct DomainRule {
     scheme: Option<RuleScheme>,
     host: RuleHost,
     port: Option<u16>,
+    /// Written with a trailing dot: also allows the trailing-dot spelling.
+    trailing_dot: bool,
 }
 
 fn bad(rule: &str, reason: impl Into<String>) -> PolicyError {
@@ -169,7 +188,14 @@ impl DomainRule {
             Some(p) => Some(parse_port(rule, p)?),
         };
         let host = parse_rule_host(rule, host_text)?;
-        Ok(DomainRule { scheme, host, port })
+        let trailing_dot =
+            matches!(host, RuleHost::Exact(_) | RuleHost::Wildcard(_)) && host_text.ends_with('.');
+        Ok(DomainRule {
+            scheme,
+            host,
+            port,
+            trailing_dot,
+        })
     }
 
     /// The scheme the rule is restricted to; `None` allows http and https.
@@ -186,6 +212,18 @@ impl DomainRule {
     /// default port (80 for http, 443 for https).
     pub fn port(&self) -> Option<u16> {
         self.port
+    }
+
+    /// Whether the rule was written with a trailing dot (it then also
+    /// allows URLs spelling the host with one).
+    pub fn trailing_dot(&self) -> bool {
+        self.trailing_dot
+    }
+
+    /// Matches `host` (without its trailing dot); `dotted`: the URL spelled
+    /// it with one, which only a rule written with the dot allows.
+    fn matches_spelling(&self, host: &HostKind, dotted: bool) -> bool {
+        (!dotted || self.trailing_dot) && self.matches_host(host)
     }
 
     fn matches_host(&self, host: &HostKind) -> bool {
@@ -238,6 +276,9 @@ impl fmt::Display for DomainRule {
             RuleHost::Wildcard(suffix) => write!(f, "*.{suffix}")?,
             RuleHost::Ip(IpAddr::V4(ip)) => write!(f, "{ip}")?,
             RuleHost::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]")?,
+        }
+        if self.trailing_dot {
+            f.write_str(".")?;
         }
         if let Some(p) = self.port {
             write!(f, ":{p}")?;
@@ -355,33 +396,56 @@ fn strip_one_dot(d: &str) -> &str {
     d.strip_suffix('.').unwrap_or(d)
 }
 
-/// Extra checks for rule host names (URLs are not held to these: a URL host
-/// that breaks them simply matches no rule).
+/// Rule host names are held to the same DNS syntax as URL hosts.
 fn check_domain_syntax(rule: &str, d: &str) -> Result<(), PolicyError> {
+    check_dns_name(d).map_err(|reason| bad(rule, reason))
+}
+
+/// Whether `d` (lower case, after IDNA, without a trailing dot) is a valid
+/// DNS host name: labels of ASCII letters, digits and hyphens, each 1 to 63
+/// characters, at most 253 characters in all. The reason when it is not.
+pub fn check_dns_name(d: &str) -> Result<(), String> {
     if d.is_empty() {
-        return Err(bad(rule, "empty host"));
+        return Err("empty host".into());
     }
     if d.len() > 253 {
-        return Err(bad(rule, "host name longer than 253 characters"));
+        return Err(format!(
+            "host name is {} characters, longer than 253",
+            d.len()
+        ));
     }
     for label in d.split('.') {
         if label.is_empty() {
-            return Err(bad(rule, "empty label in host name"));
+            return Err("empty label in host name".into());
         }
         if label.len() > 63 {
-            return Err(bad(rule, "label longer than 63 characters"));
+            return Err(format!(
+                "label `{}` is {} characters, longer than 63",
+                shorten(label),
+                label.len()
+            ));
         }
-        if !label
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        if let Some(c) = label
+            .chars()
+            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
         {
-            return Err(bad(
-                rule,
-                format!("label `{label}` has characters not allowed in a host name"),
+            return Err(format!(
+                "label `{}` has `{c}`: only letters, digits and hyphens are allowed in a host name",
+                shorten(label)
             ));
         }
     }
     Ok(())
+}
+
+/// `text` cut to [`MESSAGE_URL_CHARS`] characters (with `…` when cut), for
+/// quoting tool-supplied URLs and names in messages whose reason must stay
+/// whole.
+pub fn shorten(text: &str) -> String {
+    match text.char_indices().nth(MESSAGE_URL_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
 }
 
 /// The host a checked URL connects to.
@@ -452,6 +516,31 @@ pub enum FetchDenied {
     /// authority).
     #[error("invalid URL: {0}")]
     InvalidUrl(String),
+    /// The URL is longer than [`FetchPolicy::max_url_bytes`].
+    #[error("URL is {bytes} bytes, over the {limit}-byte limit")]
+    UrlTooLong {
+        /// The URL's length in bytes.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The host is not a valid DNS name (a `*` or `_` label, a label over
+    /// 63 characters, a name over 253).
+    #[error("invalid host: {host}: {reason}")]
+    InvalidHost {
+        /// The host as parsed (shortened when long).
+        host: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A trailing-dot host that no rule names with the dot.
+    #[error(
+        "host not allowed: {host} (a trailing dot is refused unless a rule is written with it, like `{host}`)"
+    )]
+    TrailingDot {
+        /// The host, with its trailing dot.
+        host: String,
+    },
     /// The host is allowed, but not on this port.
     #[error("port not allowed: {port} for {host}")]
     PortNotAllowed {
@@ -495,6 +584,9 @@ pub struct FetchPolicy {
     pub max_headers: u32,
     /// Largest total size of the headers in bytes.
     pub max_header_bytes: u64,
+    /// Longest URL in bytes, checked on every request and redirect hop
+    /// before anything else.
+    pub max_url_bytes: usize,
 }
 
 impl Default for FetchPolicy {
@@ -507,6 +599,7 @@ impl Default for FetchPolicy {
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
             max_headers: DEFAULT_MAX_HEADERS,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_url_bytes: DEFAULT_MAX_URL_BYTES,
         }
     }
 }
@@ -519,6 +612,12 @@ impl FetchPolicy {
     /// (`IP address not allowed` for IP literals, `host not allowed` for
     /// names), then scheme and port against the rules naming that host.
     pub fn check_url(&self, raw: &str) -> Result<CheckedUrl, FetchDenied> {
+        if raw.len() > self.max_url_bytes {
+            return Err(FetchDenied::UrlTooLong {
+                bytes: raw.len(),
+                limit: self.max_url_bytes,
+            });
+        }
         if raw.contains('\\') {
             return Err(FetchDenied::InvalidUrl(
                 "backslash in URL (write `/` or `%5C`)".into(),
@@ -527,12 +626,12 @@ impl FetchPolicy {
         if raw.chars().any(|c| c.is_ascii_control()) {
             return Err(FetchDenied::InvalidUrl("control character in URL".into()));
         }
-        let mut url =
-            Url::parse(raw).map_err(|e| FetchDenied::InvalidUrl(format!("{e}: {raw}")))?;
+        let mut url = Url::parse(raw)
+            .map_err(|e| FetchDenied::InvalidUrl(format!("{e}: {}", shorten(raw))))?;
         let scheme = url.scheme().to_string();
         let scheme = scheme.as_str();
         if scheme != "http" && scheme != "https" {
-            return Err(FetchDenied::SchemeNotAllowed(scheme.to_string()));
+            return Err(FetchDenied::SchemeNotAllowed(shorten(scheme)));
         }
         if !url.username().is_empty() || url.password().is_some() {
             return Err(FetchDenied::UserinfoNotAllowed);
@@ -542,35 +641,55 @@ impl FetchPolicy {
                 "percent-encoding in host not allowed".into(),
             ));
         }
-        let host = match url.host() {
-            Some(url::Host::Domain(d)) => HostKind::Domain(strip_one_dot(d).to_string()),
-            Some(url::Host::Ipv4(ip)) => HostKind::Ip(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => HostKind::Ip(IpAddr::V6(ip)),
-            None => return Err(FetchDenied::InvalidUrl(format!("no host: {raw}"))),
+        let (host, dotted) = match url.host() {
+            Some(url::Host::Domain(d)) => {
+                let name = strip_one_dot(d);
+                if name.is_empty() {
+                    return Err(FetchDenied::InvalidUrl(format!(
+                        "empty host: {}",
+                        shorten(raw)
+                    )));
+                }
+                check_dns_name(name).map_err(|reason| FetchDenied::InvalidHost {
+                    host: shorten(d),
+                    reason,
+                })?;
+                (HostKind::Domain(name.to_string()), name.len() != d.len())
+            }
+            Some(url::Host::Ipv4(ip)) => (HostKind::Ip(IpAddr::V4(ip)), false),
+            Some(url::Host::Ipv6(ip)) => (HostKind::Ip(IpAddr::V6(ip)), false),
+            None => {
+                return Err(FetchDenied::InvalidUrl(format!(
+                    "no host: {}",
+                    shorten(raw)
+                )));
+            }
         };
-        if matches!(&host, HostKind::Domain(d) if d.is_empty()) {
-            return Err(FetchDenied::InvalidUrl(format!("empty host: {raw}")));
-        }
         if let HostKind::Domain(d) = &host
             && url.host_str() != Some(d.as_str())
         {
             // Drop the trailing dot from the URL too, so the Host header and
             // the name used for TLS agree with `host`.
             url.set_host(Some(d))
-                .map_err(|e| FetchDenied::InvalidUrl(format!("{e}: {raw}")))?;
+                .map_err(|e| FetchDenied::InvalidUrl(format!("{e}: {}", shorten(raw))))?;
         }
+        // The fragment is the tool's own business: never sent.
+        url.set_fragment(None);
         let port = url
             .port_or_known_default()
-            .ok_or_else(|| FetchDenied::InvalidUrl(format!("no port: {raw}")))?;
+            .ok_or_else(|| FetchDenied::InvalidUrl(format!("no port: {}", shorten(raw))))?;
 
         let by_host: Vec<&DomainRule> = self
             .rules
             .iter()
-            .filter(|r| r.matches_host(&host))
+            .filter(|r| r.matches_spelling(&host, dotted))
             .collect();
         if by_host.is_empty() {
             return Err(match host {
                 HostKind::Ip(ip) => FetchDenied::IpNotAllowed(ip),
+                HostKind::Domain(d) if dotted => FetchDenied::TrailingDot {
+                    host: format!("{d}."),
+                },
                 HostKind::Domain(d) => FetchDenied::HostNotAllowed {
                     host: d,
                     allowed: self.rules_list(),
@@ -667,7 +786,8 @@ mod tests {
     fn rules_parse_and_round_trip() {
         let table: &[(&str, &str)] = &[
             ("api.example.com", "api.example.com"),
-            ("API.Example.COM.", "api.example.com"),
+            ("API.Example.COM.", "api.example.com."),
+            ("*.cdn.example.com.", "*.cdn.example.com."),
             ("*.cdn.example.com", "*.cdn.example.com"),
             ("https://api.example.com", "https://api.example.com"),
             ("HTTPS://api.example.com/", "https://api.example.com"),
@@ -683,7 +803,6 @@ mod tests {
             ("*.bücher.example", "*.xn--bcher-kva.example"),
             ("2130706433", "127.0.0.1"),
             ("localhost", "localhost"),
-            ("api_v2.example.com", "api_v2.example.com"),
         ];
         for (input, shown) in table {
             let r = rule(input);
@@ -732,6 +851,9 @@ mod tests {
             "a\\b.example.com",
             "exa!mple.com",
             ".example.com",
+            "api_v2.example.com",
+            "api.example.com..",
+            "a-very-long-label-that-goes-on-and-on-and-on-past-sixty-three-chars.example.com",
         ];
         for input in table {
             match DomainRule::parse(input) {
@@ -777,6 +899,9 @@ mod tests {
         Ip,
         Invalid,
         Port,
+        TooLong,
+        BadHost,
+        Dot,
     }
 
     fn verdict(r: &Result<CheckedUrl, FetchDenied>) -> V {
@@ -789,6 +914,9 @@ mod tests {
             Err(FetchDenied::IpNotAllowed(_)) => V::Ip,
             Err(FetchDenied::InvalidUrl(_)) => V::Invalid,
             Err(FetchDenied::PortNotAllowed { .. }) => V::Port,
+            Err(FetchDenied::UrlTooLong { .. }) => V::TooLong,
+            Err(FetchDenied::InvalidHost { .. }) => V::BadHost,
+            Err(FetchDenied::TrailingDot { .. }) => V::Dot,
             Err(e) => panic!("check_url never returns {e:?}"),
         }
     }
@@ -822,15 +950,21 @@ mod tests {
         ("http://user:pass@api.example.test/", V::Userinfo),
         ("http://:pass@api.example.test/", V::Userinfo),
         // Trailing dots and case.
-        ("http://api.example.test./", V::Ok),
-        ("http://API.Example.TEST./", V::Ok),
-        ("http://api.example.test../", V::Host),
+        ("http://api.example.test./", V::Dot),
+        ("http://API.Example.TEST./", V::Dot),
+        ("http://api.example.test../", V::BadHost),
         ("HTTP://API.EXAMPLE.TEST/", V::Ok),
         // Wildcard vs bare suffix and look-alikes.
         ("https://cdn.example.test/", V::Host),
         ("https://x.cdn.example.test/", V::Ok),
         ("https://x.y.cdn.example.test/", V::Ok),
-        ("https://X.CDN.example.test./lib.js", V::Ok),
+        ("https://X.CDN.example.test./lib.js", V::Dot),
+        // Not DNS names: refused before any rule is matched.
+        ("http://*.cdn.example.test/", V::BadHost),
+        ("http://a_b.cdn.example.test/", V::BadHost),
+        ("http://ex!mple.cdn.example.test/", V::BadHost),
+        ("http://a*.cdn.example.test/", V::BadHost),
+        ("http://x.cdn.example.test/#frag", V::Ok),
         ("https://evilcdn.example.test/", V::Host),
         ("https://cdn.example.test.evil.test/", V::Host),
         ("https://x.cdn.example.test.evil.test/", V::Host),
@@ -980,7 +1114,7 @@ mod tests {
     fn checked_url_parts_are_normalized() {
         let policy = matrix_policy();
         let c = policy
-            .check_url("HTTPS://API.Example.TEST.:8443/a?b")
+            .check_url("HTTPS://API.Example.TEST:8443/a?b#frag")
             .unwrap();
         assert_eq!(c.host, HostKind::Domain("api.example.test".into()));
         assert_eq!(c.port, 8443);
@@ -1144,5 +1278,131 @@ mod tests {
             policy.check_resolved(&c, &ips(&["10.0.0.6"])),
             Err(FetchDenied::PrivateAddress { .. })
         ));
+    }
+
+    #[test]
+    fn trailing_dots_need_a_rule_written_with_the_dot() {
+        let policy = matrix_policy();
+        let err = policy.check_url("http://api.example.test./").unwrap_err();
+        assert_eq!(
+            err,
+            FetchDenied::TrailingDot {
+                host: "api.example.test.".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "host not allowed: api.example.test. (a trailing dot is refused unless a rule is written with it, like `api.example.test.`)"
+        );
+        let dotted = FetchPolicy {
+            rules: vec![rule("api.example.test."), rule("*.cdn.example.test.")],
+            ..FetchPolicy::default()
+        };
+        for url in [
+            "http://api.example.test./x",
+            "http://api.example.test/x",
+            "http://a.cdn.example.test./x",
+        ] {
+            let c = dotted
+                .check_url(url)
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            // Connected to, and sent, without the dot.
+            assert!(
+                matches!(&c.host, HostKind::Domain(d) if !d.ends_with('.')),
+                "{url}"
+            );
+            assert!(!c.url.host_str().unwrap().ends_with('.'), "{url}");
+        }
+        assert!(rule("api.example.test.").trailing_dot());
+        assert!(!rule("api.example.test").trailing_dot());
+    }
+
+    #[test]
+    fn hosts_must_be_dns_names_before_any_rule_is_matched() {
+        let policy = FetchPolicy {
+            rules: vec![rule("*.cdn.example.test"), rule("*.example.test")],
+            ..FetchPolicy::default()
+        };
+        let label63 = "a".repeat(63);
+        let label64 = "a".repeat(64);
+        assert!(
+            policy
+                .check_url(&format!("http://{label63}.cdn.example.test/"))
+                .is_ok()
+        );
+        let err = policy
+            .check_url(&format!("http://{label64}.cdn.example.test/"))
+            .unwrap_err();
+        assert!(matches!(err, FetchDenied::InvalidHost { .. }), "{err}");
+        assert!(
+            err.to_string().contains("is 64 characters, longer than 63"),
+            "{err}"
+        );
+        // 4 labels of 63 plus `example.test`: over 253 in all.
+        let long = format!("{label63}.{label63}.{label63}.{label63}.example.test");
+        let err = policy.check_url(&format!("http://{long}/")).unwrap_err();
+        assert!(err.to_string().contains("longer than 253"), "{err}");
+        let err = policy.check_url("http://*.cdn.example.test/").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid host: *.cdn.example.test: label `*` has `*`: only letters, digits and hyphens are allowed in a host name"
+        );
+        assert_eq!(check_dns_name("xn--bcher-kva.example"), Ok(()));
+        assert!(check_dns_name("a..b").is_err());
+        assert!(check_dns_name("").is_err());
+    }
+
+    #[test]
+    fn urls_over_the_cap_are_refused_first() {
+        let policy = FetchPolicy {
+            rules: vec![rule("api.example.test")],
+            ..FetchPolicy::default()
+        };
+        assert_eq!(policy.max_url_bytes, 8192);
+        let base = "http://api.example.test/?q=";
+        let fits = format!("{base}{}", "a".repeat(8192 - base.len()));
+        assert!(policy.check_url(&fits).is_ok());
+        let over = format!("{fits}a");
+        assert_eq!(
+            policy.check_url(&over).unwrap_err(),
+            FetchDenied::UrlTooLong {
+                bytes: 8193,
+                limit: 8192
+            }
+        );
+        // Before anything else: even a URL that would not parse.
+        let junk = "\\".repeat(9000);
+        assert!(matches!(
+            policy.check_url(&junk),
+            Err(FetchDenied::UrlTooLong { .. })
+        ));
+        let small = FetchPolicy {
+            max_url_bytes: 30,
+            ..policy.clone()
+        };
+        assert!(matches!(
+            small.check_url("http://api.example.test/0123456789"),
+            Err(FetchDenied::UrlTooLong {
+                bytes: 34,
+                limit: 30
+            })
+        ));
+    }
+
+    #[test]
+    fn messages_quote_long_urls_shortened_and_keep_the_reason() {
+        let policy = matrix_policy();
+        let url = format!("http://api.example.test:99999/{}", "p".repeat(3000));
+        let msg = policy.check_url(&url).unwrap_err().to_string();
+        assert!(
+            msg.starts_with("invalid URL: invalid port number: http://"),
+            "{msg}"
+        );
+        assert!(msg.ends_with('…') && msg.len() < 300, "{msg}");
+        assert_eq!(shorten("short"), "short");
+        assert_eq!(
+            shorten(&"é".repeat(500)).chars().count(),
+            MESSAGE_URL_CHARS + 1
+        );
     }
 }

@@ -23,6 +23,7 @@
 //! max_response_body = 8388608  # 8 MiB
 //! max_headers = 64
 //! max_header_bytes = 16384     # 16 KiB
+//! max_url_bytes = 8192         # 8 KiB; longer URLs are refused before anything else
 //!
 //! # Directories `fs.readFile` may read, one table per directory.
 //! [[read]]
@@ -100,8 +101,9 @@ use serde::Deserialize;
 
 pub use domain::{
     CheckedUrl, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_HEADERS, DEFAULT_MAX_REDIRECTS,
-    DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DomainRule, FetchDenied, FetchPolicy,
-    HostKind, RuleHost, RuleScheme,
+    DEFAULT_MAX_REQUEST_BODY, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_MAX_URL_BYTES, DomainRule,
+    FetchDenied, FetchPolicy, HostKind, MESSAGE_URL_CHARS, RuleHost, RuleScheme, check_dns_name,
+    shorten,
 };
 pub use ip::is_public_address;
 
@@ -333,6 +335,7 @@ struct RawFetch {
     max_response_body: Option<u64>,
     max_headers: Option<u32>,
     max_header_bytes: Option<u64>,
+    max_url_bytes: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -381,6 +384,13 @@ impl HostPolicy {
             f.max_response_body = fetch.max_response_body.unwrap_or(f.max_response_body);
             f.max_headers = fetch.max_headers.unwrap_or(f.max_headers);
             f.max_header_bytes = fetch.max_header_bytes.unwrap_or(f.max_header_bytes);
+            if fetch.max_url_bytes == Some(0) {
+                return Err(PolicyError::BadValue {
+                    key: "fetch.max_url_bytes".into(),
+                    reason: "must be greater than 0 (leave it out for the default, 8192)".into(),
+                });
+            }
+            f.max_url_bytes = fetch.max_url_bytes.unwrap_or(f.max_url_bytes);
         }
         if !raw.read.is_empty() && !policy.allowed.contains(&Capability::FsReadFile) {
             return Err(PolicyError::SectionWithoutCapability {
@@ -640,6 +650,7 @@ mod tests {
         assert_eq!(p.fetch.max_response_body, 8 << 20);
         assert_eq!(p.fetch.max_headers, 64);
         assert_eq!(p.fetch.max_header_bytes, 16 << 10);
+        assert_eq!(p.fetch.max_url_bytes, 8 << 10);
         assert!(p.read_dirs.is_empty());
         assert_eq!(p.limits, LimitsConfig::default());
         assert_eq!(p.grants(&[]).unwrap(), Grants::default());
@@ -665,6 +676,7 @@ mod tests {
                 max_response_body: 8388608,
                 max_headers: 32,
                 max_header_bytes: 8192,
+                max_url_bytes: 4096,
             },
             read_dirs: vec![
                 ReadDir {
@@ -691,6 +703,19 @@ mod tests {
             }),
         };
         assert_eq!(p, expected);
+    }
+
+    #[test]
+    fn good_fetch_url_cap_fixture() {
+        let p = load(fixture!("good_fetch_url_cap.toml")).unwrap();
+        assert_eq!(p.fetch.max_url_bytes, 2048);
+        let long = format!("http://api.example.test/{}", "x".repeat(2048));
+        assert!(matches!(
+            p.fetch.check_url(&long),
+            Err(crate::policy::FetchDenied::UrlTooLong { limit: 2048, .. })
+        ));
+        // The rule written with a trailing dot allows that spelling.
+        assert!(p.fetch.check_url("http://api.example.test./").is_ok());
     }
 
     #[test]
@@ -837,7 +862,9 @@ mod tests {
             [
                 "xn--bcher-kva.example.test",
                 "*.xn--mnchen-3ya.example.test",
-                "api.example.test"
+                // Written with a trailing dot: kept, so it also allows
+                // URLs spelled with the dot.
+                "api.example.test."
             ]
         );
         assert!(
@@ -942,6 +969,10 @@ mod tests {
             (
                 fixture!("bad_limits_zero.toml"),
                 Want::Value("limits.timeout_ms"),
+            ),
+            (
+                fixture!("bad_url_cap_zero.toml"),
+                Want::Value("fetch.max_url_bytes"),
             ),
             (
                 fixture!("bad_determinism_unknown_key.toml"),
