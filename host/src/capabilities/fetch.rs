@@ -244,57 +244,58 @@ impl FetchTransport {
             };
             let status = hop.status();
             let location = hop.location();
-            if status.is_redirection() && req.redirect != "manual" {
-                if let Some(location) = location {
-                    // A hop is recorded as it came (status and headers; its
-                    // body is never read), before deciding to follow it.
-                    if let Hop::Live(response) = &hop {
-                        self.record(method.as_str(), url.as_str(), body.as_deref(), || {
-                            RecordedResponse {
-                                status: status.as_u16(),
-                                headers: header_pairs(response.headers()),
-                                body: Vec::new(),
-                            }
-                        })?;
-                    }
-                    if req.redirect == "error" {
-                        return Err(format!(
-                            "redirect to {} refused: redirect mode is 'error'",
-                            shorten(&location)
-                        ));
-                    }
-                    if hops >= policy.max_redirects {
-                        return Err(format!(
-                            "too many redirects (limit {})",
-                            policy.max_redirects
-                        ));
-                    }
-                    let next = url.join(&location).map_err(|e| {
-                        format!(
-                            "redirect to {} refused: invalid URL: {e}",
-                            shorten(&location)
-                        )
+            if status.is_redirection()
+                && req.redirect != "manual"
+                && let Some(location) = location
+            {
+                // A hop is recorded as it came (status and headers; its
+                // body is never read), before deciding to follow it.
+                if let Hop::Live(response) = &hop {
+                    self.record(method.as_str(), url.as_str(), body.as_deref(), || {
+                        RecordedResponse {
+                            status: status.as_u16(),
+                            headers: header_pairs(response.headers()),
+                            body: Vec::new(),
+                        }
                     })?;
-                    let checked = policy.check_url(next.as_str()).map_err(|e| {
-                        format!(
-                            "redirect to {} refused: {e}",
-                            shorten(next.host_str().unwrap_or(next.as_str()))
-                        )
-                    })?;
-                    // 303, and 301/302 after POST, continue as GET without a body.
-                    if status == reqwest::StatusCode::SEE_OTHER
-                        || ((status == reqwest::StatusCode::MOVED_PERMANENTLY
-                            || status == reqwest::StatusCode::FOUND)
-                            && method == reqwest::Method::POST)
-                    {
-                        method = reqwest::Method::GET;
-                        body = None;
-                    }
-                    url = checked.url;
-                    redirected = true;
-                    hops += 1;
-                    continue;
                 }
+                if req.redirect == "error" {
+                    return Err(format!(
+                        "redirect to {} refused: redirect mode is 'error'",
+                        shorten(&location)
+                    ));
+                }
+                if hops >= policy.max_redirects {
+                    return Err(format!(
+                        "too many redirects (limit {})",
+                        policy.max_redirects
+                    ));
+                }
+                let next = url.join(&location).map_err(|e| {
+                    format!(
+                        "redirect to {} refused: invalid URL: {e}",
+                        shorten(&location)
+                    )
+                })?;
+                let checked = policy.check_url(next.as_str()).map_err(|e| {
+                    format!(
+                        "redirect to {} refused: {e}",
+                        shorten(next.host_str().unwrap_or(next.as_str()))
+                    )
+                })?;
+                // 303, and 301/302 after POST, continue as GET without a body.
+                if status == reqwest::StatusCode::SEE_OTHER
+                    || ((status == reqwest::StatusCode::MOVED_PERMANENTLY
+                        || status == reqwest::StatusCode::FOUND)
+                        && method == reqwest::Method::POST)
+                {
+                    method = reqwest::Method::GET;
+                    body = None;
+                }
+                url = checked.url;
+                redirected = true;
+                hops += 1;
+                continue;
             }
             return match hop {
                 Hop::Live(response) => {
