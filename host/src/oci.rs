@@ -236,7 +236,8 @@ pub enum OciError {
 }
 
 impl OciError {
-    /// The operation that failed.
+    /// The operation that failed (a bad reference or unreadable credentials,
+    /// found before any operation starts, report [`OciStage::Pull`]).
     pub fn stage(&self) -> OciStage {
         match self {
             OciError::Reference { .. } | OciError::Credentials(_) => OciStage::Pull,
