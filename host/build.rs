@@ -23,6 +23,9 @@ fn main() {
     if !use_prebuilt("TEMPER_SHIM_WASM") {
         build_shim(&root);
     }
+    if !use_prebuilt("TEMPER_ENGINE_WASM") {
+        build_engine(&root);
+    }
     if !use_prebuilt("TEMPER_COMPOSE_CORE_WASM") {
         build_compose_core(&root);
     }
@@ -97,6 +100,26 @@ fn cargo_home() -> PathBuf {
 fn build_shim(root: &Path) {
     let guest = root.join("guest-js-shim");
     watch_crate(&guest);
+    let wasm = build_quickjs_guest(root, &guest, "guest_js_shim");
+    println!("cargo:rustc-env=TEMPER_SHIM_WASM={}", wasm.display());
+}
+
+/// The shared engine: the shim's source built with its `engine` feature, as
+/// the `guest-js-shim/engine` package (same target directory, so the shim's
+/// dependency builds are reused).
+fn build_engine(root: &Path) {
+    let guest = root.join("guest-js-shim").join("engine");
+    // Its sources are the shim's (watched by `build_shim`).
+    for watched in ["Cargo.toml", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", guest.join(watched).display());
+    }
+    let wasm = build_quickjs_guest(root, &guest, "guest_js_engine");
+    println!("cargo:rustc-env=TEMPER_ENGINE_WASM={}", wasm.display());
+}
+
+/// Builds a QuickJS guest crate (the shim's sources) in `guest`; returns the
+/// path of `NAME.wasm`.
+fn build_quickjs_guest(root: &Path, guest: &Path, name: &str) -> PathBuf {
     let sysroot = root.join("target").join("wasi-sysroot");
     make_sysroot(&sysroot);
     let cflags = format!(
@@ -105,7 +128,7 @@ fn build_shim(root: &Path) {
         cargo_home().display(),
         root.display()
     );
-    let mut cmd = guest_build(root, &guest, "wasm32-wasip2");
+    let mut cmd = guest_build(root, guest, "wasm32-wasip2");
     cmd.env("RQUICKJS_SYS_NO_WASI_SDK", "1")
         .env("LIBCLANG_PATH", "/usr/lib/llvm-14/lib")
         .env("CC_wasm32_wasip2", "clang-14")
@@ -115,15 +138,18 @@ fn build_shim(root: &Path) {
             "BINDGEN_EXTRA_CLANG_ARGS_wasm32_wasip2",
             format!("--sysroot={}", sysroot.display()),
         );
-    let status = cmd.status().expect("failed to run cargo for guest-js-shim");
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("failed to run cargo for {}: {e}", guest.display()));
     if !status.success() {
         panic!(
-            "building guest-js-shim for wasm32-wasip2 failed ({status}); run scripts/setup.sh to install clang-14, lld-14, wasi-libc and the wasm32-wasip2 target"
+            "building {} for wasm32-wasip2 failed ({status}); run scripts/setup.sh to install clang-14, lld-14, wasi-libc and the wasm32-wasip2 target",
+            guest.display()
         );
     }
-    let wasm = guest_target_dir(root).join("wasm32-wasip2/release/guest_js_shim.wasm");
-    assert!(wasm.exists(), "shim not found at {}", wasm.display());
-    println!("cargo:rustc-env=TEMPER_SHIM_WASM={}", wasm.display());
+    let wasm = guest_target_dir(root).join(format!("wasm32-wasip2/release/{name}.wasm"));
+    assert!(wasm.exists(), "{name} not found at {}", wasm.display());
+    wasm
 }
 
 /// The compose core (pure Rust, no C, no WASI). It reaches

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Creates target/mcp-venv with the official MCP Python SDK (PyPI `mcp`) for
-# the Python-client test of `temper mcp` (tests/mcp_client.py, run by
-# `cargo test --test mcp`). Idempotent: does nothing when the venv already
-# imports `mcp`; installs Debian's python3-venv first when `python3 -m venv`
+# Creates target/mcp-venv with the official MCP Python SDK (PyPI `mcp`, 2.x)
+# for the Python-client tests of `temper mcp` (tests/mcp_client.py, run by
+# `cargo test --test mcp` and `--test mcp_http`). Idempotent: does nothing when
+# the venv already imports `mcp` 2.x; installs Debian's python3-venv first when `python3 -m venv`
 # cannot work. Packages come from PyPI through pip, nothing else.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/target/mcp-venv"
-spec="mcp>=1.10,<2"
+spec="mcp>=2.3,<3"
 
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import mcp" 2>/dev/null; then
+has_sdk() {
+  "$venv/bin/python" -c "import importlib.metadata as m, mcp; assert m.version('mcp').split('.')[0] == '2'" 2>/dev/null
+}
+if [ -x "$venv/bin/python" ] && has_sdk; then
   exit 0
 fi
 
@@ -27,4 +30,4 @@ rm -rf "$venv"
 mkdir -p "$root/target"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "$spec"
-"$venv/bin/python" -c "import mcp" 
+has_sdk

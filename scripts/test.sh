@@ -21,6 +21,9 @@ fi
 # The official MCP Python SDK for the `temper mcp` client test; required here.
 bash scripts/mcp-venv.sh ||
   echo "test: could not create target/mcp-venv: the MCP Python-client test will fail" >&2
+# The official MCP TypeScript SDK for the `temper mcp` client tests; required here.
+bash scripts/mcp-npm.sh ||
+  echo "test: could not install tests/mcp-ts/node_modules: the MCP TypeScript-client tests will fail" >&2
 
 # The Rust and Python (componentize-py) tools for the interop tests.
 bash scripts/build-components.sh
@@ -64,7 +67,7 @@ if [ ${#netns[@]} -gt 0 ]; then
   links="$(offline ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
   echo "test: running the tests offline: network namespace (${netns[1]}) with interfaces: ${links}" >&2
 fi
-offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
+offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
   cargo test --release --locked --offline --workspace
 if command -v node >/dev/null 2>&1; then
   offline node --test guest-js-shim/tests-js/

@@ -8,25 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use temper::forge::judge::{Judge, ReviewFuture, Scores, ToolCandidate, Verdict};
 use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeError, InvokeError, Stage};
 use temper::request::{ForgeRequest, TestCase};
 use temper::store::Registry;
 use temper::{Limits, Runtime};
-
-struct Approve;
-
-impl Judge for Approve {
-    fn review<'a>(&'a self, _c: &'a ToolCandidate) -> ReviewFuture<'a> {
-        let scores = Scores {
-            safety: 1.0,
-            correctness: 1.0,
-            determinism: 1.0,
-            confidence: 0.9,
-        };
-        Box::pin(async move { Verdict::new(true, scores, vec!["ok".into()], "approve") })
-    }
-}
 
 fn runtime(timeout_ms: u64) -> Runtime {
     support::runtime_builder()
@@ -38,7 +23,7 @@ fn runtime(timeout_ms: u64) -> Runtime {
 fn forge(dir: &std::path::Path, runtime: Runtime, config: ForgeConfig) -> Forge {
     Forge::builder(runtime, Arc::new(Registry::open(dir).unwrap()))
         .config(config)
-        .judge(Arc::new(Approve))
+        .judge(Arc::new(support::ApproveAll))
         .build()
 }
 
@@ -190,11 +175,19 @@ async fn calls_past_the_in_flight_and_queue_bounds_are_refused_as_busy() {
     f.forge(&request("adder", WAIT_THEN_ADD, 1), &ctx())
         .await
         .unwrap();
+    // The slow call retries while a quick call holds the only slot.
     let slow = {
         let f = f.clone();
         tokio::spawn(async move {
-            f.invoke("adder", &json!({"a": 1, "b": 2, "wait": 1500}), &ctx())
-                .await
+            loop {
+                match f
+                    .invoke("adder", &json!({"a": 1, "b": 2, "wait": 1500}), &ctx())
+                    .await
+                {
+                    Err(InvokeError::Busy(_)) => tokio::task::yield_now().await,
+                    other => return other,
+                }
+            }
         })
     };
     // While the slow call holds the only slot, another call is refused at

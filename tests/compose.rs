@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use temper::artifact::StepRef;
 use temper::compose::adapter::component_imports;
-use temper::forge::judge::{Judge, ReviewFuture, RulesJudge, Scores, ToolCandidate, Verdict};
+use temper::forge::judge::{Judge, RulesJudge};
 use temper::forge::{
     Forge, ForgeConfig, ForgeContext, ForgeError, Forged, InvokeError, NativeToolSpec,
     PromotionThreshold, Stage, ValidateError,
@@ -210,22 +210,7 @@ impl Drop for JsonServer {
     }
 }
 
-/// A judge that approves everything: stands for a reviewer that missed
-/// what the rules judge catches, to show the runtime still holds the line.
-struct ApproveAll;
-
-impl Judge for ApproveAll {
-    fn review<'a>(&'a self, _c: &'a ToolCandidate) -> ReviewFuture<'a> {
-        let scores = Scores {
-            safety: 1.0,
-            correctness: 1.0,
-            determinism: 1.0,
-            confidence: 0.9,
-        };
-        let v = Verdict::new(true, scores, vec!["approve-all".into()], "approve-all");
-        Box::pin(async move { v })
-    }
-}
+use support::ApproveAll;
 
 // ---- 1. research_and_summarize ----------------------------------------------
 

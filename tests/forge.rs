@@ -823,8 +823,8 @@ fn eight_threads_forge_and_invoke_against_one_store() {
                     }
                     let stats = forge.tool_stats(&name, &c).unwrap();
                     assert_eq!(
-                        stats.total_calls, 3,
-                        "agent-tier stats start with the agent-tier record"
+                        stats.total_calls, 8,
+                        "a promoted tool keeps its 5 session-tier calls"
                     );
                 })
             })

@@ -56,7 +56,7 @@ async fn run_both_paths(rt: &Runtime, source: &str, input: &str) -> Result<Strin
         o.output
     });
     let compiled = rt
-        .load(artifact.bytes.to_vec())
+        .load_compiled(artifact.bytes.to_vec())
         .await
         .expect("load artifact");
     let second = rt.call(&compiled, input).await.map(|o| {
@@ -80,7 +80,7 @@ async fn seed_examples_pass_their_test_cases_through_the_library() {
         let artifact = rt.build(sandbox_code(&req)).await.expect(name);
         for tool in [
             rt.tool(&artifact),
-            rt.load(artifact.bytes.to_vec()).await.unwrap(),
+            rt.load_compiled(artifact.bytes.to_vec()).await.unwrap(),
         ] {
             let results = temper::testcase::run_cases(&rt, &tool, None, &req.test_cases).await;
             assert_eq!(results.len(), req.test_cases.len());
@@ -290,7 +290,7 @@ async fn infinite_loop_times_out_near_the_limit_and_the_host_keeps_working() {
         .build("function execute(i) { return i.n + 1; }")
         .await
         .unwrap();
-    let spin_compiled = rt.load(spin.bytes.to_vec()).await.unwrap();
+    let spin_compiled = rt.load_compiled(spin.bytes.to_vec()).await.unwrap();
     for tool in [rt.tool(&spin), spin_compiled] {
         let started = Instant::now();
         let err = rt.call(&tool, "{}").await.unwrap_err().error;
@@ -320,7 +320,7 @@ async fn memory_bomb_is_a_memory_error() {
     let rt = runtime_with(Limits::default().with_memory_bytes(48 << 20));
     let source = "function execute(input) {\n  const keep = [];\n  for (let i = 0; ; i++) {\n    if (input.kind === 'arrays') keep.push(new Array(100000).fill(i));\n    else if (input.kind === 'buffers') keep.push(new ArrayBuffer(1 << 20));\n    else keep.push('v'.repeat(1000) + i);\n  }\n}";
     let artifact = rt.build(source).await.unwrap();
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for kind in ["arrays", "buffers", "strings"] {
         for tool in [rt.tool(&artifact), compiled.clone()] {
             let err = rt
@@ -497,7 +497,7 @@ async fn code_generation_fails_at_run_time_when_the_static_check_is_bypassed() {
         .build(&source)
         .await
         .expect("the static check lets these through");
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for (i, attempt) in attempts.iter().enumerate() {
         for tool in [rt.tool(&artifact), compiled.clone()] {
             let err = rt
@@ -521,7 +521,7 @@ async fn global_state_does_not_survive_between_calls() {
     let rt = runtime();
     let source = "globalThis.loaded = (globalThis.loaded || 0) + 1;\nfunction execute() {\n  globalThis.calls = (globalThis.calls || 0) + 1;\n  Array.prototype.polluted = true;\n  return { calls: globalThis.calls, loaded: globalThis.loaded, polluted: [].polluted === true };\n}";
     let artifact = rt.build(source).await.unwrap();
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for tool in [rt.tool(&artifact), compiled] {
         for _ in 0..3 {
             let out = rt.call(&tool, "{}").await.unwrap().output;
@@ -598,7 +598,7 @@ async fn capabilities_are_denied_by_default() {
     let rt = runtime();
     let source = "async function execute(input) {\n  if (input.what === 'fetch') return await fetch('http://127.0.0.1/');\n  if (input.what === 'crypto') return crypto.createHash('sha256').update('x').digest('hex');\n  if (input.what === 'random') return crypto.randomUUID();\n  if (input.what === 'fs') return fs.readFileSync('/etc/passwd', 'utf8');\n  try { await fetch('http://example.test/'); } catch (e) { return e.message; }\n}";
     let artifact = rt.build(source).await.unwrap();
-    let compiled = rt.load(artifact.bytes.to_vec()).await.unwrap();
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
     for tool in [rt.tool(&artifact), compiled] {
         for (what, capability) in [
             ("fetch", "fetch"),
@@ -719,4 +719,317 @@ async fn date_and_random_at_top_level_are_fixed_in_the_snapshot_but_live_in_call
     );
     let out = rt.call(&rt.tool(&a), "{}").await.unwrap().output;
     assert_eq!(out, r#"{"builtAt":0,"now":true}"#);
+}
+
+// ------------------------------------------------------------ shared engine, pre-warmed instances
+
+/// Waits until `tool` has a pre-warmed instance waiting.
+async fn wait_warm(rt: &Runtime, tool: &temper::Tool) {
+    let started = Instant::now();
+    while rt.warm_ready(tool) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no pre-warmed instance appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// A runtime on a cache directory of its own, with explicit cache caps.
+fn runtime_with_caches(
+    cache: &Path,
+    caches: temper::limits::CacheLimits,
+    limits: Limits,
+) -> Runtime {
+    Runtime::builder()
+        .cache_dir(Some(cache.to_path_buf()))
+        .max_concurrent_instances(16)
+        .cache_limits(caches)
+        .limits(limits)
+        .build()
+        .expect("runtime")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_warmed_instances_start_from_a_state_no_call_touched() {
+    let rt = runtime();
+    // Top-level counter, a per-call counter and prototype pollution: a
+    // reused or shared instance would show `calls` > 1, `loaded` > 1 or
+    // `[].polluted` before the call set it.
+    let source = "globalThis.loaded = (globalThis.loaded || 0) + 1;\nfunction execute() {\n  const before = [].polluted === true;\n  globalThis.calls = (globalThis.calls || 0) + 1;\n  Array.prototype.polluted = true;\n  Object.prototype.leak = 'x';\n  return { calls: globalThis.calls, loaded: globalThis.loaded, before, polluted: [].polluted === true };\n}";
+    let artifact = rt.build(source).await.unwrap();
+    let tool = rt.tool(&artifact);
+    assert!(tool.runs_on_engine());
+    let expected = r#"{"calls":1,"loaded":1,"before":false,"polluted":true}"#;
+    // The first call makes its own instance and makes the tool hot.
+    let out = rt.call(&tool, "{}").await.unwrap();
+    assert!(!out.compiled);
+    assert_eq!(out.output, expected);
+    let hits_before = rt.cache_stats().warm_hits;
+    for _ in 0..5 {
+        wait_warm(&rt, &tool).await;
+        assert_eq!(rt.call(&tool, "{}").await.unwrap().output, expected);
+    }
+    assert_eq!(
+        rt.cache_stats().warm_hits - hits_before,
+        5,
+        "every call above took a pre-warmed instance"
+    );
+    // Concurrent calls, some pre-warmed, some fresh: all isolated.
+    let calls: Vec<_> = (0..16)
+        .map(|_| {
+            let (rt, tool) = (rt.clone(), tool.clone());
+            tokio::spawn(async move { rt.call(&tool, "{}").await.unwrap().output })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), expected);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_or_throw_in_one_call_does_not_affect_the_next() {
+    let rt = runtime_with(Limits::default().with_memory_bytes(48 << 20));
+    let source = "function f(n) { return f(n + 1) + 1; }\nfunction execute(input) {\n  globalThis.dirty = (globalThis.dirty || 0) + 1;\n  if (input.do === 'recurse') return f(0);\n  if (input.do === 'oom') { const k = []; for (;;) k.push(new ArrayBuffer(1 << 20)); }\n  if (input.do === 'throw') throw new Error('boom');\n  return { dirty: globalThis.dirty };\n}";
+    let artifact = rt.build(source).await.unwrap();
+    let tool = rt.tool(&artifact);
+    let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
+    // A first call makes the engine tool hot.
+    rt.call(&tool, r#"{"do": "nothing"}"#).await.unwrap();
+    for t in [&tool, &compiled] {
+        for bad in ["recurse", "oom", "throw"] {
+            // With a pre-warmed instance waiting (engine tool) and without.
+            if t.runs_on_engine() {
+                wait_warm(&rt, t).await;
+            }
+            let err = rt
+                .call(t, &format!(r#"{{"do": "{bad}"}}"#))
+                .await
+                .unwrap_err()
+                .error;
+            match (bad, &err) {
+                ("oom", RunError::Memory { .. }) | ("throw", RunError::Js { .. }) => {}
+                ("recurse", RunError::Js { .. } | RunError::Trap { .. }) => {}
+                _ => panic!("{bad}: unexpected {err}"),
+            }
+            for _ in 0..3 {
+                if t.runs_on_engine() {
+                    wait_warm(&rt, t).await;
+                }
+                assert_eq!(
+                    rt.call(t, r#"{"do": "nothing"}"#).await.unwrap().output,
+                    r#"{"dirty":1}"#,
+                    "after {bad}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_warmed_instances_keep_their_grants_apart() {
+    let policy = temper::policy::HostPolicy::deny_all().with_allow_crypto();
+    let rt = support::runtime_builder().policy(policy).build().unwrap();
+    let source = "function execute() { return crypto.createHash('sha256').update('x').digest('hex').length; }";
+    let artifact = rt.build(source).await.unwrap();
+    let plain = rt.tool(&artifact);
+    let granted = rt.grant(&plain, &["crypto".to_string()]).unwrap();
+    // Both hot, each with instances of its own grants.
+    for _ in 0..3 {
+        for (tool, ok) in [(&plain, false), (&granted, true)] {
+            wait_warm_or_first(&rt, tool).await;
+            let out = rt.call(tool, "{}").await;
+            if ok {
+                assert_eq!(out.unwrap().output, "64");
+            } else {
+                assert_eq!(
+                    out.unwrap_err().error,
+                    RunError::CapabilityDenied {
+                        capability: "crypto".into()
+                    }
+                );
+            }
+        }
+    }
+}
+
+/// Waits for a pre-warmed instance if the tool is hot already.
+async fn wait_warm_or_first(rt: &Runtime, tool: &temper::Tool) {
+    if rt.cache_stats().warm_tools > 0
+        && rt.cache_stats().warm_hits + rt.cache_stats().warm_misses > 0
+    {
+        let started = Instant::now();
+        while rt.warm_ready(tool) == 0 && started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_warmed_instance_gets_the_full_time_limit_of_its_call() {
+    let limit = Duration::from_millis(400);
+    let rt = runtime_with(Limits::default().with_timeout(limit));
+    // Busy for ~150 ms per call when asked; loops forever when asked.
+    let source = "function execute(i) { if (i.spin) for (;;) {} const t = Date.now(); while (Date.now() - t < 150) {} return 'ok'; }";
+    let artifact = rt.build(source).await.unwrap();
+    let tool = rt.tool(&artifact);
+    assert_eq!(rt.call(&tool, "{}").await.unwrap().output, "\"ok\"");
+    wait_warm(&rt, &tool).await;
+    // Made well over a time limit ago: its call still has the whole limit.
+    tokio::time::sleep(limit * 2).await;
+    assert_eq!(rt.call(&tool, "{}").await.unwrap().output, "\"ok\"");
+    wait_warm(&rt, &tool).await;
+    let started = Instant::now();
+    let err = rt.call(&tool, r#"{"spin": true}"#).await.unwrap_err().error;
+    assert_eq!(err, RunError::Timeout { limit_ms: 400 });
+    let elapsed = started.elapsed();
+    assert!(elapsed >= limit && elapsed < limit * 4, "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caches_evict_under_small_caps_and_tools_keep_working() {
+    let cache = tempfile::tempdir().unwrap();
+    let caps = temper::limits::CacheLimits {
+        warm_tools: 2,
+        warm_per_tool: 1,
+        compiled_tools: 1,
+        bytecode_records: 2,
+        keep_resident_bytes: 1 << 20,
+    };
+    let rt = runtime_with_caches(cache.path(), caps, Limits::default());
+    let mut artifacts = Vec::new();
+    let mut tools = Vec::new();
+    for i in 0..5 {
+        let a = rt
+            .build(&format!(
+                "const N = {i};\nfunction execute() {{ return N; }}"
+            ))
+            .await
+            .unwrap();
+        tools.push(rt.tool(&a));
+        artifacts.push(a);
+    }
+    // Five hot tools, room for two.
+    for (i, tool) in tools.iter().enumerate() {
+        assert_eq!(rt.call(tool, "{}").await.unwrap().output, i.to_string());
+        wait_warm(&rt, tool).await;
+        let stats = rt.cache_stats();
+        assert!(stats.warm_tools <= 2, "{stats:?}");
+        assert!(stats.warm_instances <= 2, "{stats:?}");
+    }
+    // The least recently used lost their instances; they still run.
+    assert_eq!(rt.warm_ready(&tools[0]), 0);
+    assert_eq!(rt.call(&tools[0], "{}").await.unwrap().output, "0");
+    // Bytecode records: two in memory, the rest found on disk.
+    assert!(rt.cache_stats().bytecode_records <= 2);
+    for (i, a) in artifacts.iter().enumerate() {
+        let loaded = rt.load(a.bytes.to_vec()).await.unwrap();
+        assert!(loaded.runs_on_engine(), "artifact {i} runs on the engine");
+        assert_eq!(rt.call(&loaded, "{}").await.unwrap().output, i.to_string());
+        assert!(rt.cache_stats().bytecode_records <= 2);
+    }
+    // Compiled components: one kept; evicted ones compile again (from the
+    // disk cache) when called.
+    let compiled: Vec<_> = {
+        let mut v = Vec::new();
+        for a in &artifacts[..3] {
+            v.push(rt.load_compiled(a.bytes.to_vec()).await.unwrap());
+        }
+        v
+    };
+    assert_eq!(rt.cache_stats().compiled_tools, 1);
+    for round in 0..2 {
+        for (i, tool) in compiled.iter().enumerate() {
+            let out = rt.call(tool, "{}").await.unwrap();
+            assert!(out.compiled);
+            assert_eq!(out.output, i.to_string(), "round {round}");
+            assert_eq!(rt.cache_stats().compiled_tools, 1);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_runs_own_artifacts_on_the_engine_and_distrusts_damaged_records() {
+    let cache = tempfile::tempdir().unwrap();
+    let rt = runtime_with_caches(
+        cache.path(),
+        temper::limits::CacheLimits::default(),
+        Limits::default(),
+    );
+    let artifact = rt
+        .build("function execute(i) { return i.a * 2; }")
+        .await
+        .unwrap();
+    // With a manifest section, as the registry stores it.
+    let manifest = temper::artifact::ArtifactManifest::sandbox(
+        "double",
+        "doubles",
+        &serde_json::json!({}),
+        &serde_json::json!({}),
+        &[],
+        &[],
+        "function execute(i) { return i.a * 2; }",
+        false,
+    );
+    let stored = temper::artifact::embed(&artifact.bytes, &manifest).unwrap();
+    for bytes in [artifact.bytes.to_vec(), stored.clone()] {
+        let id = blake3::hash(&bytes).to_hex().to_string();
+        let tool = rt.load(bytes).await.unwrap();
+        assert!(tool.runs_on_engine());
+        assert_eq!(tool.id(), id);
+        assert_eq!(rt.call(&tool, r#"{"a": 21}"#).await.unwrap().output, "42");
+    }
+    // A new runtime (a restarted host) on the same cache finds the record.
+    let again = runtime_with_caches(
+        cache.path(),
+        temper::limits::CacheLimits::default(),
+        Limits::default(),
+    );
+    let tool = again.load(stored.clone()).await.unwrap();
+    assert!(tool.runs_on_engine());
+    assert_eq!(again.call(&tool, r#"{"a": 1}"#).await.unwrap().output, "2");
+    // A damaged record is not trusted: the artifact runs as itself.
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("bytecode-")
+        {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0xff;
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let third = runtime_with_caches(
+        cache.path(),
+        temper::limits::CacheLimits::default(),
+        Limits::default(),
+    );
+    let tool = third.load(stored).await.unwrap();
+    assert!(!tool.runs_on_engine());
+    let out = third.call(&tool, r#"{"a": 4}"#).await.unwrap();
+    assert!(out.compiled);
+    assert_eq!(out.output, "8");
+    // Without a cache, another runtime knows nothing of this artifact.
+    let uncached = Runtime::builder().cache_dir(None).build().unwrap();
+    let tool = uncached.load(artifact.bytes.to_vec()).await.unwrap();
+    assert!(!tool.runs_on_engine());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_artifact_rebuilds_byte_identically_from_its_bytecode() {
+    let rt = runtime();
+    let req = seed("slugify");
+    let built = rt.build(sandbox_code(&req)).await.unwrap();
+    let rebuilt = rt
+        .artifact_from_bytecode(built.bytecode.to_vec())
+        .await
+        .unwrap();
+    assert_eq!(rebuilt.id, built.id);
+    assert!(rebuilt.bytes == built.bytes);
+    // Bytes that are not a tool's bytecode are refused, not snapshotted.
+    assert!(rt.artifact_from_bytecode(vec![1, 2, 3]).await.is_err());
 }

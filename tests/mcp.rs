@@ -186,9 +186,20 @@ fn mcp_over_stdio_pipes() {
         temper::mcp::SUPPORTED_PROTOCOL_VERSIONS[0]
     );
 
-    // Only the meta-tool at first; its input schema is the forge request.
+    // Only the meta-tools at first; forge_tool's input schema is the forge
+    // request.
     let list = c.ok("tools/list", json!({}));
-    assert_eq!(list["tools"].as_array().unwrap().len(), 1, "{list}");
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["forge_tool", "promote_tool", "tool_stats"],
+        "{list}"
+    );
     let forge_tool = &list["tools"][0];
     assert_eq!(forge_tool["name"], "forge_tool");
     assert!(
@@ -252,7 +263,7 @@ fn mcp_over_stdio_pipes() {
     // Now listed, with its schemas.
     let list = c.ok("tools/list", json!({}));
     let tools = list["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 2, "{list}");
+    assert_eq!(tools.len(), 4, "{list}");
     let slugify = tools
         .iter()
         .find(|t| t["name"] == "slugify")
@@ -267,16 +278,24 @@ fn mcp_over_stdio_pipes() {
     assert_eq!(out["structuredContent"], json!({"slug": "hello-mcp-world"}));
     assert_eq!(text_json(&out), json!({"slug": "hello-mcp-world"}));
 
+    // A failing call of a tool with an outputSchema: the error is text
+    // only, never structuredContent that would not match the schema.
     let bad = c.call("slugify", json!({"words": 3}));
     assert_eq!(bad["isError"], true, "{bad}");
-    assert_eq!(bad["structuredContent"]["stage"], "invoke");
+    assert!(bad.get("structuredContent").is_none(), "{bad}");
+    assert_eq!(text_json(&bad)["stage"], "invoke");
     assert!(
-        bad["structuredContent"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("input"),
+        text_json(&bad)["error"].as_str().unwrap().contains("input"),
         "{bad}"
     );
+
+    // Stats of a visible tool; of an unknown one, a tool error.
+    let stats = c.call("tool_stats", json!({"name": "slugify"}));
+    assert_eq!(stats["isError"], false, "{stats}");
+    assert_eq!(stats["structuredContent"]["total_calls"], 2, "{stats}");
+    assert_eq!(stats["structuredContent"]["successes"], 1, "{stats}");
+    let stats = c.call("tool_stats", json!({"name": "nope"}));
+    assert_eq!(stats["isError"], true, "{stats}");
 
     let unknown = c.call("no_such_tool", json!({}));
     assert_eq!(unknown["isError"], true, "{unknown}");
@@ -374,7 +393,17 @@ fn mcp_over_stdio_pipes() {
     );
 
     let names = c.tool_names();
-    assert_eq!(names, ["forge_tool", "slugify", "spin"].map(String::from));
+    assert_eq!(
+        names,
+        [
+            "forge_tool",
+            "promote_tool",
+            "tool_stats",
+            "slugify",
+            "spin"
+        ]
+        .map(String::from)
+    );
 
     // End of input: exit 0, nothing else written, the session tier discarded
     // (audited as deletions).
@@ -418,6 +447,7 @@ fn official_python_sdk_client() {
     let store = tempfile::tempdir().unwrap();
     let status = Command::new(&python)
         .arg(root().join("tests/mcp_client.py"))
+        .arg("stdio")
         .arg(env!("CARGO_BIN_EXE_temper"))
         .arg(store.path())
         .arg(cache_dir())

@@ -82,7 +82,10 @@ async fn both_paths(rt: &Runtime) -> (Value, Value) {
         "the first call after a build takes the warm-up path"
     );
     let warm_out: Value = serde_json::from_str(&out.output).unwrap();
-    let loaded = rt.load(artifact.bytes.to_vec()).await.expect("load");
+    let loaded = rt
+        .load_compiled(artifact.bytes.to_vec())
+        .await
+        .expect("load");
     let compiled = rt.grant(&loaded, &["crypto".to_string()]).unwrap();
     let out = rt.call(&compiled, "{}").await.expect("compiled call");
     assert!(out.compiled);

@@ -53,8 +53,8 @@ thread_local! {
 }
 
 struct Shim;
+#[cfg(not(feature = "engine"))]
 export!(Shim);
-
 impl ShimGuest for Shim {
     fn compile(source: String) -> Result<Vec<u8>, ToolError> {
         compile_module(&wrap_source(&source))
@@ -406,3 +406,7 @@ fn emit_console(level: LogLevel, mut line: String) {
         host_log(level, &line);
     });
 }
+
+// The shared engine (built as the `guest-js-engine` package): see `engine.rs`.
+#[cfg(feature = "engine")]
+mod engine;

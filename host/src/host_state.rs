@@ -292,6 +292,19 @@ impl HostState {
         })
     }
 
+    /// Forgets what a tool's module top level printed or was refused while
+    /// it loaded (before its call), as a snapshot taken at build would.
+    pub fn reset_after_load(&mut self) {
+        self.console = ConsoleBuffer::new(self.console.limit);
+        self.denied = None;
+    }
+
+    /// Sets when the call must be over (for a store made before its call,
+    /// e.g. a pre-warmed instance).
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        self.granted.deadline = Some(deadline);
+    }
+
     fn deny(&mut self, capability: &str) -> String {
         if self.denied.is_none() {
             self.denied = Some(capability.to_string());

@@ -33,6 +33,7 @@ pub mod limits;
 pub mod mcp;
 pub mod oci;
 pub mod policy;
+mod pool;
 pub mod request;
 pub mod runtime;
 pub mod shim;

@@ -71,6 +71,69 @@ impl Limits {
     }
 }
 
+/// Default memory budget of a runtime ([`CacheLimits::for_budget`]).
+pub const DEFAULT_MEMORY_BUDGET: usize = 512 << 20;
+
+/// What a runtime keeps between calls, each bounded and evicting its least
+/// recently used entry when full. [`CacheLimits::for_budget`] derives them
+/// from one memory budget; the default is that of
+/// [`DEFAULT_MEMORY_BUDGET`].
+///
+/// A tool the shared engine runs costs nothing here but its bytecode (held
+/// by its [`crate::Tool`]); these caps bound what is kept *for speed*.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Hot tools that keep pre-warmed instances (their bytecode already
+    /// loaded into a fresh engine instance, never called).
+    pub warm_tools: usize,
+    /// Pre-warmed instances kept per hot tool (0 turns pre-warming off).
+    pub warm_per_tool: usize,
+    /// Tools run from their own compiled component (artifacts the engine
+    /// cannot run: built elsewhere, other languages) kept compiled.
+    pub compiled_tools: usize,
+    /// Bytecode records kept in memory for [`crate::Runtime::load`] to find
+    /// the engine form of an artifact (the rest are on disk, in the cache).
+    pub bytecode_records: usize,
+    /// Bytes of each pool slot's linear memory kept resident between uses
+    /// (reset in place rather than released and faulted in again).
+    pub keep_resident_bytes: usize,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        Self::for_budget(DEFAULT_MEMORY_BUDGET)
+    }
+}
+
+/// Approximate resident cost of one pre-warmed instance, as RSS counts it:
+/// the engine image's pages its load touched (mapped per instance, though
+/// shared) and dirtied, and the store (measured: ~0.6 MiB for a small tool).
+const WARM_INSTANCE_BYTES: usize = 1 << 20;
+/// Approximate resident cost of one compiled artifact (code and image).
+const COMPILED_TOOL_BYTES: usize = 4 << 20;
+
+impl CacheLimits {
+    /// Caps that keep what the caches hold within about half of `budget`
+    /// bytes (the rest is for calls in flight and the host itself): a
+    /// quarter for pre-warmed instances, a quarter for compiled artifacts.
+    pub fn for_budget(budget: usize) -> Self {
+        let warm_per_tool = 2;
+        let warm_tools = (budget / 4 / WARM_INSTANCE_BYTES / warm_per_tool).min(256);
+        Self {
+            warm_tools,
+            warm_per_tool: if warm_tools == 0 { 0 } else { warm_per_tool },
+            compiled_tools: (budget / 4 / COMPILED_TOOL_BYTES).max(1),
+            bytecode_records: 4096,
+            keep_resident_bytes: crate::engine::DEFAULT_KEEP_RESIDENT,
+        }
+    }
+
+    /// Pool slots the pre-warmed instances may hold at once.
+    pub fn warm_instances(&self) -> usize {
+        self.warm_tools * self.warm_per_tool
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

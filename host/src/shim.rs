@@ -25,3 +25,23 @@ pub const PRELUDE_JS: &str = concat!(
 pub fn prelude_id() -> String {
     blake3::hash(PRELUDE_JS.as_bytes()).to_hex().to_string()
 }
+
+/// The shared engine (`guest-js-shim` built with its `engine` feature): the
+/// same QuickJS and shim code, with `shim.load` split at the prelude so one
+/// snapshot of it (the prelude evaluated) serves every tool.
+pub static ENGINE_WASM: &[u8] = include_bytes!(env!("TEMPER_ENGINE_WASM"));
+
+/// blake3 of [`ENGINE_WASM`] and [`PRELUDE_JS`], hex: names the engine
+/// snapshot (one per shim version and prelude).
+pub fn engine_id() -> String {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"temper-engine/1\0");
+        hasher.update(&(ENGINE_WASM.len() as u64).to_le_bytes());
+        hasher.update(ENGINE_WASM);
+        hasher.update(PRELUDE_JS.as_bytes());
+        hasher.finalize().to_hex().to_string()
+    })
+    .clone()
+}

@@ -47,3 +47,29 @@ where
     let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     (out.status.success(), doc, stderr)
 }
+
+/// A judge that approves everything (confidence 0.9): stands for a
+/// reviewer that missed what the rules judge catches, to show the runtime
+/// still holds the line, or to reach the stages after JUDGE.
+pub struct ApproveAll;
+
+impl temper::forge::judge::Judge for ApproveAll {
+    fn review<'a>(
+        &'a self,
+        _c: &'a temper::forge::judge::ToolCandidate,
+    ) -> temper::forge::judge::ReviewFuture<'a> {
+        let scores = temper::forge::judge::Scores {
+            safety: 1.0,
+            correctness: 1.0,
+            determinism: 1.0,
+            confidence: 0.9,
+        };
+        let v = temper::forge::judge::Verdict::new(
+            true,
+            scores,
+            vec!["approve-all".into()],
+            "approve-all",
+        );
+        Box::pin(async move { v })
+    }
+}

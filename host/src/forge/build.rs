@@ -89,7 +89,7 @@ pub async fn build_sandbox_from(
     };
     let manifest = sandbox_manifest(request, code, keep_source)?;
     let component = match bytecode {
-        Some(bytecode) => runtime.build_bytecode(bytecode).await?,
+        Some(bytecode) => runtime.artifact_from_bytecode(bytecode).await?,
         None => runtime.build(code).await?,
     };
     let artifact = with_manifest(&component, &manifest)?;

@@ -161,6 +161,11 @@ impl Forge {
                 bytes = artifact::embed(component, &manifest)?;
             }
         }
+        self.exported(bytes, info)
+    }
+
+    /// `bytes` of the tool `info` as exported, with its provenance.
+    fn exported(&self, bytes: Vec<u8>, info: ToolInfo) -> Result<Exported, ExportError> {
         let provenance = self.provenance(&info.name)?;
         Ok(Exported {
             id: blake3_hex(&bytes),
@@ -207,13 +212,7 @@ impl Forge {
             .get_artifact(&ArtifactId::from_hex(&info.id)?)?;
         let (bundle, manifest) = self.bundle_of(&bytes, 0)?;
         let bytes = artifact::embed(&bundle, &manifest)?;
-        let provenance = self.provenance(&info.name)?;
-        Ok(Exported {
-            id: blake3_hex(&bytes),
-            bytes,
-            tool: info,
-            provenance,
-        })
+        self.exported(bytes, info)
     }
 
     /// The bundle of the compose artifact `bytes` (without a manifest

@@ -677,12 +677,12 @@ mod tests {
     #[test]
     fn a_step_the_caller_cannot_call_is_refused_naming_it() {
         let v = view(vec![]);
-        let r = compose_request("pipeline", &["web_search", "ghost"]);
+        let r = compose_request("pipeline", &["ghost", "web_search"]);
         let err = check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("steps[1] (\"s1\")")
+            err.contains("steps[0] (\"s0\")")
                 && err.contains(
                     "\"ghost\" is not callable by agent \"agent-a\" in session \"session-1\""
                 ),

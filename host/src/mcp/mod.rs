@@ -1,29 +1,40 @@
-//! An MCP (Model Context Protocol) server over stdio: any MCP client can
-//! forge tools with `forge_tool` and call the tools it forged, with the
-//! engine's validation, tests, judge, grants and limits (`temper mcp`).
+//! An MCP (Model Context Protocol) server: any MCP client can forge tools
+//! with `forge_tool` and call the tools it forged, with the engine's
+//! validation, tests, judge, grants and limits. Two transports: stdio
+//! (`temper mcp`) and Streamable HTTP with bearer tokens (`temper mcp
+//! --http ADDR --tokens FILE`).
 //!
-//! **Transport: our own JSON-RPC 2.0 layer on `serde_json`, not the official
-//! Rust SDK `rmcp`.** `rmcp` 3.9 builds with our toolchain (rustc 1.95), but its stdio
-//! transport deliberately drops lines that are not JSON without an answer
-//! and discards oversized lines silently, where Temper answers both
-//! (`-32700` with id `null`, and an error for messages over
-//! [`jsonrpc::MAX_MESSAGE_BYTES`]); it would also add about twenty crates
-//! (schemars, darling, chrono, uuid, a second sha2/digest generation, ...)
-//! for the five methods this server needs.
+//! **Transports: our own JSON-RPC 2.0 layer on `serde_json`, and hyper for
+//! HTTP, not the official Rust SDK `rmcp`.** `rmcp` (3.11) builds with our
+//! toolchain, but its stdio transport drops lines that are not JSON without
+//! an answer and discards oversized lines silently, where Temper answers
+//! both (`-32700` with id `null`, and an error for messages over
+//! [`jsonrpc::MAX_MESSAGE_BYTES`]). Its Streamable HTTP server would need
+//! every method written a second time against its handler model (two
+//! implementations of the same five methods), and it has no notion of an
+//! authenticated caller: binding a session to the token that opened it,
+//! per-token quotas and concurrency caps, and discarding the session tier
+//! when a session ends would all be layers around it that parse its
+//! traffic. [`http`] is one module on hyper (already in the tree through
+//! reqwest) sharing [`handler`] with stdio.
 //!
 //! - [`jsonrpc`]: framing (newline-delimited, size-capped), message
 //!   classification, error codes.
-//! - [`tools`]: the `forge_tool` definition and schema, registered tools as
-//!   MCP tools, `tools/call` results.
-//! - [`server`]: the connection: `initialize` (version negotiation), `ping`,
-//!   `tools/list`, `tools/call`, `notifications/tools/list_changed` after a
-//!   forge, progress notifications, the connection's session tier.
+//! - [`tools`]: the meta-tool definitions, registered tools as MCP tools,
+//!   `tools/call` results.
+//! - [`handler`]: the methods (`initialize`, `ping`, `tools/list`,
+//!   `tools/call`) for one caller, transport-independent.
+//! - [`server`]: the stdio connection.
+//! - [`http`]: Streamable HTTP: sessions, SSE, authentication, limits.
+//! - [`tokens`]: the tokens file.
 
+pub mod handler;
+pub mod http;
 pub mod jsonrpc;
 pub mod server;
+pub mod tokens;
 pub mod tools;
 
-pub use server::{
-    McpError, SUPPORTED_PROTOCOL_VERSIONS, connection_context, negotiate_version, serve,
-    serve_stdio,
-};
+pub use handler::{Access, Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS, negotiate_version};
+pub use http::{HttpConfig, HttpError, HttpServer};
+pub use server::{McpError, connection_context, serve, serve_stdio};

@@ -19,30 +19,16 @@
 use std::io::{self, BufReader, Read, Write};
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::handler::{Access, Handler, Notifier};
 use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
-use super::tools::{self, FORGE_TOOL};
-use crate::forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage};
+use crate::forge::{Forge, ForgeContext};
 use crate::store::StoreError;
-
-/// MCP protocol versions this server speaks, newest first.
-pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
-    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// The version to answer `initialize` with: the client's, when supported,
-/// else the newest this server supports (the client then decides).
-pub fn negotiate_version(requested: &str) -> &'static str {
-    SUPPORTED_PROTOCOL_VERSIONS
-        .iter()
-        .find(|v| **v == requested)
-        .copied()
-        .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[0])
-}
 
 /// Why a connection ended with an error.
 #[derive(Debug, thiserror::Error)]
@@ -116,8 +102,7 @@ where
         })?;
 
     let conn = Arc::new(Connection {
-        forge,
-        ctx,
+        handler: Handler::new(forge, ctx, Access::ALL),
         out: out_tx,
     });
     let mut requests = JoinSet::new();
@@ -161,7 +146,7 @@ where
         while requests.try_join_next().is_some() {}
     };
     while requests.join_next().await.is_some() {}
-    let discarded = conn.forge.cleanup_session(&conn.ctx);
+    let discarded = conn.handler.forge().cleanup_session(conn.handler.context());
     // The last sender: the writer drains what is queued, then ends.
     drop(conn);
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
@@ -195,9 +180,17 @@ fn write_loop<W: Write>(mut output: W, mut messages: mpsc::UnboundedReceiver<Val
 
 /// What every request handler shares.
 struct Connection {
-    forge: Forge,
-    ctx: ForgeContext,
+    handler: Handler,
     out: mpsc::UnboundedSender<Value>,
+}
+
+impl Notifier for Connection {
+    fn request_note(&self, message: Value) {
+        self.send(message);
+    }
+    fn session_note(&self, message: Value) {
+        self.send(message);
+    }
 }
 
 impl Connection {
@@ -208,7 +201,12 @@ impl Connection {
 
     /// Handles one request in a task of its own and sends the answer.
     async fn answer(self: Arc<Self>, id: Value, method: String, params: Option<Value>) {
-        let handler = tokio::spawn(self.clone().handle(method, params));
+        let conn = self.clone();
+        let handler = tokio::spawn(async move {
+            conn.handler
+                .handle(&method, params.as_ref(), conn.as_ref())
+                .await
+        });
         let message = match handler.await {
             Ok(Ok(result)) => jsonrpc::response(&id, result),
             Ok(Err(error)) => jsonrpc::error_response(&id, &error),
@@ -222,206 +220,11 @@ impl Connection {
         };
         self.send(message);
     }
-
-    async fn handle(
-        self: Arc<Self>,
-        method: String,
-        params: Option<Value>,
-    ) -> Result<Value, RpcError> {
-        match method.as_str() {
-            "initialize" => initialize(params.as_ref()),
-            "ping" => Ok(json!({})),
-            "tools/list" => self.list_tools(),
-            "tools/call" => self.call_tool(params.as_ref()).await,
-            _ => Err(RpcError::method_not_found(&method)),
-        }
-    }
-
-    fn list_tools(&self) -> Result<Value, RpcError> {
-        let allowed: Vec<_> = self
-            .forge
-            .runtime()
-            .policy()
-            .allowed
-            .iter()
-            .copied()
-            .collect();
-        let visible = self
-            .forge
-            .visible_tools(&self.ctx)
-            .map_err(|e| RpcError::internal(format!("cannot list the tools: {e}")))?;
-        let mut list = vec![tools::forge_tool_definition(&allowed)];
-        list.extend(visible.iter().map(tools::registered_tool_definition));
-        Ok(json!({ "tools": list }))
-    }
-
-    async fn call_tool(&self, params: Option<&Value>) -> Result<Value, RpcError> {
-        let params = params
-            .filter(|p| p.is_object())
-            .ok_or_else(|| RpcError::invalid_params("tools/call needs params {name, arguments}"))?;
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("tools/call: params.name must be a string"))?;
-        let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => json!({}),
-            Some(a @ Value::Object(_)) => a.clone(),
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "tools/call: params.arguments must be an object",
-                ));
-            }
-        };
-        let progress = Progress {
-            conn: self,
-            token: params
-                .pointer("/_meta/progressToken")
-                .filter(|t| t.is_string() || t.is_number())
-                .cloned(),
-        };
-        if name == FORGE_TOOL {
-            self.forge_tool(&arguments, &progress).await
-        } else {
-            Ok(self.invoke(name, &arguments, &progress).await)
-        }
-    }
-
-    async fn forge_tool(
-        &self,
-        request: &Value,
-        progress: &Progress<'_>,
-    ) -> Result<Value, RpcError> {
-        let name = request
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("(unnamed)");
-        // One step per stage (validate, build, test, judge, register), then done.
-        let report_stage = |stage: Stage| {
-            let step = match stage {
-                Stage::Validate => 0,
-                Stage::Build => 1,
-                Stage::Test => 2,
-                Stage::Judge => 3,
-                _ => 4,
-            };
-            progress.report(step, FORGE_STEPS, format!("{name}: {stage}"));
-        };
-        let outcome = self
-            .forge
-            .forge_json_with_progress(&request.to_string(), &self.ctx, &report_stage)
-            .await;
-        let result = ForgeResult::from(&outcome);
-        match &outcome {
-            Ok(forged) => {
-                eprintln!(
-                    "temper mcp: forged {} ({})",
-                    forged.tool.name,
-                    &forged.tool.id[..12]
-                );
-                progress.report(FORGE_STEPS, FORGE_STEPS, format!("{name}: registered"));
-                self.send(jsonrpc::notification(
-                    "notifications/tools/list_changed",
-                    json!({}),
-                ));
-            }
-            Err(e) => {
-                eprintln!("temper mcp: forge of {name} refused: {e}");
-                progress.report(
-                    FORGE_STEPS,
-                    FORGE_STEPS,
-                    format!("{name}: refused at the {} stage", e.stage()),
-                );
-            }
-        }
-        let value = serde_json::to_value(&result)
-            .map_err(|e| RpcError::internal(format!("cannot encode the forge result: {e}")))?;
-        Ok(tools::tool_result(&value, !result.success))
-    }
-
-    async fn invoke(&self, name: &str, arguments: &Value, progress: &Progress<'_>) -> Value {
-        progress.report(0, 1, format!("calling {name}"));
-        let outcome = self.forge.invoke(name, arguments, &self.ctx).await;
-        progress.report(1, 1, format!("{name}: done"));
-        match outcome {
-            Ok(invocation) => {
-                for line in &invocation.logs {
-                    eprintln!("[{name} console.{}] {}", line.level, line.message);
-                }
-                tools::tool_result(&invocation.output, false)
-            }
-            Err(e @ InvokeError::NotFound { .. }) => {
-                tools::tool_error("invoke", &format!("unknown tool {name:?}: {e}"))
-            }
-            Err(e) => {
-                if let InvokeError::Run { failure, .. } = &e {
-                    for line in &failure.logs {
-                        eprintln!("[{name} console.{}] {}", line.level, line.message);
-                    }
-                }
-                tools::tool_error("invoke", &e.to_string())
-            }
-        }
-    }
-}
-
-/// Progress steps of a forge: the five stages, then done.
-const FORGE_STEPS: u32 = 5;
-
-/// Progress notifications for one request, when the client asked for them
-/// (`_meta.progressToken`).
-struct Progress<'c> {
-    conn: &'c Connection,
-    token: Option<Value>,
-}
-
-impl Progress<'_> {
-    fn report(&self, progress: u32, total: u32, message: String) {
-        if let Some(token) = &self.token {
-            self.conn.send(jsonrpc::notification(
-                "notifications/progress",
-                json!({ "progressToken": token, "progress": progress, "total": total, "message": message }),
-            ));
-        }
-    }
-}
-
-fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
-    let requested = params
-        .and_then(|p| p.get("protocolVersion"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            RpcError::invalid_params("initialize: params.protocolVersion must be a string")
-        })?;
-    Ok(json!({
-        "protocolVersion": negotiate_version(requested),
-        "capabilities": { "tools": { "listChanged": true } },
-        "serverInfo": { "name": "temper", "version": env!("CARGO_PKG_VERSION") },
-        "instructions": "Call forge_tool to create a tool when none of the listed tools fits; \
-            once forged it is listed and callable for the rest of this connection.",
-    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn negotiates_the_clients_version_or_the_newest() {
-        assert_eq!(negotiate_version("2025-06-18"), "2025-06-18");
-        assert_eq!(negotiate_version("2024-11-05"), "2024-11-05");
-        assert_eq!(
-            negotiate_version("1999-01-01"),
-            SUPPORTED_PROTOCOL_VERSIONS[0]
-        );
-        let r = initialize(Some(&json!({"protocolVersion": "2025-03-26"}))).unwrap();
-        assert_eq!(r["protocolVersion"], "2025-03-26");
-        assert_eq!(r["capabilities"]["tools"]["listChanged"], true);
-        assert_eq!(r["serverInfo"]["name"], "temper");
-        assert_eq!(
-            initialize(Some(&json!({}))).unwrap_err().code,
-            jsonrpc::INVALID_PARAMS
-        );
-    }
 
     #[test]
     fn each_connection_gets_its_own_session() {

@@ -11,6 +11,45 @@ use crate::policy::Capability;
 
 /// The meta-tool's name.
 pub const FORGE_TOOL: &str = "forge_tool";
+/// The meta-tool that promotes a session tool to the caller's agent tier.
+pub const PROMOTE_TOOL: &str = "promote_tool";
+/// The meta-tool that reports a visible tool's call statistics.
+pub const STATS_TOOL: &str = "tool_stats";
+
+/// The `promote_tool` definition.
+pub fn promote_tool_definition() -> Value {
+    json!({
+        "name": PROMOTE_TOOL,
+        "title": "Promote Tool",
+        "description": "Promote a tool you forged in this session to your agent tier, so that \
+            your later sessions can call it too. It needs enough successful calls, a confident \
+            forge verdict and the review panel's approval. `source` (optional) is the tool's \
+            JavaScript when the host did not keep it.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": { "type": "string", "description": "The session tool to promote" },
+                "source": { "type": "string", "description": "Its source, if the host asks for it" },
+            },
+            "required": ["name"],
+        },
+    })
+}
+
+/// The `tool_stats` definition.
+pub fn stats_tool_definition() -> Value {
+    json!({
+        "name": STATS_TOOL,
+        "title": "Tool Statistics",
+        "description": "Call statistics of a tool you can call: total calls, successes, success \
+            rate, mean and p95 latency (ms).",
+        "inputSchema": {
+            "type": "object",
+            "properties": { "name": { "type": "string", "description": "The tool" } },
+            "required": ["name"],
+        },
+    })
+}
 
 /// The `forge_tool` definition. `host_allows` are the capabilities the host
 /// policy allows; the description names them so an agent does not ask for
@@ -162,10 +201,19 @@ pub fn tool_result(value: &Value, is_error: bool) -> Value {
 }
 
 /// A failed call as a tool result (`isError: true`): `{stage, error}` as
-/// JSON text and structured content. `error` is the typed error's message,
-/// which starts with the stage (`invoke NAME: run: timed out after ...`).
+/// JSON text content only. `error` is the typed error's message, which
+/// starts with the stage (`invoke NAME: run: timed out after ...`).
+///
+/// No `structuredContent`: a tool's `outputSchema` describes its output,
+/// not its errors, and clients check structured content against it (the
+/// official TypeScript SDK throws `-32602` on a mismatch), so an error
+/// result carries the error as text.
 pub fn tool_error(stage: &str, error: &str) -> Value {
-    tool_result(&json!({ "stage": stage, "error": error }), true)
+    let error = json!({ "stage": stage, "error": error });
+    json!({
+        "content": [{ "type": "text", "text": error.to_string() }],
+        "isError": true,
+    })
 }
 
 #[cfg(test)]
@@ -193,7 +241,9 @@ mod tests {
         assert!(r.get("structuredContent").is_none());
         let e = tool_error("invoke", "invoke t: run: timed out after 10 ms");
         assert_eq!(e["isError"], true);
-        assert_eq!(e["structuredContent"]["stage"], "invoke");
+        assert!(e.get("structuredContent").is_none(), "{e}");
+        let text: Value = serde_json::from_str(e["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["stage"], "invoke");
     }
 
     #[test]

@@ -230,9 +230,12 @@ enum Command {
         #[command(subcommand)]
         command: SessionCommand,
     },
-    /// Serve MCP over stdio: `forge_tool` and the forged tools, for any MCP
-    /// client (the connection has its own session tier).
+    /// Serve MCP over stdio, or Streamable HTTP with `--http ADDR`:
+    /// `forge_tool` and the forged tools, for any MCP client (each
+    /// connection or HTTP session has its own session tier).
     Mcp {
+        #[command(flatten)]
+        http: McpHttpArgs,
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
@@ -240,6 +243,56 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+}
+
+/// `temper mcp` over Streamable HTTP.
+#[derive(clap::Args)]
+struct McpHttpArgs {
+    /// Serve Streamable HTTP on ADDR (e.g. 127.0.0.1:8808; port 0 picks
+    /// one) at /mcp instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// Bearer tokens (TOML: token hash -> agent, tiers, quota); required
+    /// for a non-loopback ADDR.
+    #[arg(long, value_name = "FILE", requires = "http")]
+    tokens: Option<PathBuf>,
+    /// A browser origin allowed besides loopback ones (repeatable).
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+    /// End a session (and its session tier) after this long idle.
+    #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "http")]
+    session_idle_secs: u64,
+    /// Largest request body.
+    #[arg(long, value_name = "BYTES", requires = "http")]
+    max_body_bytes: Option<usize>,
+    /// Requests in flight per token (a token's max_concurrent overrides).
+    #[arg(long, value_name = "N", default_value_t = 64, requires = "http")]
+    max_concurrent: u32,
+    /// Sessions per token.
+    #[arg(long, value_name = "N", default_value_t = 64, requires = "http")]
+    max_sessions: usize,
+    /// Time allowed for a request's headers, for its body, and for a
+    /// blocked write to a client that stopped reading.
+    #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "http")]
+    io_timeout_ms: u64,
+}
+
+impl McpHttpArgs {
+    fn config(&self) -> Option<temper::mcp::HttpConfig> {
+        let addr = self.http.as_ref()?;
+        let mut c = temper::mcp::HttpConfig::new(addr.clone());
+        c.tokens = self.tokens.clone();
+        c.allowed_origins = self.allow_origin.clone();
+        c.session_idle = std::time::Duration::from_secs(self.session_idle_secs);
+        if let Some(n) = self.max_body_bytes {
+            c.max_body_bytes = n;
+        }
+        c.max_concurrent = self.max_concurrent.max(1);
+        c.max_sessions = self.max_sessions.max(1);
+        let io = std::time::Duration::from_millis(self.io_timeout_ms.max(1));
+        (c.header_timeout, c.body_timeout, c.write_timeout) = (io, io, io);
+        Some(c)
+    }
 }
 
 #[derive(Subcommand)]
@@ -621,16 +674,30 @@ async fn run(cli: Cli) -> Result<(), String> {
             command: SessionCommand::End { registry, common },
         } => registry::session_end(&registry, &common),
         Command::Mcp {
+            http,
             registry,
             judge,
             common,
         } => {
             let opened = registry::Opened::open(&registry, &common, Some(&judge))?;
-            let ctx = temper::mcp::connection_context(&opened.ctx);
-            temper::mcp::serve_stdio(opened.forge, ctx)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            match http.config() {
+                None => {
+                    let ctx = temper::mcp::connection_context(&opened.ctx);
+                    temper::mcp::serve_stdio(opened.forge, ctx)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                }
+                Some(config) => {
+                    let server = temper::mcp::HttpServer::bind(opened.forge, &opened.ctx, config)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let addr = server.local_addr().map_err(|e| e.to_string())?;
+                    // Tests and scripts read this line for the port.
+                    eprintln!("temper mcp: listening on http://{addr}/mcp");
+                    server.run().await.map_err(|e| e.to_string())
+                }
+            }
         }
         Command::Run {
             tool,

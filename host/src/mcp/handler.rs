@@ -1,0 +1,440 @@
+//! The MCP methods, independent of the transport: `initialize`, `ping`,
+//! `tools/list`, `tools/call` (the meta-tools `forge_tool`, `promote_tool`,
+//! `tool_stats`, and the registered tools), for one caller: a
+//! [`ForgeContext`] fixed by the transport (never taken from the client's
+//! messages) and the [`Access`] it has.
+//!
+//! Notifications a request causes (progress, `tools/list_changed`) go
+//! through the [`Notifier`] the transport passes in: stdio writes them to
+//! its one output, Streamable HTTP to the request's SSE stream or the
+//! session's GET stream.
+
+use serde_json::{Value, json};
+
+use super::jsonrpc::{self, RpcError};
+use super::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
+use crate::forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
+use crate::store::Tier;
+
+/// MCP protocol versions this server speaks, newest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
+    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The version to answer `initialize` with: the client's, when supported,
+/// else the newest this server supports (the client then decides).
+pub fn negotiate_version(requested: &str) -> &'static str {
+    SUPPORTED_PROTOCOL_VERSIONS
+        .iter()
+        .find(|v| **v == requested)
+        .copied()
+        .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[0])
+}
+
+/// The tiers a caller may use. `session`: forge, and call session tools;
+/// `agent`: call its own agent-tier tools and promote session tools to
+/// them; `shared`: call shared tools. A tool in a tier the caller may not
+/// use is neither listed nor callable, and asking for it gets the same
+/// answer as for a tool that does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    /// May use the session tier.
+    pub session: bool,
+    /// May use its agent tier.
+    pub agent: bool,
+    /// May use the shared tier.
+    pub shared: bool,
+}
+
+impl Access {
+    /// Every tier (stdio, and HTTP on loopback without tokens).
+    pub const ALL: Access = Access {
+        session: true,
+        agent: true,
+        shared: true,
+    };
+
+    /// Whether `tier` is allowed.
+    pub fn allows(&self, tier: Tier) -> bool {
+        match tier {
+            Tier::Session => self.session,
+            Tier::Agent => self.agent,
+            Tier::Shared => self.shared,
+        }
+    }
+}
+
+/// Where the notifications a request causes go.
+pub trait Notifier: Send + Sync {
+    /// A notification about this request (`notifications/progress`).
+    fn request_note(&self, message: Value);
+    /// A notification for the caller's session
+    /// (`notifications/tools/list_changed` after a forge).
+    fn session_note(&self, message: Value);
+    /// The caller's agent tier changed (a promotion): every session of the
+    /// agent should hear `list_changed`. By default only this one does.
+    fn agent_note(&self, message: Value) {
+        self.session_note(message)
+    }
+}
+
+/// One caller's view of the engine: what every request of a connection
+/// (stdio) or session (HTTP) shares.
+pub struct Handler {
+    forge: Forge,
+    ctx: ForgeContext,
+    access: Access,
+}
+
+impl Handler {
+    /// A handler acting as `ctx` with `access`.
+    pub fn new(forge: Forge, ctx: ForgeContext, access: Access) -> Self {
+        Self { forge, ctx, access }
+    }
+
+    /// The context requests act in.
+    pub fn context(&self) -> &ForgeContext {
+        &self.ctx
+    }
+
+    /// The engine.
+    pub fn forge(&self) -> &Forge {
+        &self.forge
+    }
+
+    /// Answers one request.
+    pub async fn handle(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        notes: &dyn Notifier,
+    ) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => initialize(params),
+            "ping" => Ok(json!({})),
+            "tools/list" => self.list_tools(),
+            "tools/call" => self.call_tool(params, notes).await,
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// The registered tools this caller may see (tiers it may use).
+    fn visible(&self) -> Result<Vec<ToolInfo>, RpcError> {
+        let mut tools = self
+            .forge
+            .visible_tools(&self.ctx)
+            .map_err(|e| RpcError::internal(format!("cannot list the tools: {e}")))?;
+        tools.retain(|t| self.access.allows(t.tier));
+        Ok(tools)
+    }
+
+    fn list_tools(&self) -> Result<Value, RpcError> {
+        let allowed: Vec<_> = self
+            .forge
+            .runtime()
+            .policy()
+            .allowed
+            .iter()
+            .copied()
+            .collect();
+        let mut list = Vec::new();
+        if self.access.session {
+            list.push(tools::forge_tool_definition(&allowed));
+        }
+        if self.access.session && self.access.agent {
+            list.push(tools::promote_tool_definition());
+        }
+        list.push(tools::stats_tool_definition());
+        list.extend(
+            self.visible()?
+                .iter()
+                .map(tools::registered_tool_definition),
+        );
+        Ok(json!({ "tools": list }))
+    }
+
+    async fn call_tool(
+        &self,
+        params: Option<&Value>,
+        notes: &dyn Notifier,
+    ) -> Result<Value, RpcError> {
+        let params = params
+            .filter(|p| p.is_object())
+            .ok_or_else(|| RpcError::invalid_params("tools/call: params must be an object"))?;
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("tools/call: params.name must be a string"))?;
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(a @ Value::Object(_)) => a.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "tools/call: params.arguments must be an object",
+                ));
+            }
+        };
+        let progress = Progress {
+            notes,
+            token: params
+                .pointer("/_meta/progressToken")
+                .filter(|t| t.is_string() || t.is_number())
+                .cloned(),
+        };
+        match name {
+            FORGE_TOOL if self.access.session => self.forge_tool(&arguments, &progress).await,
+            PROMOTE_TOOL if self.access.session && self.access.agent => {
+                Ok(self.promote_tool(&arguments, notes).await)
+            }
+            STATS_TOOL => Ok(self.stats_tool(&arguments)),
+            _ => self.invoke(name, &arguments, &progress).await,
+        }
+    }
+
+    async fn forge_tool(
+        &self,
+        request: &Value,
+        progress: &Progress<'_>,
+    ) -> Result<Value, RpcError> {
+        let name = request
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)");
+        if let Some(refused) = self.compose_outside_access(request)? {
+            return Ok(refused);
+        }
+        // One step per stage (validate, build, test, judge, register), then done.
+        let report_stage = |stage: Stage| {
+            let step = match stage {
+                Stage::Validate => 0,
+                Stage::Build => 1,
+                Stage::Test => 2,
+                Stage::Judge => 3,
+                _ => 4,
+            };
+            progress.report(step, FORGE_STEPS, format!("{name}: {stage}"));
+        };
+        let outcome = self
+            .forge
+            .forge_json_with_progress(&request.to_string(), &self.ctx, &report_stage)
+            .await;
+        let result = ForgeResult::from(&outcome);
+        match &outcome {
+            Ok(forged) => {
+                eprintln!(
+                    "temper mcp: {} forged {} ({})",
+                    self.ctx.agent_id,
+                    forged.tool.name,
+                    &forged.tool.id[..12]
+                );
+                progress.report(FORGE_STEPS, FORGE_STEPS, format!("{name}: registered"));
+                progress
+                    .notes
+                    .session_note(jsonrpc::notification(LIST_CHANGED, json!({})));
+            }
+            Err(e) => {
+                eprintln!(
+                    "temper mcp: {}'s forge of {name} refused: {e}",
+                    self.ctx.agent_id
+                );
+                progress.report(
+                    FORGE_STEPS,
+                    FORGE_STEPS,
+                    format!("{name}: refused at the {} stage", e.stage()),
+                );
+            }
+        }
+        let value = serde_json::to_value(&result)
+            .map_err(|e| RpcError::internal(format!("cannot encode the forge result: {e}")))?;
+        // forge_tool declares no outputSchema: the ForgeResult is structured
+        // content on success and failure alike.
+        Ok(tools::tool_result(&value, !result.success))
+    }
+
+    /// A compose request whose steps name a tool in a tier this caller may
+    /// not use is refused here, as a forge refused at the validate stage
+    /// (the engine resolves steps by agent and session only, so without
+    /// this a caller limited to some tiers could reach the others through
+    /// a pipeline).
+    fn compose_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
+        if self.access == Access::ALL
+            || request
+                .pointer("/implementation/mode")
+                .and_then(Value::as_str)
+                != Some("compose")
+        {
+            return Ok(None);
+        }
+        let visible = self.visible()?;
+        let native = self.forge.native_tools();
+        let steps = request
+            .pointer("/implementation/steps")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for step in steps {
+            let Some(tool) = step.get("tool").and_then(Value::as_str) else {
+                continue; // the engine's validation names this
+            };
+            if !visible.iter().any(|t| t.name == tool) && !native.iter().any(|n| n.name == tool) {
+                let error = format!(
+                    "validate: compose step tool {tool:?}: {}",
+                    self.not_found(tool)
+                );
+                let result = json!({ "success": false, "errors": [error], "stage": "validate" });
+                return Ok(Some(tools::tool_result(&result, true)));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn promote_tool(&self, arguments: &Value, notes: &dyn Notifier) -> Value {
+        let Some(name) = arguments.get("name").and_then(Value::as_str) else {
+            return tools::tool_error("promote", "promote_tool: arguments.name must be a string");
+        };
+        let source = arguments.get("source").and_then(Value::as_str);
+        match self.forge.promote(name, &self.ctx, source).await {
+            Ok(info) => {
+                eprintln!(
+                    "temper mcp: {} promoted {name} to its agent tier",
+                    self.ctx.agent_id
+                );
+                notes.agent_note(jsonrpc::notification(LIST_CHANGED, json!({})));
+                match serde_json::to_value(&info) {
+                    Ok(v) => tools::tool_result(&v, false),
+                    Err(e) => tools::tool_error("promote", &format!("cannot encode: {e}")),
+                }
+            }
+            Err(e) => tools::tool_error("promote", &e.to_string()),
+        }
+    }
+
+    fn stats_tool(&self, arguments: &Value) -> Value {
+        let Some(name) = arguments.get("name").and_then(Value::as_str) else {
+            return tools::tool_error("stats", "tool_stats: arguments.name must be a string");
+        };
+        match self.visible() {
+            Ok(v) if v.iter().any(|t| t.name == name) => {}
+            Ok(_) => return tools::tool_error("stats", &self.not_found(name)),
+            Err(e) => return tools::tool_error("stats", &e.message),
+        }
+        match self.forge.tool_stats(name, &self.ctx) {
+            Ok(stats) => match serde_json::to_value(&stats) {
+                Ok(v) => tools::tool_result(&v, false),
+                Err(e) => tools::tool_error("stats", &format!("cannot encode: {e}")),
+            },
+            Err(e) => tools::tool_error("stats", &e.to_string()),
+        }
+    }
+
+    /// The answer for a tool this caller cannot see, whether it does not
+    /// exist or belongs to a tier or agent it may not use.
+    fn not_found(&self, name: &str) -> String {
+        format!("unknown tool {name:?}: no tool by that name is visible to this caller")
+    }
+
+    async fn invoke(
+        &self,
+        name: &str,
+        arguments: &Value,
+        progress: &Progress<'_>,
+    ) -> Result<Value, RpcError> {
+        if self.access != Access::ALL && !self.visible()?.iter().any(|t| t.name == name) {
+            return Ok(tools::tool_error("invoke", &self.not_found(name)));
+        }
+        progress.report(0, 1, format!("calling {name}"));
+        let outcome = self.forge.invoke(name, arguments, &self.ctx).await;
+        progress.report(1, 1, format!("{name}: done"));
+        Ok(match outcome {
+            Ok(invocation) => {
+                for line in &invocation.logs {
+                    eprintln!("[{name} console.{}] {}", line.level, line.message);
+                }
+                tools::tool_result(&invocation.output, false)
+            }
+            Err(InvokeError::NotFound { .. }) => tools::tool_error("invoke", &self.not_found(name)),
+            Err(e) => {
+                if let InvokeError::Run { failure, .. } = &e {
+                    for line in &failure.logs {
+                        eprintln!("[{name} console.{}] {}", line.level, line.message);
+                    }
+                }
+                tools::tool_error("invoke", &e.to_string())
+            }
+        })
+    }
+}
+
+const LIST_CHANGED: &str = "notifications/tools/list_changed";
+
+/// Progress steps of a forge: the five stages, then done.
+const FORGE_STEPS: u32 = 5;
+
+/// Progress notifications for one request, when the client asked for them
+/// (`_meta.progressToken`).
+struct Progress<'n> {
+    notes: &'n dyn Notifier,
+    token: Option<Value>,
+}
+
+impl Progress<'_> {
+    fn report(&self, progress: u32, total: u32, message: String) {
+        if let Some(token) = &self.token {
+            self.notes.request_note(jsonrpc::notification(
+                "notifications/progress",
+                json!({ "progressToken": token, "progress": progress, "total": total, "message": message }),
+            ));
+        }
+    }
+}
+
+/// The `initialize` result for `params`.
+pub fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
+    let requested = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            RpcError::invalid_params("initialize: params.protocolVersion must be a string")
+        })?;
+    Ok(json!({
+        "protocolVersion": negotiate_version(requested),
+        "capabilities": { "tools": { "listChanged": true } },
+        "serverInfo": { "name": "temper", "version": env!("CARGO_PKG_VERSION") },
+        "instructions": "Call forge_tool to create a tool when none of the listed tools fits; \
+            once forged it is listed and callable for the rest of this session.",
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiates_the_clients_version_or_the_newest() {
+        assert_eq!(negotiate_version("2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate_version("2024-11-05"), "2024-11-05");
+        assert_eq!(
+            negotiate_version("1999-01-01"),
+            SUPPORTED_PROTOCOL_VERSIONS[0]
+        );
+        let r = initialize(Some(&json!({"protocolVersion": "2025-03-26"}))).unwrap();
+        assert_eq!(r["protocolVersion"], "2025-03-26");
+        assert_eq!(r["capabilities"]["tools"]["listChanged"], true);
+        assert_eq!(r["serverInfo"]["name"], "temper");
+        assert_eq!(
+            initialize(Some(&json!({}))).unwrap_err().code,
+            jsonrpc::INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn access_allows_tiers() {
+        let a = Access {
+            session: true,
+            agent: false,
+            shared: true,
+        };
+        assert!(a.allows(Tier::Session) && a.allows(Tier::Shared));
+        assert!(!a.allows(Tier::Agent));
+        assert!(Access::ALL.allows(Tier::Agent));
+    }
+}
