@@ -29,11 +29,37 @@
   const native = {};
   for (const k of Object.keys(DENIED)) native[k] = host != null && typeof host[k] === 'function' ? host[k] : null;
   const messageOf = e => (e !== null && typeof e === 'object' && 'message' in e ? String(e.message) : String(e));
-  // Calls the host; any failure becomes a TypeError of this realm with the host's message.
+  // Capability refusals: the error objects made here for a refused capability,
+  // mapped to its name. The shim asks (through __temper_denied_capability)
+  // whether the value execute() threw is one of them, and reports a typed
+  // denial only then: a tool cannot forge an entry, and an error it makes
+  // itself with the same words is its own error.
+  const REFUSALS = new WeakMap(), refusalOf = WeakMap.prototype.get, markRefusal = WeakMap.prototype.set;
+  const refused = e => (e !== null && (typeof e === 'object' || typeof e === 'function') ? apply(refusalOf, REFUSALS, [e]) : undefined);
+  function denial(capability, err) {
+    const e = err || new TypeError('capability not granted: ' + capability);
+    e.code = 'ECAPABILITY';
+    apply(markRefusal, REFUSALS, [e, capability]);
+    return e;
+  }
+  Object.defineProperty(G, '__temper_denied_capability', {
+    value: function (v) { return refused(v); }, writable: false, enumerable: false, configurable: false,
+  });
+  // Calls the host; any failure becomes a TypeError of this realm with the
+  // host's message (and its Node-style code, when the native side set one).
+  // A refusal is known by its code (fs.readFile, decided in the guest: no
+  // preopened directory) or by the host's fixed refusal text for the very
+  // capability called (fetch, crypto: the host decides and records it).
   function callHost(name, ...args) {
     const f = native[name];
-    if (!f) throw new TypeError('capability not granted: ' + DENIED[name]);
-    try { return apply(f, host, args); } catch (e) { throw new TypeError(messageOf(e)); }
+    if (!f) throw denial(DENIED[name]);
+    try { return apply(f, host, args); } catch (e) {
+      const message = messageOf(e), code = e !== null && typeof e === 'object' ? e.code : undefined;
+      if (code === 'ECAPABILITY' || message === 'capability not granted: ' + DENIED[name]) throw denial(DENIED[name]);
+      const err = new TypeError(message);
+      if (typeof code === 'string') err.code = code;
+      throw err;
+    }
   }
 
   // ---------------------------------------------------------------- bytes and encodings
@@ -333,29 +359,33 @@
     return path === undefined ? s + '/' : s;
   }
 
+  // Returns [href, raw]: the WHATWG serialization (Request#url) and the
+  // string exactly as the tool gave it, which is what the host is sent.
+  // This parse serves the JS API only (TypeError for what cannot be a
+  // Request URL); every policy decision is the host's, on the raw string.
   function parseRequestURL(input, what) {
     const s = String(input);
     const fast = typeof input === 'string' ? fastHref(s) : null;
-    if (fast !== null) return fast;
+    if (fast !== null) return [fast, s];
     let u;
     try { u = new URLC(s); } catch (_) { throw new TypeError(`${what}: Failed to parse URL from ${s}`); }
     if (u.username !== '' || u.password !== '') throw new TypeError(`${what}: Request cannot be constructed from a URL that includes credentials: ${s}`);
-    return u.href;
+    return [u.href, s];
   }
 
   class Request {
     constructor(input, init) {
       need(arguments, 1, 'Request');
       const o = init === undefined || init === null ? {} : init, src = ST.get(input);
-      let url, meth = 'GET', headers, body = null, redirect = 'follow';
+      let url, raw, meth = 'GET', headers, body = null, redirect = 'follow';
       if (src && src.kind === 'request') {
         if (src.used) throw new TypeError('Request: Cannot construct a Request with a Request object that has already been used.');
-        ({ url, method: meth, headers, body, redirect } = src);
+        ({ url, raw, method: meth, headers, body, redirect } = src);
       } else if (input !== null && typeof input === 'object' && !(input instanceof URLC) && typeof input.url === 'string') {
-        url = parseRequestURL(input.url, 'Request'); // a Request-like { url, method?, headers? }
+        [url, raw] = parseRequestURL(input.url, 'Request'); // a Request-like { url, method?, headers? }
         if (input.method !== undefined) meth = input.method;
         headers = input.headers;
-      } else url = parseRequestURL(input, 'Request');
+      } else [url, raw] = parseRequestURL(input, 'Request');
       if (o.method !== undefined) meth = o.method;
       meth = normMethod(meth, 'Request');
       if (o.redirect !== undefined) {
@@ -371,7 +401,7 @@
       }
       if (body !== null && (meth === 'GET' || meth === 'HEAD')) throw new TypeError('Request with GET/HEAD method cannot have body.');
       if (fromInput) src.used = true; // the body moves to the new Request
-      ST.set(this, { kind: 'request', url, method: meth, headers: h, body, used: false, redirect });
+      ST.set(this, { kind: 'request', url, raw, method: meth, headers: h, body, used: false, redirect });
     }
     get url() { return state(this, 'request').url; }
     get method() { return state(this, 'request').method; }
@@ -457,8 +487,9 @@
         const req = new Request(input, init), st = ST.get(req);
         const body = st.body === null ? undefined : st.body;
         if (body) st.used = true;
-        const hash = st.url.indexOf('#'), url = hash < 0 ? st.url : st.url.slice(0, hash); // fragments are not sent
-        const r = callHost('fetch', st.method, url, HS.get(st.headers).list.map(p => [p[0], p[1]]), body, st.redirect);
+        const hash = st.url.indexOf('#'), url = hash < 0 ? st.url : st.url.slice(0, hash);
+        // The URL as the tool wrote it: the host checks it and drops the fragment.
+        const r = callHost('fetch', st.method, st.raw, HS.get(st.headers).list.map(p => [p[0], p[1]]), body, st.redirect);
         const headers = new Headers();
         const hl = HS.get(headers).list;
         for (const p of Array.from(r.headers || [])) hl.push([String(p[0]).toLowerCase(), String(p[1])]);
@@ -594,17 +625,21 @@
 
   // ---------------------------------------------------------------- fs (read-only)
   const ERRNO = { EPERM: -1, ENOENT: -2, EIO: -5, EACCES: -13, EISDIR: -21, EFBIG: -27 };
-  // Host message -> Node-style Error: "ENOENT: ..." gives code ENOENT;
-  // "capability not granted: ..." gives ECAPABILITY; anything else EIO.
+  // Host failure -> Node-style Error. The code is the one the native side
+  // set (ECAPABILITY: not granted; ERR_ACCESS_DENIED: outside the granted
+  // directories, like Node's permission model), else the message's leading
+  // errno name, else EIO. A refusal stays a refusal (see REFUSALS).
   function fsError(e, path) {
-    const message = messageOf(e), m = /^(E[A-Z0-9]+):/.exec(message);
-    const code = m ? m[1] : /^capability not granted\b/.test(message) ? 'ECAPABILITY' : 'EIO';
+    const message = messageOf(e), given = e !== null && typeof e === 'object' ? e.code : undefined;
+    const m = /^(E[A-Z0-9]+):/.exec(message);
+    const code = typeof given === 'string' ? given : m ? m[1] : 'EIO';
     const err = new Error(message);
     if (ERRNO[code] !== undefined) err.errno = ERRNO[code];
     err.code = code;
-    if (code !== 'ECAPABILITY') err.syscall = 'open';
+    if (code === 'ERR_ACCESS_DENIED') { err.permission = 'FileSystemRead'; err.resource = path; }
+    else if (code !== 'ECAPABILITY') err.syscall = 'open';
     err.path = path;
-    return err;
+    return refused(e) !== undefined ? denial(refused(e), err) : err;
   }
   function argError(code, message) { const e = new TypeError(message); e.code = code; return e; }
   function toPath(p) {

@@ -80,7 +80,10 @@ pub fn install(ctx: &Ctx<'_>) -> Result<()> {
             MutFn::new(|cx, args| {
                 let (cx, args) = javy::Args::hold(cx, args).release();
                 let path = string_arg(&cx, &args, 0, "path")?;
-                buffer_or_throw(&cx, read_file(&path))
+                match read_file(&path) {
+                    Ok(bytes) => Ok(ArrayBuffer::new(cx.clone(), bytes)?.into_value()),
+                    Err(e) => Err(throw_error(&cx, &e.message, Some(e.code))),
+                }
             }),
         )?,
     )?;
@@ -118,7 +121,7 @@ fn host_fetch<'js>(cx: &Ctx<'js>, args: &Rest<Value<'js>>) -> Result<Value<'js>>
         body,
         redirect,
     };
-    let response = fetch::fetch(&request).map_err(|e| Exception::throw_type(cx, &e))?;
+    let response = fetch::fetch(&request).map_err(|e| throw_error(cx, &e, None))?;
     let out = Object::new(cx.clone())?;
     out.set("status", response.status)?;
     out.set("statusText", response.status_text)?;
@@ -134,36 +137,137 @@ fn host_fetch<'js>(cx: &Ctx<'js>, args: &Rest<Value<'js>>) -> Result<Value<'js>>
     Ok(out.into_value())
 }
 
-/// Reads a file through the granted read-only preopens (`wasi:filesystem`).
-fn read_file(path: &str) -> std::result::Result<Vec<u8>, String> {
-    use std::io::Read;
-    let describe = |e: std::io::Error| {
-        let code = match e.kind() {
-            std::io::ErrorKind::NotFound => "ENOENT: no such file or directory",
-            std::io::ErrorKind::PermissionDenied => "EACCES: permission denied",
-            std::io::ErrorKind::IsADirectory => "EISDIR: illegal operation on a directory",
-            _ => "EIO: cannot read file",
-        };
-        format!("{code}, open '{path}'")
+/// Why `readFile` failed: a Node-style code and the message.
+struct FsError {
+    code: &'static str,
+    message: String,
+}
+
+impl FsError {
+    fn new(code: &'static str, message: String) -> Self {
+        Self { code, message }
+    }
+}
+
+/// WASI errno values (wasi-libc) for the policy refusals the host's
+/// filesystem gives: a `..` or symlink leading out of a preopen is
+/// `not-permitted` (EPERM); ENOTCAPABLE is the rights check.
+const WASI_EPERM: i32 = 63;
+const WASI_ENOTCAPABLE: i32 = 76;
+
+unsafe extern "C" {
+    /// wasi-libc: the preopen an (absolute or cwd-relative) path falls in,
+    /// or -1; populates the preopen table on first use.
+    fn __wasilibc_find_relpath(
+        path: *const std::ffi::c_char,
+        abs_prefix: *mut *const std::ffi::c_char,
+        relative_path: *mut *mut std::ffi::c_char,
+        relative_path_len: usize,
+    ) -> std::ffi::c_int;
+}
+
+/// Whether `path` falls inside one of the preopened (granted) directories,
+/// by wasi-libc's own lookup (the one `open` uses).
+fn inside_a_preopen(path: &str) -> bool {
+    let Ok(c_path) = std::ffi::CString::new(path) else {
+        return false;
     };
-    let file = std::fs::File::open(path).map_err(describe)?;
-    let meta = file.metadata().map_err(describe)?;
+    let mut buf = vec![0 as std::ffi::c_char; path.len() + 256];
+    let mut relative = buf.as_mut_ptr();
+    let mut prefix: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: `c_path` is NUL-terminated; `relative` points at `buf`, valid
+    // for `buf.len()` bytes, as the function requires.
+    let fd = unsafe {
+        __wasilibc_find_relpath(c_path.as_ptr(), &mut prefix, &mut relative, buf.len())
+    };
+    fd >= 0
+}
+
+/// Whether any directory is preopened, i.e. `fs.readFile` is granted: the
+/// host preopens directories only for that grant, and wasi-libc registers
+/// them first, from descriptor 3 on, when a path is first looked up.
+fn any_preopen() -> bool {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let _ = inside_a_preopen("/");
+    // SAFETY: the descriptor is only inspected (fstat) and handed back
+    // without being closed.
+    let file = unsafe { std::fs::File::from_raw_fd(3) };
+    let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
+    let _ = file.into_raw_fd();
+    is_dir
+}
+
+/// Why opening `path` failed: not granted at all, outside every granted
+/// directory (including `..` and symlinks leading out), or a plain error.
+fn open_error(path: &str, e: std::io::Error) -> FsError {
+    if !any_preopen() {
+        return FsError::new(
+            "ECAPABILITY",
+            "capability not granted: fs.readFile".to_string(),
+        );
+    }
+    let escaped = matches!(e.raw_os_error(), Some(WASI_EPERM | WASI_ENOTCAPABLE));
+    if escaped || !inside_a_preopen(path) {
+        return FsError::new(
+            "ERR_ACCESS_DENIED",
+            format!("path outside the granted directories: {path}"),
+        );
+    }
+    describe_io(path, e)
+}
+
+fn describe_io(path: &str, e: std::io::Error) -> FsError {
+    let (code, text) = match e.kind() {
+        std::io::ErrorKind::NotFound => ("ENOENT", "no such file or directory"),
+        std::io::ErrorKind::PermissionDenied => ("EACCES", "permission denied"),
+        std::io::ErrorKind::IsADirectory => ("EISDIR", "illegal operation on a directory"),
+        _ => ("EIO", "cannot read file"),
+    };
+    FsError::new(code, format!("{code}: {text}, open '{path}'"))
+}
+
+/// Reads a file through the granted read-only preopens (`wasi:filesystem`).
+fn read_file(path: &str) -> std::result::Result<Vec<u8>, FsError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| open_error(path, e))?;
+    let meta = file.metadata().map_err(|e| describe_io(path, e))?;
     if meta.is_dir() {
-        return Err(format!(
-            "EISDIR: illegal operation on a directory, read '{path}'"
+        return Err(FsError::new(
+            "EISDIR",
+            format!("EISDIR: illegal operation on a directory, read '{path}'"),
         ));
     }
     if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "EFBIG: file is {} bytes, over the {MAX_FILE_BYTES}-byte limit, read '{path}'",
-            meta.len()
+        return Err(FsError::new(
+            "EFBIG",
+            format!(
+                "EFBIG: file is {} bytes, over the {MAX_FILE_BYTES}-byte limit, read '{path}'",
+                meta.len()
+            ),
         ));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(describe)?;
+        .map_err(|e| describe_io(path, e))?;
     Ok(bytes)
+}
+
+/// Throws an `Error` carrying the whole `message` (QuickJS's own
+/// `throw_type` formats into a 256-byte buffer, which cut host reasons
+/// short) and, when given, a `code` property.
+fn throw_error<'js>(cx: &Ctx<'js>, message: &str, code: Option<&str>) -> javy::quickjs::Error {
+    match Exception::from_message(cx.clone(), message) {
+        Ok(exception) => {
+            if let Some(code) = code
+                && let Err(e) = exception.as_object().set("code", code)
+            {
+                return e;
+            }
+            exception.throw()
+        }
+        Err(e) => e,
+    }
 }
 
 fn buffer_or_throw<'js>(
@@ -172,7 +276,7 @@ fn buffer_or_throw<'js>(
 ) -> Result<Value<'js>> {
     match result {
         Ok(bytes) => Ok(ArrayBuffer::new(cx.clone(), bytes)?.into_value()),
-        Err(message) => Err(Exception::throw_type(cx, &message)),
+        Err(message) => Err(throw_error(cx, &message, None)),
     }
 }
 

@@ -192,6 +192,7 @@ fn eval_bytecode<'js>(ctx: &Ctx<'js>, bytecode: &[u8]) -> Result<Object<'js>, Js
 
 fn run_execute(loaded: &Loaded, input: &str) -> Result<String, ToolError> {
     CONSOLE_USED.with(|used| *used.borrow_mut() = 0);
+    reseed_math_random();
     loaded.runtime.context().with(|ctx| {
         let input = ctx.json_parse(input).map_err(|e| {
             ToolError::BadInput(format!(
@@ -206,26 +207,143 @@ fn run_execute(loaded: &Loaded, input: &str) -> Result<String, ToolError> {
             .map_err(|e| ToolError::Internal(format!("restore: {e}")))?;
         let result: Value = execute
             .call((input,))
-            .map_err(|e| classify(js_error_from(&ctx, e)))?;
+            .map_err(|e| call_failure(&ctx, e))?;
         let result = match result.as_promise() {
-            Some(promise) => settle(&ctx, promise.clone()).map_err(classify)?,
+            Some(promise) => settle_value(&ctx, promise.clone()).map_err(|t| t.failure(&ctx))?,
             None => result,
         };
-        let json = ctx
-            .json_stringify(result)
-            .map_err(|e| classify(js_error_from(&ctx, e)))?;
-        Ok(match json {
-            Some(s) => s
-                .to_string()
-                .map_err(|e| ToolError::Internal(format!("output string: {e}")))?,
-            None => "null".to_string(),
-        })
+        result_json(&ctx, result)
     })
+}
+
+/// What `execute()`'s result is refused for starts with this; the host
+/// reads it as a bad output (`RunError::BadOutput`), not as a thrown error.
+const BAD_OUTPUT: &str = "execute() returned ";
+
+/// Serializes `execute()`'s result. A value JSON cannot represent (undefined
+/// from a missing `return`, a function, a symbol, a BigInt, a cycle) is an
+/// error naming it, never `null` or an empty success.
+fn result_json<'js>(ctx: &Ctx<'js>, result: Value<'js>) -> Result<String, ToolError> {
+    let top = if result.is_undefined() {
+        Some("undefined")
+    } else if result.is_function() || result.is_constructor() {
+        Some("a function")
+    } else if result.is_symbol() {
+        Some("a symbol")
+    } else if result.is_big_int() {
+        Some("a BigInt")
+    } else {
+        None
+    };
+    if let Some(what) = top {
+        return Err(bad_output(what));
+    }
+    match ctx.json_stringify(result.clone()) {
+        Ok(Some(s)) => s
+            .to_string()
+            .map_err(|e| ToolError::Internal(format!("output string: {e}"))),
+        // The top-level value's toJSON() gave nothing JSON can write.
+        Ok(None) => Err(bad_output("undefined (from its toJSON())")),
+        Err(e) if e.is_exception() => {
+            let thrown = ctx.catch();
+            // JSON.stringify throws for BigInts and cycles anywhere in the
+            // value; the prelude names what and where. Anything else thrown
+            // (a getter, a toJSON) is the tool's own error.
+            let described: Option<String> = ctx
+                .globals()
+                .get::<_, Function>("__temper_unserializable")
+                .and_then(|f| f.call((result,)))
+                .unwrap_or(None);
+            match described {
+                Some(what) => Err(bad_output(&what)),
+                None => Err(Thrown::Value(thrown).failure(ctx)),
+            }
+        }
+        Err(e) => Err(classify(js_error_from(ctx, e))),
+    }
+}
+
+fn bad_output(what: &str) -> ToolError {
+    ToolError::Js(JsError {
+        message: format!("{BAD_OUTPUT}{what}"),
+        line: None,
+        column: None,
+        stack: None,
+    })
+}
+
+/// Reseeds `Math.random()` for this call. Javy's `Math.random` draws from
+/// fastrand's generator, which seeds itself on first use: when a tool's top
+/// level drew a number, that state was frozen into the snapshot and every
+/// call repeated the same sequence. The seed is fastrand's own recipe, the
+/// monotonic clock (a random origin per store; in deterministic mode it
+/// stands at a value derived from the seed, so calls still repeat).
+fn reseed_math_random() {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::time::Instant::now().hash(&mut hasher);
+    fastrand::seed(hasher.finish());
+}
+
+/// Something `execute()` threw or rejected with.
+enum Thrown<'js> {
+    /// The thrown JS value.
+    Value(Value<'js>),
+    /// A failure that is not a JS value (e.g. no settlement possible).
+    Error(JsError),
+}
+
+impl<'js> Thrown<'js> {
+    fn into_js_error(self, ctx: &Ctx<'js>) -> JsError {
+        match self {
+            Thrown::Value(value) => js_error_from_value(ctx, value),
+            Thrown::Error(e) => e,
+        }
+    }
+
+    /// The tool error for a failed call: a capability refusal when the
+    /// thrown value is the very error the prelude made for a refused
+    /// capability (see `__temper_denied_capability` in `capabilities.js`),
+    /// else the JS error.
+    fn failure(self, ctx: &Ctx<'js>) -> ToolError {
+        if let Thrown::Value(value) = &self
+            && let Some(capability) = denied_capability(ctx, value)
+        {
+            return ToolError::CapabilityDenied(capability);
+        }
+        classify(self.into_js_error(ctx))
+    }
+}
+
+/// The capability `value` is the refusal of, asked of the prelude (which
+/// keeps its refusal errors in a private table: a tool cannot forge one).
+fn denied_capability<'js>(ctx: &Ctx<'js>, value: &Value<'js>) -> Option<String> {
+    let f: Function = ctx.globals().get("__temper_denied_capability").ok()?;
+    f.call::<_, Option<String>>((value.clone(),)).ok().flatten()
+}
+
+/// An rquickjs error as a [`Thrown`]: the pending exception's value, if any.
+fn thrown<'js>(ctx: &Ctx<'js>, err: javy::quickjs::Error) -> Thrown<'js> {
+    if err.is_exception() {
+        Thrown::Value(ctx.catch())
+    } else {
+        Thrown::Error(js_error_from(ctx, err))
+    }
+}
+
+/// The tool error for an rquickjs error from calling `execute`.
+fn call_failure(ctx: &Ctx<'_>, err: javy::quickjs::Error) -> ToolError {
+    thrown(ctx, err).failure(ctx)
 }
 
 /// Drives the job queue and the prelude's virtual timers until `promise`
 /// settles; a promise that can no longer settle is an error, not a hang.
 fn settle<'js>(ctx: &Ctx<'js>, promise: Promise<'js>) -> Result<Value<'js>, JsError> {
+    settle_value(ctx, promise).map_err(|t| t.into_js_error(ctx))
+}
+
+/// [`settle`], keeping a rejection's value.
+fn settle_value<'js>(ctx: &Ctx<'js>, promise: Promise<'js>) -> Result<Value<'js>, Thrown<'js>> {
     let fire_timer: Option<Function> = ctx.globals().get("__temper_fire_next_timer").ok();
     loop {
         match promise.state() {
@@ -233,11 +351,11 @@ fn settle<'js>(ctx: &Ctx<'js>, promise: Promise<'js>) -> Result<Value<'js>, JsEr
                 return promise
                     .result::<Value>()
                     .expect("settled")
-                    .map_err(|e| js_error_from(ctx, e));
+                    .map_err(|e| thrown(ctx, e));
             }
             PromiseState::Rejected => {
                 let err = promise.result::<Value>().expect("settled").unwrap_err();
-                return Err(js_error_from(ctx, err));
+                return Err(thrown(ctx, err));
             }
             PromiseState::Pending => {
                 // Runs one job; the runtime is already locked by `with`.
@@ -247,16 +365,16 @@ fn settle<'js>(ctx: &Ctx<'js>, promise: Promise<'js>) -> Result<Value<'js>, JsEr
                 let fired = match &fire_timer {
                     Some(fire) => fire
                         .call::<_, bool>(())
-                        .map_err(|e| js_error_from(ctx, e))?,
+                        .map_err(|e| thrown(ctx, e))?,
                     None => false,
                 };
                 if !fired {
-                    return Err(JsError {
+                    return Err(Thrown::Error(JsError {
                         message: "the promise returned by execute() never settles (no pending jobs or timers)".into(),
                         line: None,
                         column: None,
                         stack: None,
-                    });
+                    }));
                 }
             }
         }

@@ -889,6 +889,37 @@
     return clone(value);
   });
 
+  // ---------------------------------------------------------------- result check
+  // The shim serializes execute()'s result with the native JSON.stringify;
+  // when that throws, it asks this what JSON cannot represent and where:
+  // 'a BigInt at $.a[0]', 'a cyclic value at $.self', or undefined when the
+  // throw came from elsewhere (a getter, a toJSON), which stays the tool's
+  // own error. Runs only on that failure path.
+  const jsonStringify = JSON.stringify, isArray = Array.isArray, reTest = RegExp.prototype.test, apply = Reflect.apply;
+  const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  hidden('__temper_unserializable', function (value) {
+    const holders = [], paths = []; // the objects on the path from the root, and their paths
+    let found;
+    function replacer(key, v) {
+      if (found !== undefined) return undefined;
+      let depth = holders.length;
+      while (depth > 0 && holders[depth - 1] !== this) depth--;
+      holders.length = depth; paths.length = depth;
+      const path = depth === 0 ? '$' : paths[depth - 1] + (isArray(this) ? '[' + key + ']'
+        : apply(reTest, IDENT, [key]) ? '.' + key : '[' + jsonStringify(key) + ']');
+      if (typeof v === 'bigint') { found = depth === 0 ? 'a BigInt' : 'a BigInt at ' + path; return undefined; }
+      if (v !== null && typeof v === 'object') {
+        for (let i = 0; i < depth; i++) {
+          if (holders[i] === v) { found = 'a cyclic value at ' + path; return undefined; }
+        }
+        holders.push(v); paths.push(path);
+      }
+      return v;
+    }
+    try { jsonStringify(value, replacer); } catch (_) { return undefined; }
+    return found;
+  });
+
   // ---------------------------------------------------------------- timers (virtual clock)
   // Timers sit in a binary heap ordered by (due, seq); the host fires them one at
   // a time through __temper_fire_next_timer, which jumps the virtual clock to the

@@ -63,7 +63,8 @@ function makeHost() {
       const u = new URL(url);
       if (u.hostname !== 'api.example.test') throw new TypeError(`host not allowed: ${u.hostname} (allowed: api.example.test)`);
       const route = ROUTES[u.pathname];
-      const out = route ? route(r) : reply(404, 'Not Found', url, [], '');
+      const sent = { ...r, url: url.replace(/#[^]*$/, '') }; // like the host: the fragment is not sent
+      const out = route ? route(sent) : reply(404, 'Not Found', sent.url, [], '');
       if (method === 'HEAD') out.body = new ArrayBuffer(0); // like HTTP: no body on HEAD
       return out;
     },
@@ -87,6 +88,8 @@ function makeHost() {
     readFile(path) {
       if (!grants.fs) throw new TypeError('capability not granted: fs.readFile');
       if (typeof path !== 'string') throw new TypeError('path must be a string');
+      if (path.startsWith('/outside')) throw Object.assign(new Error(`path outside the granted directories: ${path}`), { code: 'ERR_ACCESS_DENIED' });
+      if (path.startsWith('/ungranted')) throw Object.assign(new Error('capability not granted: fs.readFile'), { code: 'ECAPABILITY' });
       if (path.startsWith('/secret')) throw new TypeError(`EACCES: permission denied, open '${path}'`);
       if (DIRS.has(path)) throw new TypeError(`EISDIR: illegal operation on a directory, read '${path}'`);
       if (!FILES.has(path)) throw new TypeError(`ENOENT: no such file or directory, open '${path}'`);
@@ -178,7 +181,7 @@ test('fetch GET: response fields, case-insensitive headers, json(), settles in t
   assert.equal(r.isHeaders && r.isResponse, true);
   assert.deepEqual([r.used0, r.used1], [false, true]);
   assert.deepEqual(r.json, { method: 'GET', headers: [], body: null, redirect: 'follow' });
-  assert.equal(calls.fetch[0].url, 'https://api.example.test/echo?q=1', 'fragment is not sent');
+  assert.equal(calls.fetch[0].url, 'https://api.example.test/echo?q=1#frag', 'the host gets the URL as written (it drops the fragment)');
   assert.equal(calls.fetch[0].body, undefined);
 });
 
@@ -550,4 +553,41 @@ test('Request URL fast path serializes exactly like WHATWG URL (Node as oracle)'
   }
   assert.throws(() => new G.Request('http://user:pw@api.example.test/'), /credentials/);
   assert.throws(() => new G.Request('/relative'), /Failed to parse URL/);
+});
+
+// ------------------------------------------------------------------ issue 14
+test('the host is sent the URL exactly as the tool wrote it; the guest never decides', async () => {
+  const { runAsync, calls } = load();
+  const urls = ['http://%61pi.example.test/echo', 'http://*.cdn.example.test/echo', 'HTTP://API.EXAMPLE.TEST./echo',
+    'http://api.example.test/a/../echo', 'https://api.example.test/echo?q=a b#frag'];
+  for (const u of urls) await runAsync(`try { await fetch(${JSON.stringify(u)}); } catch (_) {} return 1;`);
+  await runAsync(`await fetch(new URL('http://api.example.test/echo?u=1')).catch(() => 0); return 1;`);
+  await runAsync(`await fetch(new Request('http://%61pi.example.test/echo')).catch(() => 0); return 1;`);
+  assert.deepEqual(calls.fetch.map(r => r.url), [...urls, 'http://api.example.test/echo?u=1', 'http://%61pi.example.test/echo']);
+  // Request#url is still the WHATWG serialization.
+  assert.equal(E.run(`new Request('http://%61pi.example.test/echo').url`), 'http://api.example.test/echo');
+});
+
+test('capability refusals are known by identity, not by their words', async () => {
+  const { run, runAsync, grants } = load();
+  grants.fetch = false; grants.crypto = false;
+  const denied = fn => run(`(() => { try { ${fn}; } catch (e) { return [__temper_denied_capability(e), e.code, e.message]; } })()`);
+  assert.deepEqual([...denied('crypto.randomUUID()')], ['crypto', 'ECAPABILITY', 'capability not granted: crypto']);
+  assert.deepEqual([...denied('fs.readFileSync("/ungranted/x")')], ['fs.readFile', 'ECAPABILITY', 'capability not granted: fs.readFile']);
+  const viaFetch = await runAsync(`try { await fetch('https://api.example.test/echo'); } catch (e) { return __temper_denied_capability(e); }`);
+  assert.equal(viaFetch, 'fetch');
+  // A tool's own error with the same words is not a refusal, nor are other values.
+  assert.equal(run(`__temper_denied_capability(new TypeError('capability not granted: fetch'))`), undefined);
+  assert.equal(run(`__temper_denied_capability('capability not granted: fetch')`), undefined);
+  assert.equal(run(`__temper_denied_capability(undefined)`), undefined);
+  // Other host failures are plain errors; the lookup cannot be replaced.
+  assert.deepEqual([...denied('fs.readFileSync("/secret/x")')], [undefined, 'EACCES', "EACCES: permission denied, open '/secret/x'"]);
+  assert.equal(run(`(() => { 'use strict'; try { globalThis.__temper_denied_capability = () => 'fetch'; } catch (e) { return e.name; } })()`), 'TypeError');
+  assert.equal(run(`(() => { try { WeakMap.prototype.get = () => 'fetch'; return __temper_denied_capability({}); } finally {} })()`), undefined);
+});
+
+test('fs: paths outside the grants carry ERR_ACCESS_DENIED, like Node\'s permission model', () => {
+  const { run } = load();
+  const r = run(`(() => { try { fs.readFileSync('/outside/x'); } catch (e) { return [e.code, e.message, e.permission, e.resource, e.syscall]; } })()`);
+  assert.deepEqual([...r], ['ERR_ACCESS_DENIED', 'path outside the granted directories: /outside/x', 'FileSystemRead', '/outside/x', undefined]);
 });

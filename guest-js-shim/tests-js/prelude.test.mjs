@@ -57,7 +57,7 @@ const describeThere = fn(DESCRIBE);
 test('globals are installed with browser-like property attributes', () => {
   const desc = fn(`n => { const d = Object.getOwnPropertyDescriptor(globalThis, n); return d && [typeof d.value, d.enumerable, d.writable, d.configurable].join(); }`);
   for (const n of [...GLOBALS, 'DOMException']) assert.equal(desc(n), 'function,false,true,true', n);
-  for (const n of ['__temper_fire_next_timer', '__temper_pending_timers']) assert.equal(desc(n), 'function,false,false,false', n);
+  for (const n of ['__temper_fire_next_timer', '__temper_pending_timers', '__temper_unserializable']) assert.equal(desc(n), 'function,false,false,false', n);
   assert.equal(run('Object.keys(globalThis).length'), 0, 'nothing enumerable leaks onto globalThis');
 });
 
@@ -375,4 +375,20 @@ test('queueMicrotask runs after the current job, before timers', async () => {
   run('__temper_fire_next_timer()');
   assert.deepEqual(plain(run('__mlog.slice()')), ['sync', 'micro', 'timer']);
   assert.throws(() => run('queueMicrotask(1)'), { name: 'TypeError' });
+});
+
+// ------------------------------------------------------------------ result check (issue 14)
+test('__temper_unserializable names the BigInt or cycle JSON.stringify throws for, and where', () => {
+  const cases = [
+    ['10n', 'a BigInt'],
+    ['({ total: { value: 5n } })', 'a BigInt at $.total.value'],
+    ['[1, [2, 3n]]', 'a BigInt at $[1][1]'],
+    ['({ "a b": 1n })', 'a BigInt at $["a b"]'],
+    ['(() => { const o = { list: [1] }; o.list.push(o); return o; })()', 'a cyclic value at $.list[1]'],
+    ['(() => { const a = []; a.push(a); return a; })()', 'a cyclic value at $[0]'],
+    ['(() => { const s = { v: 1 }; return { x: s, y: [s, s] }; })()', undefined], // shared, not cyclic
+    ['({ a: 1, b: "x", c: null, d: [true] })', undefined],
+    ['({ get boom() { throw new Error("getter"); } })', undefined], // the tool's own error
+  ];
+  for (const [src, expected] of cases) assert.equal(run(`__temper_unserializable(${src})`), expected, src);
 });

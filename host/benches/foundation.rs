@@ -299,8 +299,10 @@ async fn wait_warm_full(runtime: &Runtime, tool: &Tool) {
 /// A runtime on the same cache with pre-warming off: every call makes a
 /// fresh engine instance and loads the bytecode.
 fn fresh_only_runtime(cache: &std::path::Path) -> Runtime {
-    let mut caches = temper::limits::CacheLimits::default();
-    caches.warm_per_tool = 0;
+    let caches = temper::limits::CacheLimits {
+        warm_per_tool: 0,
+        ..Default::default()
+    };
     Runtime::builder()
         .cache_dir(Some(cache.to_path_buf()))
         .cache_limits(caches)

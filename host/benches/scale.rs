@@ -252,8 +252,10 @@ fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
 fn child_isolated(cache: &Path) -> Value {
     let rt = tokio_rt();
     let warm_rt = runtime(cache);
-    let mut caches = temper::limits::CacheLimits::default();
-    caches.warm_per_tool = 0;
+    let caches = temper::limits::CacheLimits {
+        warm_per_tool: 0,
+        ..Default::default()
+    };
     let fresh_rt = Runtime::builder()
         .cache_dir(Some(cache.to_path_buf()))
         .cache_limits(caches)

@@ -124,6 +124,15 @@ pub enum RunError {
         /// `fetch`, `fs.readFile` or `crypto`.
         capability: String,
     },
+    /// The tool returned something JSON cannot represent: `undefined` (a
+    /// missing `return`), a function, a symbol, a BigInt, a cycle. Never
+    /// turned into `null` or an empty success.
+    #[error("run: execute() returned {returned}, which is not a JSON value")]
+    BadOutput {
+        /// What was returned, and where for nested values: `undefined`,
+        /// `a function`, `a BigInt at $.total`, `a cyclic value at $.self`.
+        returned: String,
+    },
     /// The guest trapped (a stack overflow in native code, an abort, ...).
     #[error("run: the tool trapped: {message}")]
     Trap {

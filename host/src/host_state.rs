@@ -7,6 +7,14 @@
 //! (`fetch`, `crypto`) denies with `capability not granted: NAME` until a
 //! later grant links a real implementation.
 //!
+//! `fs.readFile` has no import of its own: the grant is the read-only
+//! preopened directories ([`Granted::read_dirs`]). With none, the guest
+//! refuses with `capability not granted: fs.readFile`; a path outside every
+//! preopen (or a `..` or symlink the host's filesystem refuses as leading
+//! out of one) with `path outside the granted directories: PATH`. The shim
+//! reports a refusal that ends the call as `ToolError::CapabilityDenied`
+//! (by the error's identity, never its text), for all three capabilities.
+//!
 //! Clocks and random sources are the host's ([`Clocks`]): real ones, the
 //! build's fixed ones, or deterministic mode's (policy `[determinism]`),
 //! where every call reads the same time and seeded random.
@@ -176,8 +184,6 @@ pub struct HostState {
     pub memory: MemoryCap,
     /// Console lines captured so far.
     pub console: ConsoleBuffer,
-    /// The first capability the guest asked for and was refused.
-    pub denied: Option<String>,
     /// Fixed or real clocks and random (see [`FixedSwitch`]).
     pub fixed: FixedSwitch,
     granted: Granted,
@@ -287,16 +293,13 @@ impl HostState {
                 hit: false,
             },
             console: ConsoleBuffer::new(console_limit),
-            denied: None,
             fixed,
         })
     }
 
-    /// Forgets what a tool's module top level printed or was refused while
-    /// it loaded (before its call), as a snapshot taken at build would.
+    /// Forgets what a tool's module top level printed while it loaded (before its call), as a snapshot taken at build would.
     pub fn reset_after_load(&mut self) {
         self.console = ConsoleBuffer::new(self.console.limit);
-        self.denied = None;
     }
 
     /// Sets when the call must be over (for a store made before its call,
@@ -305,10 +308,9 @@ impl HostState {
         self.granted.deadline = Some(deadline);
     }
 
+    /// The refusal the guest gets for an ungranted capability (the shim
+    /// turns exactly this text into a typed denial).
     fn deny(&mut self, capability: &str) -> String {
-        if self.denied.is_none() {
-            self.denied = Some(capability.to_string());
-        }
         format!("capability not granted: {capability}")
     }
 }

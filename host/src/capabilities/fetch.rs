@@ -22,7 +22,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::bindings::temper::tool::fetch::{Request, Response};
 use crate::capabilities::cassette::{Cassette, CassetteMode, RecordedResponse};
-use crate::policy::{CheckedUrl, FetchDenied, FetchPolicy, HostKind};
+use crate::policy::{CheckedUrl, FetchDenied, FetchPolicy, HostKind, shorten};
 
 /// Transport settings that are not policy: test hooks and extra TLS roots.
 #[derive(Debug, Clone, Default)]
@@ -186,7 +186,7 @@ impl FetchTransport {
     pub async fn fetch(&self, req: Request, deadline: Instant) -> Result<Response, String> {
         let policy = &self.policy;
         let mut method = reqwest::Method::from_bytes(req.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| format!("fetch: invalid method `{}`", req.method))?;
+            .map_err(|_| format!("fetch: invalid method `{}`", shorten(&req.method)))?;
         if !matches!(
             method.as_str(),
             "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS"
@@ -244,53 +244,58 @@ impl FetchTransport {
             };
             let status = hop.status();
             let location = hop.location();
-            if status.is_redirection() && req.redirect != "manual" {
-                if let Some(location) = location {
-                    // A hop is recorded as it came (status and headers; its
-                    // body is never read), before deciding to follow it.
-                    if let Hop::Live(response) = &hop {
-                        self.record(method.as_str(), url.as_str(), body.as_deref(), || {
-                            RecordedResponse {
-                                status: status.as_u16(),
-                                headers: header_pairs(response.headers()),
-                                body: Vec::new(),
-                            }
-                        })?;
-                    }
-                    if req.redirect == "error" {
-                        return Err(format!(
-                            "redirect to {location} refused: redirect mode is 'error'"
-                        ));
-                    }
-                    if hops >= policy.max_redirects {
-                        return Err(format!(
-                            "too many redirects (limit {})",
-                            policy.max_redirects
-                        ));
-                    }
-                    let next = url
-                        .join(&location)
-                        .map_err(|e| format!("redirect to {location} refused: invalid URL: {e}"))?;
-                    let checked = policy.check_url(next.as_str()).map_err(|e| {
-                        format!(
-                            "redirect to {} refused: {e}",
-                            next.host_str().unwrap_or(next.as_str())
-                        )
+            if status.is_redirection()
+                && req.redirect != "manual"
+                && let Some(location) = location
+            {
+                // A hop is recorded as it came (status and headers; its
+                // body is never read), before deciding to follow it.
+                if let Hop::Live(response) = &hop {
+                    self.record(method.as_str(), url.as_str(), body.as_deref(), || {
+                        RecordedResponse {
+                            status: status.as_u16(),
+                            headers: header_pairs(response.headers()),
+                            body: Vec::new(),
+                        }
                     })?;
-                    // 303, and 301/302 after POST, continue as GET without a body.
-                    if status == reqwest::StatusCode::SEE_OTHER
-                        || ((status == reqwest::StatusCode::MOVED_PERMANENTLY
-                            || status == reqwest::StatusCode::FOUND)
-                            && method == reqwest::Method::POST)
-                    {
-                        method = reqwest::Method::GET;
-                        body = None;
-                    }
-                    url = checked.url;
-                    redirected = true;
-                    hops += 1;
-                    continue;
                 }
+                if req.redirect == "error" {
+                    return Err(format!(
+                        "redirect to {} refused: redirect mode is 'error'",
+                        shorten(&location)
+                    ));
+                }
+                if hops >= policy.max_redirects {
+                    return Err(format!(
+                        "too many redirects (limit {})",
+                        policy.max_redirects
+                    ));
+                }
+                let next = url.join(&location).map_err(|e| {
+                    format!(
+                        "redirect to {} refused: invalid URL: {e}",
+                        shorten(&location)
+                    )
+                })?;
+                let checked = policy.check_url(next.as_str()).map_err(|e| {
+                    format!(
+                        "redirect to {} refused: {e}",
+                        shorten(next.host_str().unwrap_or(next.as_str()))
+                    )
+                })?;
+                // 303, and 301/302 after POST, continue as GET without a body.
+                if status == reqwest::StatusCode::SEE_OTHER
+                    || ((status == reqwest::StatusCode::MOVED_PERMANENTLY
+                        || status == reqwest::StatusCode::FOUND)
+                        && method == reqwest::Method::POST)
+                {
+                    method = reqwest::Method::GET;
+                    body = None;
+                }
+                url = checked.url;
+                redirected = true;
+                hops += 1;
+                continue;
             }
             return match hop {
                 Hop::Live(response) => {
@@ -446,7 +451,8 @@ fn describe_send_error(url: &url::Url, err: &reqwest::Error) -> String {
             url.host_str().unwrap_or("")
         );
     }
-    let mut message = format!("fetch: request to {url} failed");
+    // The URL is quoted shortened; the reason after it is kept whole.
+    let mut message = format!("fetch: request to {} failed", shorten(url.as_str()));
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
     while let Some(e) = source {
         message.push_str(": ");

@@ -20,9 +20,7 @@ use super::adapter::{STEP_FUNC, TYPES_INTERFACE, import_names};
 use crate::bindings::{RunIndices, ToolError};
 use crate::error::{LoadError, RunError};
 use crate::host_state::{LogLine, MemoryCap};
-use crate::runtime::{
-    CallFailure, CallOutput, RUN_EXPORT, Runtime, arm_deadline, classify_trap_with,
-};
+use crate::runtime::{CallFailure, CallOutput, RUN_EXPORT, Runtime, arm_deadline, deliver, settle};
 
 /// What a step returned: its JSON output text and its console lines.
 #[derive(Debug, Clone, Default)]
@@ -197,55 +195,33 @@ impl Runtime {
             run.call_call(&mut store, input).await
         })
         .await;
-        let result = match outcome {
-            Err(_elapsed) => Err(RunError::Timeout {
-                limit_ms: limits.timeout.as_millis() as u64,
-            }),
-            Ok(Err(trap)) => Err(classify_trap_with(store.data().memory.hit, &trap, &limits)),
-            Ok(Ok(result)) => result.map_err(RunError::from),
-        };
+        let result = settle(
+            outcome.map(|o| o.map(|r| r.map_err(RunError::from))),
+            store.data().memory.hit,
+            &limits,
+        );
         let state = store.into_data();
-        let logs = state.logs;
-        match (result, state.failure) {
-            (Ok(output), _) if output.len() > limits.output_bytes => Err(CallFailure {
-                error: RunError::OutputTooLarge {
-                    actual_bytes: output.len(),
-                    limit_bytes: limits.output_bytes,
-                },
-                logs,
-            }),
-            (Ok(output), _) => Ok(CallOutput {
-                output,
-                logs,
-                compiled: true,
-            }),
+        let result = match (result, state.failure) {
+            (Ok(output), _) => Ok(output),
             // A timeout of the whole run stays one, also when a step's own
             // deadline (as long, started a little later) ended it first.
-            (Err(RunError::Timeout { limit_ms }), _) => Err(CallFailure {
-                error: RunError::Timeout { limit_ms },
-                logs,
-            }),
-            (Err(_), _) if started.elapsed() >= limits.timeout => Err(CallFailure {
-                error: RunError::Timeout {
-                    limit_ms: limits.timeout.as_millis() as u64,
-                },
-                logs,
+            (Err(RunError::Timeout { limit_ms }), _) => Err(RunError::Timeout { limit_ms }),
+            (Err(_), _) if started.elapsed() >= limits.timeout => Err(RunError::Timeout {
+                limit_ms: limits.timeout.as_millis() as u64,
             }),
             // A step failed: name it.
             (Err(_), Some((index, message))) => {
                 let step = &state.steps[index];
-                Err(CallFailure {
-                    error: RunError::Step {
-                        index,
-                        step: step.name.as_str().into(),
-                        tool: step.tool.as_str().into(),
-                        message: message.into(),
-                    },
-                    logs,
+                Err(RunError::Step {
+                    index,
+                    step: step.name.as_str().into(),
+                    tool: step.tool.as_str().into(),
+                    message: message.into(),
                 })
             }
-            (Err(error), None) => Err(CallFailure { error, logs }),
-        }
+            (Err(error), None) => Err(error),
+        };
+        deliver(result, state.logs, &limits, true)
     }
 }
 

@@ -1,0 +1,102 @@
+//! Building: JS source to QuickJS bytecode (the syntax check) and bytecode
+//! to the self-contained, reproducible artifact (a Wizer snapshot).
+
+use crate::bindings::ToolError;
+use crate::error::{BuildError, RunError};
+use crate::static_check;
+use std::sync::Arc;
+
+use super::*;
+
+pub(super) fn top_level_error(err: ToolError) -> BuildError {
+    match err {
+        ToolError::Compile(js) | ToolError::Js(js) => BuildError::Load(js.into()),
+        other => BuildError::TopLevel(RunError::from(other).to_string()),
+    }
+}
+
+impl Runtime {
+    /// Builds JS source into a component artifact: static check, compile to
+    /// QuickJS bytecode, load in a fresh shim instance with fixed clocks and
+    /// random, and snapshot it. Same source, same shim: same bytes.
+    pub async fn build(&self, source: &str) -> Result<Artifact, BuildError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(BuildError::SourceTooLarge {
+                actual: source.len(),
+                limit: MAX_SOURCE_BYTES,
+            });
+        }
+        static_check::check(source)?;
+        let bytecode = self.compile_source(source).await?;
+        self.artifact_from_bytecode(bytecode).await
+    }
+
+    /// Compiles `source` to QuickJS bytecode in a throw-away shim instance
+    /// (the only place `eval` exists): the syntax check. A syntax error
+    /// comes back as [`BuildError::Compile`] with its line and column.
+    pub async fn compile_source(&self, source: &str) -> Result<Vec<u8>, BuildError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(BuildError::SourceTooLarge {
+                actual: source.len(),
+                limit: MAX_SOURCE_BYTES,
+            });
+        }
+        let shim = self.shim().await?;
+        let (mut store, _instance, exports) = self.shim_instance(shim).await?;
+        match exports.call_compile(&mut store, source).await {
+            Ok(Ok(bytecode)) => Ok(bytecode),
+            Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
+            Ok(Err(other)) => Err(top_level_error(other)),
+            Err(trap) => Err(BuildError::TopLevel(describe_trap(
+                &store,
+                &trap,
+                &self.inner.limits,
+            ))),
+        }
+    }
+
+    /// The self-contained artifact of a tool's `bytecode` (from
+    /// [`Runtime::compile_source`]; the second half of [`Runtime::build`]):
+    /// load it in a fresh shim instance under the build's fixed clocks and
+    /// random, and snapshot it. The artifact depends only on the shim, the
+    /// prelude and the bytecode, so a store that keeps the compact form
+    /// (bytecode + manifest) rebuilds the very same bytes (the same id).
+    pub async fn artifact_from_bytecode(&self, bytecode: Vec<u8>) -> Result<Artifact, BuildError> {
+        let shim = self.shim().await?;
+        // Load (run the top level) and snapshot.
+        let (mut store, instance, exports) = self.shim_instance(shim).await?;
+        match exports
+            .call_load(&mut store, &shim.prelude, &bytecode)
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => return Err(top_level_error(err)),
+            Err(trap) => {
+                return Err(BuildError::TopLevel(describe_trap(
+                    &store,
+                    &trap,
+                    &self.inner.limits,
+                )));
+            }
+        }
+        let bytes = shim
+            .wizer
+            .snapshot_component(
+                &shim.context,
+                &mut crate::snapshot::InstanceSnapshot {
+                    store: &mut store,
+                    instance,
+                },
+            )
+            .await
+            .map_err(internal("snapshot"))?;
+        let id = blake3::hash(&bytes).to_hex().to_string();
+        let bytecode = Arc::new(bytecode);
+        self.record_bytecode(&id, &bytecode);
+        Ok(Artifact {
+            bytes: Arc::new(bytes),
+            id,
+            bytecode,
+        })
+    }
+}
