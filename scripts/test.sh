@@ -28,6 +28,11 @@ bash scripts/mcp-npm.sh ||
 # The Rust and Python (componentize-py) tools for the interop tests.
 bash scripts/build-components.sh
 
+# Debian's docker-registry (the CNCF distribution server) for the OCI
+# push/pull tests, which start their own on 127.0.0.1; required here.
+bash scripts/oci-registry.sh ||
+  echo "test: could not install docker-registry: the OCI registry tests will fail" >&2
+
 # Fetch every crate and build every test binary (and the JS shim, which
 # host/build.rs builds with its own cargo) while the network is there.
 cargo test --release --locked --workspace --no-run
@@ -62,7 +67,7 @@ if [ ${#netns[@]} -gt 0 ]; then
   links="$(offline ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
   echo "test: running the tests offline: network namespace (${netns[1]}) with interfaces: ${links}" >&2
 fi
-offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 \
+offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
   cargo test --release --locked --offline --workspace
 if command -v node >/dev/null 2>&1; then
   offline node --test guest-js-shim/tests-js/

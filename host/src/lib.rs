@@ -31,6 +31,7 @@ pub mod host_state;
 pub mod id;
 pub mod limits;
 pub mod mcp;
+pub mod oci;
 pub mod policy;
 mod pool;
 pub mod request;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod artifacts;
+mod oci;
 mod registry;
 
 use clap::{Args, Parser, Subcommand};
@@ -161,6 +162,44 @@ enum Command {
         /// Where it lands.
         #[arg(long, value_enum, default_value = "agent")]
         tier: artifacts::TierArg,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        judge: JudgeArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Push a tool (registered NAME or id, or a `.wasm` file) to an OCI
+    /// registry in the CNCF Wasm layout: `oci://HOST[:PORT]/REPO:TAG`.
+    Push {
+        /// The tool's name or artifact id, or a `.wasm` artifact file.
+        name: String,
+        /// `oci://HOST[:PORT]/REPO:TAG`.
+        reference: String,
+        #[command(flatten)]
+        oci: oci::OciArgs,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Pull a tool from an OCI registry and verify it (layer digest, blake3
+    /// id, manifest section); `--import` then imports it like `temper import`.
+    Pull {
+        /// `oci://HOST[:PORT]/REPO:TAG` or `oci://HOST[:PORT]/REPO@sha256:DIGEST`.
+        reference: String,
+        /// Write the verified `.wasm` here.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Import it into the store: tests re-run here, judge, capabilities
+        /// against this host's policy.
+        #[arg(long)]
+        import: bool,
+        /// Where an import lands.
+        #[arg(long, value_enum, default_value = "agent")]
+        tier: artifacts::TierArg,
+        #[command(flatten)]
+        oci: oci::OciArgs,
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
@@ -590,6 +629,29 @@ async fn run(cli: Cli) -> Result<(), String> {
             judge,
             common,
         } => artifacts::import(&file, tier, &registry, &judge, &common).await,
+        Command::Push {
+            name,
+            reference,
+            oci,
+            registry,
+            common,
+        } => oci::push(&name, &reference, &oci, &registry, &common).await,
+        Command::Pull {
+            reference,
+            output,
+            import,
+            tier,
+            oci,
+            registry,
+            judge,
+            common,
+        } => {
+            let target = oci::PullTarget {
+                output: output.as_deref(),
+                import: import.then_some(tier),
+            };
+            oci::pull(&reference, target, &oci, &registry, &judge, &common).await
+        }
         Command::Verify {
             file,
             source,
