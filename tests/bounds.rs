@@ -213,3 +213,78 @@ async fn calls_past_the_in_flight_and_queue_bounds_are_refused_as_busy() {
     let stats = f.tool_stats("adder", &ctx()).unwrap();
     assert_eq!(stats.total_calls, passed + 1);
 }
+
+/// The forge's caches hold one entry each here: every call past the first
+/// tool reloads what was evicted from the registry, and every output stays
+/// right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_evicted_from_the_forge_caches_are_reloaded_and_stay_correct() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ForgeConfig {
+        cache: temper::forge::CacheCapacity {
+            tools: 1,
+            compose: 1,
+            manifests: 1,
+            schemas: 1,
+        },
+        ..ForgeConfig::default()
+    };
+    let f = forge(dir.path(), runtime(5000), config);
+    let add = "function execute(input) { return { sum: input.a + input.b }; }";
+    let mul = "function execute(input) { return { sum: input.a * input.b }; }";
+    f.forge(&request("adder", add, 1), &ctx()).await.unwrap();
+    f.forge(&request("multiplier", mul, 1), &ctx())
+        .await
+        .unwrap();
+    for round in 0..3 {
+        let a = f
+            .invoke("adder", &json!({"a": 6, "b": round}), &ctx())
+            .await
+            .unwrap();
+        assert_eq!(a.output, json!({"sum": 6 + round}));
+        let m = f
+            .invoke("multiplier", &json!({"a": 6, "b": round}), &ctx())
+            .await
+            .unwrap();
+        assert_eq!(m.output, json!({"sum": 6 * round}));
+    }
+    // A schema evicted and compiled again still refuses bad input.
+    let err = f
+        .invoke("adder", &json!("not an object"), &ctx())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InvokeError::Input { .. }), "{err}");
+}
+
+/// `temper run`: a policy file's `[limits]` apply, and a flag overrides the
+/// file's value for its limit only.
+#[test]
+fn the_cli_applies_the_policy_files_limits_and_flags_override_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("spin.js");
+    std::fs::write(&tool, SPIN).unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[limits]\ntimeout_ms = 300\n").unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            tool.display().to_string(),
+            "--policy".into(),
+            policy.display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        support::temper_json(dir.path(), &[], args)
+    };
+    let (ok, doc, err) = run(&[]);
+    assert!(!ok, "{doc} {err}");
+    assert!(
+        doc.to_string().contains("timed out after 300 ms"),
+        "{doc} {err}"
+    );
+    let (ok, doc, err) = run(&["--timeout-ms", "600"]);
+    assert!(!ok, "{doc} {err}");
+    assert!(
+        doc.to_string().contains("timed out after 600 ms"),
+        "{doc} {err}"
+    );
+}

@@ -321,15 +321,7 @@ impl Forge {
             let mut sessions = lock(&inner.sessions);
             // Re-checked under the lock: a concurrent forge may have taken
             // the name or the last slot.
-            validate::check_occupancy(
-                &m.name,
-                &ctx.agent_id,
-                &ctx.session_id,
-                tier,
-                self.occupancy(&sessions, &m.name, ctx)
-                    .map_err(ValidateError::from)?,
-                &inner.config,
-            )?;
+            self.check_occupancy(&sessions, &m.name, ctx, tier)?;
             if tier == Tier::Session {
                 inner
                     .store

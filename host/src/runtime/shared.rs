@@ -68,10 +68,7 @@ impl Runtime {
     /// The engine snapshot: the engine guest after `load(prelude, [])` under
     /// the build's fixed clocks and random. Deterministic.
     pub(super) async fn snapshot_engine(&self) -> Result<Vec<u8>, BuildError> {
-        let mut wizer = Wizer::new();
-        wizer
-            .init_func("temper:tool/shim@0.1.0#load".to_string())
-            .keep_init_func(true);
+        let wizer = load_wizer();
         let (context, instrumented) = wizer
             .instrument_component(shim::ENGINE_WASM)
             .map_err(internal("instrument engine"))?;
@@ -96,14 +93,7 @@ impl Runtime {
             let exports = indices
                 .load(&mut store, &instance)
                 .map_err(internal("instantiate engine"))?;
-            exports
-                .call_compile_prelude(&mut store, shim::PRELUDE_JS)
-                .await
-                .map_err(internal("compile prelude"))?
-                .map_err(|e| BuildError::Internal {
-                    stage: "compile prelude",
-                    message: format!("{e:?}"),
-                })?
+            prelude_bytecode(&mut store, &exports).await?
         };
         let mut store = self.new_store(Clocks::Fixed);
         let instance = pre
@@ -173,10 +163,7 @@ impl Runtime {
         self.inner
             .shim
             .get_or_try_init(|| async {
-                let mut wizer = Wizer::new();
-                wizer
-                    .init_func("temper:tool/shim@0.1.0#load".to_string())
-                    .keep_init_func(true);
+                let wizer = load_wizer();
                 let (context, instrumented) = wizer
                     .instrument_component(shim::SHIM_WASM)
                     .map_err(internal("instrument shim"))?;
@@ -233,13 +220,32 @@ impl Runtime {
 
     pub(super) async fn compile_prelude(&self, shim: &ShimRuntime) -> Result<Vec<u8>, BuildError> {
         let (mut store, _instance, exports) = self.shim_instance(shim).await?;
-        exports
-            .call_compile_prelude(&mut store, shim::PRELUDE_JS)
-            .await
-            .map_err(internal("compile prelude"))?
-            .map_err(|e| BuildError::Internal {
-                stage: "compile prelude",
-                message: format!("{e:?}"),
-            })
+        prelude_bytecode(&mut store, &exports).await
     }
+}
+
+/// A Wizer that snapshots a shim (or the engine) after its `load` export
+/// ran; the export is kept (component-mode Wizer 48 needs it).
+fn load_wizer() -> Wizer {
+    let mut wizer = Wizer::new();
+    wizer
+        .init_func("temper:tool/shim@0.1.0#load".to_string())
+        .keep_init_func(true);
+    wizer
+}
+
+/// The prelude compiled to bytecode in a throw-away shim (or engine)
+/// instance: `eval` exists only there.
+async fn prelude_bytecode(
+    store: &mut Store<HostState>,
+    exports: &crate::bindings::exports::temper::tool::shim::Guest,
+) -> Result<Vec<u8>, BuildError> {
+    exports
+        .call_compile_prelude(store, shim::PRELUDE_JS)
+        .await
+        .map_err(internal("compile prelude"))?
+        .map_err(|e| BuildError::Internal {
+            stage: "compile prelude",
+            message: format!("{e:?}"),
+        })
 }
