@@ -288,3 +288,39 @@ fn the_cli_applies_the_policy_files_limits_and_flags_override_them() {
         "{doc} {err}"
     );
 }
+
+/// With a single call slot and no queue, a compose tool still runs: its
+/// steps ride on its own call's slot instead of queueing for one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compose_steps_do_not_take_call_slots_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ForgeConfig {
+        max_in_flight_calls: 1,
+        max_queued: 0,
+        ..ForgeConfig::default()
+    };
+    let f = forge(dir.path(), runtime(5000), config);
+    f.forge(&request("adder", WAIT_THEN_ADD, 1), &ctx())
+        .await
+        .unwrap();
+    let pipeline = ForgeRequest::from_json(
+        &json!({
+            "name": "add_twice",
+            "description": "Adds b to a twice.",
+            "inputSchema": {"type": "object"},
+            "implementation": {"mode": "compose", "steps": [
+                {"name": "first", "tool": "adder", "inputMapping": {"a": "$input.a", "b": "$input.b"}},
+                {"name": "second", "tool": "adder", "inputMapping": {"a": "$prev.sum", "b": "$input.b"}}
+            ]},
+            "testCases": [{"input": {"a": 1, "b": 2}, "expectedOutput": {"sum": 5}}],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    f.forge(&pipeline, &ctx()).await.unwrap();
+    let out = f
+        .invoke("add_twice", &json!({"a": 10, "b": 5}), &ctx())
+        .await
+        .unwrap();
+    assert_eq!(out.output, json!({"sum": 20}));
+}
