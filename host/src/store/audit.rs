@@ -20,13 +20,13 @@
 //! change a hash. Timestamps are provenance, not artifact content, and are
 //! covered by the hash so that editing one is detected.
 //!
-//! A `meta` row pair (`audit_count`, `audit_head_hash`) is updated in the
+//! A head record (`audit_count`, `audit_head_hash`; a `meta` row pair in
+//! SQLite, the `audit_head` row in PostgreSQL) (`audit_count`, `audit_head_hash`) is updated in the
 //! same transaction as every append, so cutting the tail is detected too.
 //! An attacker who can rewrite the whole database (chain and head record)
 //! can forge a consistent chain; anchor [`AuditReport::head_hash`]
 //! elsewhere to detect that.
 
-use rusqlite::{Transaction, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -160,129 +160,86 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The head record: (count, head hash).
-pub(crate) fn read_head(
-    tx: &rusqlite::Connection,
-    op: &'static str,
-) -> Result<(i64, String), StoreError> {
-    let count: i64 = tx
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'audit_count'",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(StoreError::sqlite(op))?;
-    let head: String = tx
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'audit_head_hash'",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(StoreError::sqlite(op))?;
-    Ok((count, head))
+/// An audit row as stored: the payload as its canonical JSON text, which is
+/// what the hash covers.
+#[derive(Debug, Clone)]
+pub(crate) struct RawEntry {
+    pub(crate) seq: i64,
+    pub(crate) kind: String,
+    pub(crate) subject: String,
+    pub(crate) agent: Option<String>,
+    pub(crate) payload: String,
+    pub(crate) ts_ms: i64,
+    pub(crate) prev_hash: String,
+    pub(crate) hash: String,
 }
 
-/// Appends an entry inside `tx` (which must be an IMMEDIATE transaction so
-/// the head cannot move underneath), updating the head record with it.
-pub(crate) fn append_in_tx(
-    tx: &Transaction<'_>,
-    op: &'static str,
-    kind: AuditKind,
-    subject: &str,
-    agent: Option<&str>,
-    payload: &Value,
-) -> Result<AuditEntry, StoreError> {
-    let (count, prev_hash) = read_head(tx, op)?;
-    let seq = count + 1;
-    let ts_ms = now_ms();
-    let payload_text = canonical_json(payload);
-    let hash = entry_hash(
-        seq,
-        kind.as_str(),
-        subject,
-        agent,
-        ts_ms,
-        &payload_text,
-        &prev_hash,
-    );
-    tx.execute(
-        "INSERT INTO audit (seq, kind, subject, agent, payload, ts_ms, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
+impl RawEntry {
+    /// The next entry after the head `(count, prev_hash)`, stamped now.
+    pub(crate) fn next(
+        head: (i64, String),
+        kind: AuditKind,
+        subject: &str,
+        agent: Option<&str>,
+        payload: &Value,
+    ) -> RawEntry {
+        let (count, prev_hash) = head;
+        let seq = count + 1;
+        let ts_ms = now_ms();
+        let payload = canonical_json(payload);
+        let hash = entry_hash(
             seq,
             kind.as_str(),
             subject,
             agent,
-            payload_text,
+            ts_ms,
+            &payload,
+            &prev_hash,
+        );
+        RawEntry {
+            seq,
+            kind: kind.as_str().to_owned(),
+            subject: subject.to_owned(),
+            agent: agent.map(str::to_owned),
+            payload,
             ts_ms,
             prev_hash,
-            hash
-        ],
-    )
-    .map_err(StoreError::sqlite(op))?;
-    tx.execute(
-        "UPDATE meta SET value = ?1 WHERE key = 'audit_count'",
-        params![seq],
-    )
-    .map_err(StoreError::sqlite(op))?;
-    tx.execute(
-        "UPDATE meta SET value = ?1 WHERE key = 'audit_head_hash'",
-        params![hash],
-    )
-    .map_err(StoreError::sqlite(op))?;
-    Ok(AuditEntry {
-        seq,
-        kind,
-        subject: subject.to_owned(),
-        agent: agent.map(str::to_owned),
-        payload: payload.clone(),
-        ts_ms,
-        prev_hash,
-        hash,
-    })
+            hash,
+        }
+    }
+
+    /// Decodes the stored row (kind and payload parsed).
+    pub(crate) fn into_entry(self, op: &'static str) -> Result<AuditEntry, StoreError> {
+        let kind = AuditKind::parse(&self.kind).ok_or_else(|| StoreError::Invalid {
+            op,
+            detail: format!("audit seq {} has unknown kind {:?}", self.seq, self.kind),
+        })?;
+        Ok(AuditEntry {
+            seq: self.seq,
+            kind,
+            subject: self.subject,
+            agent: self.agent,
+            payload: serde_json::from_str(&self.payload)
+                .map_err(|source| StoreError::Json { op, source })?,
+            ts_ms: self.ts_ms,
+            prev_hash: self.prev_hash,
+            hash: self.hash,
+        })
+    }
 }
 
-struct RawEntry {
-    seq: i64,
-    kind: String,
-    subject: String,
-    agent: Option<String>,
-    payload: String,
-    ts_ms: i64,
-    prev_hash: String,
-    hash: String,
-}
-
-const SELECT_RAW: &str =
-    "SELECT seq, kind, subject, agent, payload, ts_ms, prev_hash, hash FROM audit";
-
-fn raw_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEntry> {
-    Ok(RawEntry {
-        seq: r.get(0)?,
-        kind: r.get(1)?,
-        subject: r.get(2)?,
-        agent: r.get(3)?,
-        payload: r.get(4)?,
-        ts_ms: r.get(5)?,
-        prev_hash: r.get(6)?,
-        hash: r.get(7)?,
-    })
-}
-
-/// Verifies the whole chain and the head record inside one read transaction.
-pub(crate) fn verify(tx: &Transaction<'_>) -> Result<AuditReport, AuditError> {
-    const OP: &str = "verify_audit";
-    let (head_count, head_hash) = read_head(tx, OP)?;
-    let mut stmt = tx
-        .prepare(&format!("{SELECT_RAW} ORDER BY seq"))
-        .map_err(StoreError::sqlite(OP))?;
-    let rows = stmt
-        .query_map([], raw_from_row)
-        .map_err(StoreError::sqlite(OP))?;
+/// Checks a whole chain, read in `seq` order from one snapshot, against the
+/// head record `(count, head hash)` of the same snapshot. Every backend
+/// verifies through this one function.
+pub(crate) fn verify_chain(
+    head: (i64, String),
+    rows: impl IntoIterator<Item = Result<RawEntry, StoreError>>,
+) -> Result<AuditReport, AuditError> {
+    let (head_count, head_hash) = head;
     let mut expected = 1i64;
     let mut prev = GENESIS_HASH.to_owned();
     for row in rows {
-        let e = row.map_err(StoreError::sqlite(OP))?;
+        let e = row?;
         if e.seq != expected {
             return Err(AuditError::SeqGap {
                 expected,
@@ -331,43 +288,4 @@ pub(crate) fn verify(tx: &Transaction<'_>) -> Result<AuditReport, AuditError> {
         entries: last_seq as u64,
         head_hash: prev,
     })
-}
-
-/// Reads up to `limit` entries with `seq > after_seq`, in order.
-pub(crate) fn read_entries(
-    conn: &rusqlite::Connection,
-    after_seq: i64,
-    limit: usize,
-) -> Result<Vec<AuditEntry>, StoreError> {
-    const OP: &str = "audit_entries";
-    let mut stmt = conn
-        .prepare(&format!(
-            "{SELECT_RAW} WHERE seq > ?1 ORDER BY seq LIMIT ?2"
-        ))
-        .map_err(StoreError::sqlite(OP))?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let raws = stmt
-        .query_map(params![after_seq, limit], raw_from_row)
-        .map_err(StoreError::sqlite(OP))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(StoreError::sqlite(OP))?;
-    raws.into_iter()
-        .map(|e| {
-            let kind = AuditKind::parse(&e.kind).ok_or_else(|| StoreError::Invalid {
-                op: OP,
-                detail: format!("audit seq {} has unknown kind {:?}", e.seq, e.kind),
-            })?;
-            Ok(AuditEntry {
-                seq: e.seq,
-                kind,
-                subject: e.subject,
-                agent: e.agent,
-                payload: serde_json::from_str(&e.payload)
-                    .map_err(|source| StoreError::Json { op: OP, source })?,
-                ts_ms: e.ts_ms,
-                prev_hash: e.prev_hash,
-                hash: e.hash,
-            })
-        })
-        .collect()
 }

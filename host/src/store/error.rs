@@ -46,6 +46,27 @@ pub enum StoreError {
         /// The missing artifact.
         id: ArtifactId,
     },
+    /// The artifact is stored as a compact record but no
+    /// [`ArtifactCodec`](super::ArtifactCodec) is attached to expand it.
+    #[error(
+        "store {op}: artifact {id} is stored in compact form and this registry has no codec to expand it (open it through a Forge)"
+    )]
+    NoCodec {
+        /// The store operation.
+        op: &'static str,
+        /// The artifact.
+        id: ArtifactId,
+    },
+    /// The codec could not expand the artifact's compact record.
+    #[error("store {op}: artifact {id}: its compact record cannot be expanded: {detail}")]
+    Compact {
+        /// The store operation.
+        op: &'static str,
+        /// The artifact.
+        id: ArtifactId,
+        /// Why.
+        detail: String,
+    },
     /// A string is not a blake3 hex digest (64 lowercase hex characters).
     #[error("store: {0}")]
     InvalidArtifactId(#[from] InvalidArtifactId),

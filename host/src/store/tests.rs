@@ -55,7 +55,7 @@ fn temp_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir.join("artifacts"))
         .unwrap()
         .filter_map(|e| e.unwrap().file_name().into_string().ok())
-        .filter(|n| n.starts_with(artifacts::TEMP_PREFIX))
+        .filter(|n| n.starts_with(sqlite::artifacts::TEMP_PREFIX))
         .collect()
 }
 

@@ -7,7 +7,7 @@
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::error::StoreError;
+use crate::store::error::StoreError;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: registry, stats, audit trail, head record.

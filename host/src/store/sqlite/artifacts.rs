@@ -1,4 +1,6 @@
-//! Content-addressed artifact files: `artifacts/<blake3-hex>.wasm`.
+//! Content-addressed artifact files: `artifacts/<blake3-hex>.wasm` (the
+//! component) or `artifacts/<blake3-hex>.tjs` (its compact form, see
+//! [`ArtifactForm`]).
 //!
 //! Writes are atomic and durable: the bytes go to a fresh temp file in the
 //! same directory (`.tmp-<pid>-<nanos>-<n>.partial`), which is fsynced,
@@ -10,12 +12,16 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use super::error::StoreError;
 use crate::id::{ArtifactId, EXT};
+use crate::store::backend::ArtifactForm;
+use crate::store::error::StoreError;
+
+/// File extension of a compact artifact record.
+const COMPACT_EXT: &str = ".tjs";
 
 /// Prefix of in-progress artifact files.
 pub(crate) const TEMP_PREFIX: &str = ".tmp-";
@@ -35,8 +41,11 @@ impl ArtifactDir {
         Ok(ArtifactDir { dir })
     }
 
-    pub(crate) fn path(&self, id: &ArtifactId) -> PathBuf {
-        self.dir.join(id.file_name())
+    pub(crate) fn path(&self, id: &ArtifactId, form: ArtifactForm) -> PathBuf {
+        match form {
+            ArtifactForm::Wasm => self.dir.join(id.file_name()),
+            ArtifactForm::Compact => self.dir.join(format!("{}{COMPACT_EXT}", id.as_str())),
+        }
     }
 
     /// Fsyncs the directory so that a rename into it is durable.
@@ -46,13 +55,16 @@ impl ArtifactDir {
             .map_err(StoreError::io(op, &self.dir))
     }
 
-    /// Reads the artifact file and checks its hash; `Ok(None)` if absent.
+    /// Reads the artifact file of `form`; a [`ArtifactForm::Wasm`] file must
+    /// hash to `id` (a compact record is checked when the façade expands
+    /// it); `Ok(None)` if absent.
     fn read_verified(
         &self,
         op: &'static str,
         id: &ArtifactId,
+        form: ArtifactForm,
     ) -> Result<Option<(File, Vec<u8>)>, StoreError> {
-        let path = self.path(id);
+        let path = self.path(id, form);
         let mut file = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -62,7 +74,7 @@ impl ArtifactDir {
         file.read_to_end(&mut bytes)
             .map_err(StoreError::io(op, &path))?;
         let actual = ArtifactId::of(&bytes);
-        if &actual != id {
+        if form == ArtifactForm::Wasm && &actual != id {
             return Err(StoreError::Corrupt {
                 op,
                 id: id.clone(),
@@ -72,21 +84,25 @@ impl ArtifactDir {
         Ok(Some((file, bytes)))
     }
 
-    /// Writes `bytes` atomically and durably under its id. Idempotent: an
-    /// existing file with the right hash is kept (and fsynced again, in case
-    /// its writer died between rename and directory fsync); an existing file
-    /// with the wrong hash is replaced by the correct bytes.
-    pub(crate) fn put(&self, bytes: &[u8]) -> Result<ArtifactId, StoreError> {
+    /// Writes `bytes` atomically and durably as the `form` of `id`.
+    /// Idempotent: an existing file with the same content is kept (and
+    /// fsynced again, in case its writer died between rename and directory
+    /// fsync); an existing file with other content (a corrupt one) is
+    /// replaced by these bytes.
+    pub(crate) fn put(
+        &self,
+        id: &ArtifactId,
+        form: ArtifactForm,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
         const OP: &str = "put_artifact";
-        let id = ArtifactId::of(bytes);
-        match self.read_verified(OP, &id) {
-            Ok(Some((file, _))) => {
+        match self.read_verified(OP, id, form) {
+            Ok(Some((file, existing))) if existing == bytes => {
                 file.sync_all()
-                    .map_err(StoreError::io(OP, self.path(&id)))?;
-                self.sync_dir(OP)?;
-                return Ok(id);
+                    .map_err(StoreError::io(OP, self.path(id, form)))?;
+                return self.sync_dir(OP);
             }
-            Ok(None) | Err(StoreError::Corrupt { .. }) => {}
+            Ok(_) | Err(StoreError::Corrupt { .. }) => {}
             Err(e) => return Err(e),
         }
         let nanos = SystemTime::now()
@@ -103,42 +119,42 @@ impl ArtifactDir {
             file.write_all(bytes)?;
             file.sync_all()?;
             drop(file);
-            fs::rename(&tmp, self.path(&id))
+            fs::rename(&tmp, self.path(id, form))
         })();
         if let Err(e) = result {
             let _ = fs::remove_file(&tmp);
             return Err(StoreError::io(OP, tmp)(e));
         }
-        self.sync_dir(OP)?;
-        Ok(id)
+        self.sync_dir(OP)
     }
 
-    /// Reads an artifact, verifying its hash.
-    pub(crate) fn get(&self, id: &ArtifactId) -> Result<Vec<u8>, StoreError> {
-        const OP: &str = "get_artifact";
-        match self.read_verified(OP, id)? {
-            Some((_, bytes)) => Ok(bytes),
-            None => Err(StoreError::MissingArtifact {
-                op: OP,
-                id: id.clone(),
-            }),
-        }
+    /// Reads the `form` of an artifact (a wasm file verified against its id).
+    pub(crate) fn get(
+        &self,
+        id: &ArtifactId,
+        form: ArtifactForm,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .read_verified("get_artifact", id, form)?
+            .map(|(_, bytes)| bytes))
     }
 
-    /// Checks that the artifact exists with the right hash and makes it
-    /// durable (file and directory fsync) before a registry row may name it.
+    /// Checks that the artifact exists (a wasm file with the right hash, else
+    /// a compact record) and makes it durable (file and directory fsync)
+    /// before a registry row may name it.
     pub(crate) fn ensure_durable(
         &self,
         op: &'static str,
         id: &ArtifactId,
     ) -> Result<(), StoreError> {
-        match self.read_verified(op, id)? {
-            Some((file, _)) => {
-                file.sync_all().map_err(StoreError::io(op, self.path(id)))?;
-                self.sync_dir(op)
+        for form in [ArtifactForm::Wasm, ArtifactForm::Compact] {
+            if let Some((file, _)) = self.read_verified(op, id, form)? {
+                file.sync_all()
+                    .map_err(StoreError::io(op, self.path(id, form)))?;
+                return self.sync_dir(op);
             }
-            None => Err(StoreError::MissingArtifact { op, id: id.clone() }),
         }
+        Err(StoreError::MissingArtifact { op, id: id.clone() })
     }
 
     /// The ids of all artifact files (temp files and foreign names excluded).
@@ -149,13 +165,16 @@ impl ArtifactDir {
             let entry = entry.map_err(StoreError::io(OP, &self.dir))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            if let Some(hex) = name.strip_suffix(EXT)
+            if let Some(hex) = name
+                .strip_suffix(EXT)
+                .or_else(|| name.strip_suffix(COMPACT_EXT))
                 && let Ok(id) = ArtifactId::from_hex(hex)
             {
                 ids.push(id);
             }
         }
         ids.sort();
+        ids.dedup();
         Ok(ids)
     }
 
@@ -187,9 +206,5 @@ impl ArtifactDir {
             }
         }
         Ok(removed)
-    }
-
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
     }
 }
