@@ -1,0 +1,1 @@
+//! PostgreSQL-only store tests.
