@@ -9,8 +9,9 @@
 #   pg-cluster.sh stop DIR    stops the server (fast shutdown)
 #
 # PostgreSQL refuses to run as root: as root, DIR is chowned to the `postgres`
-# system user and the server runs as that user (runuser); otherwise it runs
-# as the calling user. The unix socket lives in DIR (not /var/run/postgresql),
+# system user and the server runs as that user (runuser); as root inside a
+# user namespace only (`unshare -rn`), it runs in a nested namespace as
+# uid 1000 (the same real user); otherwise it runs as the calling user. The unix socket lives in DIR (not /var/run/postgresql),
 # so the cluster needs no system directory and does not touch the packaged
 # service. The data is disposable: fsync is off (the tests kill clients, not
 # the server), everything else is PostgreSQL's default.
@@ -34,13 +35,34 @@ pg_bin() {
   echo "$bin"
 }
 
+# How to run the server as someone other than root (PostgreSQL refuses
+# root): as root on the host, the `postgres` system user (runuser); as root
+# only inside a user namespace (test.sh's `unshare -rn` for a non-root
+# caller), a nested user namespace where the caller is uid 1000; otherwise
+# the caller itself.
+owner_mode() {
+  if [ "$(id -u)" != 0 ]; then
+    echo self
+  elif id postgres >/dev/null 2>&1 && runuser -u postgres -- true 2>/dev/null; then
+    echo runuser
+  elif unshare --user --map-user=1000 --map-group=1000 true 2>/dev/null; then
+    echo userns
+  else
+    echo none
+  fi
+}
+
 # Runs a command as the cluster's owner.
 as_owner() {
-  if [ "$(id -u)" = 0 ]; then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
+  case "$(owner_mode)" in
+  self) "$@" ;;
+  runuser) runuser -u postgres -- "$@" ;;
+  userns) unshare --user --map-user=1000 --map-group=1000 -- "$@" ;;
+  *)
+    echo "pg-cluster: running as root with no way to run the server as another user (no usable 'postgres' user, no user namespace)" >&2
+    exit 1
+    ;;
+  esac
 }
 
 free_port() {
@@ -63,11 +85,7 @@ start() {
   bin="$(pg_bin)"
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
-  if [ "$(id -u)" = 0 ]; then
-    if ! id postgres >/dev/null 2>&1; then
-      echo "pg-cluster: running as root but there is no 'postgres' user to run the server" >&2
-      exit 1
-    fi
+  if [ "$(owner_mode)" = runuser ]; then
     chown postgres: "$dir"
   fi
   chmod 700 "$dir"
