@@ -43,6 +43,7 @@
 mod audit;
 mod backend;
 mod error;
+pub mod postgres;
 pub mod sqlite;
 mod stats;
 #[cfg(test)]
@@ -60,6 +61,7 @@ pub use crate::id::ArtifactId;
 pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH};
 pub use backend::{ArtifactForm, BackendKind, NewTool, RegistryBackend, ToolScope};
 pub use error::{AuditError, StoreError};
+pub use postgres::PostgresBackend;
 pub use sqlite::{SCHEMA_VERSION, SqliteBackend};
 pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 
