@@ -97,9 +97,7 @@ pub enum LocationError {
         detail: String,
     },
     /// This build has no PostgreSQL backend.
-    #[error(
-        "--store {shown}: this temper build has no PostgreSQL backend; use a store directory"
-    )]
+    #[error("--store {shown}: this temper build has no PostgreSQL backend; use a store directory")]
     PostgresUnsupported {
         /// The URL, password removed.
         shown: String,
@@ -180,7 +178,12 @@ impl StoreLocation {
             StoreLocation::Dir(d) => Some(d.clone()),
             StoreLocation::Postgres(url) => {
                 let key = blake3::hash(url.redacted().as_bytes()).to_hex();
-                Some(dirs::data_dir()?.join("temper").join("hosts").join(&key[..16]))
+                Some(
+                    dirs::data_dir()?
+                        .join("temper")
+                        .join("hosts")
+                        .join(&key[..16]),
+                )
             }
         }
     }
@@ -467,7 +470,13 @@ mod tests {
 
     #[test]
     fn directories_and_urls_are_told_apart() {
-        for dir in ["store", "/var/lib/temper", "./postgres", "postgres", "c:\\x"] {
+        for dir in [
+            "store",
+            "/var/lib/temper",
+            "./postgres",
+            "postgres",
+            "c:\\x",
+        ] {
             assert_eq!(
                 StoreLocation::parse(dir).unwrap(),
                 StoreLocation::Dir(PathBuf::from(dir)),
@@ -502,12 +511,17 @@ mod tests {
             ("   ", "empty"),
             ("mysql://u:hunter2@h/db", "unsupported URL scheme \"mysql\""),
             ("sqlite://x", "unsupported URL scheme"),
-            ("postgres://u:hunter2@/db", "no host"),
+            ("postgres://u:hunter2@/db", "empty host"),
+            ("postgres://u:hunter2@:5/db", "bad PostgreSQL URL"),
+            ("postgres:///db?password=hunter2", "no host"),
             ("postgres://u:hunter2@h", "no database name"),
             ("postgres://u:hunter2@h/", "no database name"),
             ("postgres://u:hunter2@h:99999/db", "bad PostgreSQL URL"),
             ("postgres://u:hunter2@h/a/b", "contains `/`"),
-            ("postgres:///db?host=h&port=x&password=hunter2", "not a number"),
+            (
+                "postgres:///db?host=h&port=x&password=hunter2",
+                "not a number",
+            ),
         ] {
             let err = StoreLocation::parse(value).unwrap_err().to_string();
             assert!(err.contains(why), "{value:?}: {err}");
@@ -518,7 +532,12 @@ mod tests {
     #[test]
     fn the_password_is_never_shown() {
         let u = pg("postgres://alice:p%40ss%2Fw0rd@h/db?password=other&application_name=t");
-        let shown = format!("{} {:?} {}", u.redacted(), u, StoreLocation::Postgres(u.clone()));
+        let shown = format!(
+            "{} {:?} {}",
+            u.redacted(),
+            u,
+            StoreLocation::Postgres(u.clone())
+        );
         for secret in ["p%40ss%2Fw0rd", "p@ss/w0rd", "other"] {
             assert!(!shown.contains(secret), "{shown}");
         }
@@ -567,6 +586,9 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let err = StoreLocation::Dir(file.clone()).open().unwrap_err();
         assert!(matches!(err, LocationError::Dir { .. }), "{err}");
-        assert!(err.to_string().contains(&file.display().to_string()), "{err}");
+        assert!(
+            err.to_string().contains(&file.display().to_string()),
+            "{err}"
+        );
     }
 }

@@ -241,9 +241,9 @@ impl Opened {
             StoreLocation::from_arg(registry.store.as_deref()).map_err(|e| e.to_string())?;
         let state_dir = match &registry.state_dir {
             Some(d) => d.clone(),
-            None => location.default_state_dir().ok_or(
-                "no platform data directory for this host's state: pass --state-dir DIR",
-            )?,
+            None => location
+                .default_state_dir()
+                .ok_or("no platform data directory for this host's state: pass --state-dir DIR")?,
         };
         let store = location.open().map_err(|e| e.to_string())?;
         let config = match &registry.forge_config {

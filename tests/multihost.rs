@@ -1,0 +1,962 @@
+//! Several hosts on one store: library [`Forge`]s (each with its own
+//! runtime, caches and registry connection, as separate hosts have) and
+//! real `temper` processes sharing one registry.
+//!
+//! - a tool forged and promoted on one host is listed and callable on the
+//!   other at once; its approval (shared tier) and its deletion are seen
+//!   there on the next call, though that host had it loaded; the session
+//!   tier stays with its host;
+//! - 1,000 calls spread over two hosts at once add up to exactly 1,000 in
+//!   the stats either host reads;
+//! - two hosts registering one name at once (import into the agent or
+//!   shared tier, promotion from their session tiers) or the agent's last
+//!   free slot: exactly one wins, the other gets the forge's typed
+//!   refusal (name taken, agent full), and no half state is left;
+//! - two `temper mcp --http` processes: forge on one, call on the other,
+//!   1,000 calls over both;
+//! - a `temper` process killed with SIGKILL mid-forge (in its judge stage,
+//!   and at random points of imports) leaves the shared store consistent:
+//!   `temper audit verify` passes, every registry row has its artifact, and
+//!   the other host keeps working.
+//!
+//! Every test runs against a shared SQLite store directory and, when
+//! `TEMPER_TEST_PG_URL` is set (`scripts/with-postgres.sh`), against a fresh
+//! PostgreSQL database too. No assertion depends on timing: races are
+//! forced with a barrier inside the judge, and kill points are checked for
+//! consistency wherever they land.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::cache_dir;
+use temper::forge::judge::{Judge, ReviewFuture, RulesJudge, ToolCandidate};
+use temper::forge::{
+    Forge, ForgeConfig, ForgeContext, ForgeError, InvokeError, PromoteError, PromotionThreshold,
+    ValidateError,
+};
+use temper::policy::HostPolicy;
+use temper::request::{ForgeRequest, Implementation};
+use temper::store::{AuditKind, Registry, StoreLocation, Tier};
+
+/// Only a safety net against a hung process; no assertion depends on it.
+const HANG: Duration = Duration::from_secs(600);
+
+// ---- the shared stores ---------------------------------------------------
+
+/// One store that several hosts open: a SQLite directory, or a PostgreSQL
+/// database.
+struct Shared {
+    /// What `--store` is given.
+    location: String,
+    /// Which backend, for messages.
+    label: &'static str,
+    _dir: tempfile::TempDir,
+}
+
+impl Shared {
+    /// A new registry connection to the store: what a host opens.
+    fn open(&self) -> Arc<Registry> {
+        Arc::new(
+            StoreLocation::parse(&self.location)
+                .expect("a store location")
+                .open()
+                .unwrap_or_else(|e| panic!("{}: open: {e}", self.label)),
+        )
+    }
+
+    /// A scratch directory that lives as long as the store.
+    fn scratch(&self) -> &Path {
+        self._dir.path()
+    }
+}
+
+/// The stores `test` runs against: a shared SQLite directory always;
+/// PostgreSQL when `TEMPER_TEST_PG_URL` is set (a line says it is skipped
+/// otherwise, and `TEMPER_REQUIRE_PG=1` makes that a failure).
+fn shared_stores(test: &str) -> Vec<Shared> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let mut out = vec![Shared {
+        location: store.to_str().unwrap().to_string(),
+        label: "sqlite",
+        _dir: dir,
+    }];
+    match std::env::var("TEMPER_TEST_PG_URL") {
+        Ok(url) if !url.is_empty() => out.push(postgres_store(&url, test)),
+        _ => {
+            assert!(
+                std::env::var("TEMPER_REQUIRE_PG").as_deref() != Ok("1"),
+                "{test}: TEMPER_REQUIRE_PG=1 but TEMPER_TEST_PG_URL is not set"
+            );
+            eprintln!(
+                "{test}: PostgreSQL run skipped: TEMPER_TEST_PG_URL is not set (scripts/with-postgres.sh sets it)"
+            );
+        }
+    }
+    out
+}
+
+/// A fresh database for `test` on the server of `url`.
+fn postgres_store(url: &str, test: &str) -> Shared {
+    panic!(
+        "{test}: TEMPER_TEST_PG_URL={} is set, but this build has no PostgreSQL backend yet",
+        StoreLocation::parse(url).map_or_else(|e| e.to_string(), |l| l.to_string())
+    )
+}
+
+// ---- library hosts -------------------------------------------------------
+
+fn seed(name: &str) -> ForgeRequest {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/seeds")
+        .join(format!("{name}.json"));
+    ForgeRequest::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// add_numbers as `name`, its sum offset by `k` (a distinct artifact per
+/// `k`), tested on (2, 3).
+fn adder(name: &str, k: i64) -> ForgeRequest {
+    let mut r = seed("add_numbers");
+    r.name = name.into();
+    r.implementation = Implementation::Sandbox {
+        code: format!("function execute(input) {{ return {{ sum: input.a + input.b + {k} }}; }}"),
+        allowlist: vec![],
+    };
+    r.test_cases[0].expected_output = Some(json!({"sum": 5 + k}));
+    r
+}
+
+fn config() -> ForgeConfig {
+    ForgeConfig {
+        promotion_threshold: PromotionThreshold {
+            uses: 0,
+            confidence: 0.5,
+        },
+        ..ForgeConfig::default()
+    }
+}
+
+fn rules() -> Arc<dyn Judge> {
+    Arc::new(RulesJudge::standard())
+}
+
+/// A host: its own runtime, caches and connection to the shared store.
+fn host(shared: &Shared, judge: Arc<dyn Judge>, config: ForgeConfig) -> Forge {
+    let runtime = support::runtime_builder()
+        .policy(HostPolicy::deny_all())
+        .build()
+        .expect("runtime");
+    Forge::builder(runtime, shared.open())
+        .judge(judge)
+        .panel(rules(), rules())
+        .config(config)
+        .build()
+}
+
+/// Approves once every holder of the barrier has reached the judge: the
+/// hosts that share it have all passed VALIDATE and TEST (and their
+/// pre-registration checks) before any of them registers.
+struct BarrierJudge(Arc<tokio::sync::Barrier>);
+
+impl Judge for BarrierJudge {
+    fn review<'a>(&'a self, c: &'a ToolCandidate) -> ReviewFuture<'a> {
+        Box::pin(async move {
+            self.0.wait().await;
+            RulesJudge::standard().review(c).await
+        })
+    }
+}
+
+/// The `.wasm` artifacts of `requests`, forged on a scratch host with its
+/// own store (so that the shared store has never seen them).
+async fn artifacts_of(requests: &[ForgeRequest]) -> Vec<Vec<u8>> {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = support::runtime_builder()
+        .policy(HostPolicy::deny_all())
+        .build()
+        .unwrap();
+    let forge = Forge::builder(runtime, Arc::new(Registry::open(dir.path()).unwrap()))
+        .judge(rules())
+        .build();
+    let ctx = ForgeContext::new("scratch", "scratch");
+    let mut out = Vec::new();
+    for request in requests {
+        forge.forge(request, &ctx).await.expect("scratch forge");
+        let exported = forge
+            .export(&request.name, &ctx, false, None)
+            .expect("export");
+        out.push(exported.bytes);
+    }
+    out
+}
+
+fn names(tools: &[temper::forge::ToolInfo]) -> Vec<(String, Tier)> {
+    tools.iter().map(|t| (t.name.clone(), t.tier)).collect()
+}
+
+fn ab(a: i64, b: i64) -> Value {
+    json!({"a": a, "b": b})
+}
+
+/// What a crash or a race must never break: the audit chain verifies;
+/// every registry row's artifact is present and hashes to its id; every
+/// row's `created_seq` is its registration entry.
+fn assert_consistent(store: &Registry, agents: &[&str]) -> usize {
+    store.verify_audit().expect("audit chain intact");
+    let entries = store.audit_entries(0, 1_000_000).unwrap();
+    let mut rows = store.shared_tools().unwrap();
+    for a in agents {
+        rows.extend(store.tools_for_agent(a).unwrap());
+    }
+    for r in &rows {
+        store
+            .get_artifact(&r.artifact)
+            .unwrap_or_else(|e| panic!("row {:?} without its artifact: {e}", r.name));
+        let reg = entries
+            .iter()
+            .find(|e| e.seq == r.created_seq)
+            .expect("registration entry");
+        assert_eq!(
+            (reg.kind, reg.subject.as_str()),
+            (AuditKind::Registration, r.name.as_str())
+        );
+    }
+    rows.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_promoted_and_deleted_on_one_host_as_seen_on_the_other() {
+    for shared in shared_stores("forged_promoted_and_deleted_on_one_host_as_seen_on_the_other") {
+        let label = shared.label;
+        let a = host(&shared, rules(), config());
+        let b = host(&shared, rules(), config());
+        // The same agent and session id on both hosts.
+        let alice = ForgeContext::new("alice", "s1");
+        let bob = ForgeContext::new("bob", "s1");
+
+        a.forge(&seed("add_numbers"), &alice).await.unwrap();
+        // The session tier stays with its host.
+        assert!(
+            !names(&b.visible_tools(&alice).unwrap())
+                .iter()
+                .any(|(n, _)| n == "add_numbers"),
+            "{label}"
+        );
+        let err = b
+            .invoke("add_numbers", &ab(1, 2), &alice)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, InvokeError::NotFound { .. }),
+            "{label}: {err}"
+        );
+
+        // Promoted on A: listed and callable on B at once.
+        let promoted = a.promote("add_numbers", &alice, None).await.unwrap();
+        assert_eq!(promoted.tier, Tier::Agent);
+        let listed = b.visible_tools(&alice).unwrap();
+        let seen = listed.iter().find(|t| t.name == "add_numbers").unwrap();
+        assert_eq!(
+            (seen.tier, &seen.id),
+            (Tier::Agent, &promoted.id),
+            "{label}"
+        );
+        let out = b.invoke("add_numbers", &ab(1, 2), &alice).await.unwrap();
+        assert_eq!((out.output, out.tier), (json!({"sum": 3}), Tier::Agent));
+        assert_eq!(out.tool_id, promoted.id);
+        a.invoke("add_numbers", &ab(2, 2), &alice).await.unwrap();
+        // Another agent sees nothing of Alice's agent tier on either host.
+        for h in [&a, &b] {
+            let err = h.invoke("add_numbers", &ab(1, 1), &bob).await.unwrap_err();
+            assert!(
+                matches!(err, InvokeError::NotFound { .. }),
+                "{label}: {err}"
+            );
+        }
+
+        // Approved on A: shared on B, for Bob too (B has it loaded already).
+        a.approve("add_numbers", "alice", "reviewer", Some("ok"))
+            .unwrap();
+        assert!(
+            names(&b.visible_tools(&bob).unwrap())
+                .contains(&("add_numbers".to_string(), Tier::Shared)),
+            "{label}"
+        );
+        let out = b.invoke("add_numbers", &ab(3, 4), &bob).await.unwrap();
+        assert_eq!((out.output, out.tier), (json!({"sum": 7}), Tier::Shared));
+
+        // The stats add up over both hosts, read on either.
+        for (h, who) in [(&a, &alice), (&b, &bob)] {
+            let s = h.tool_stats("add_numbers", who).unwrap();
+            assert_eq!((s.total_calls, s.successes), (3, 3), "{label}");
+        }
+
+        // Deleted on A: B's next call fails, though B had it loaded.
+        a.store().delete("add_numbers", "alice").unwrap();
+        for who in [&alice, &bob] {
+            let err = b.invoke("add_numbers", &ab(1, 2), who).await.unwrap_err();
+            assert!(
+                matches!(err, InvokeError::NotFound { .. }),
+                "{label}: {err}"
+            );
+            assert!(
+                !names(&b.visible_tools(who).unwrap())
+                    .iter()
+                    .any(|(n, _)| n == "add_numbers")
+            );
+        }
+        // The name is free again for either host.
+        b.forge(&seed("add_numbers"), &bob).await.unwrap();
+        assert_eq!(assert_consistent(b.store(), &["alice", "bob"]), 0);
+        a.store().verify_audit().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_calls_over_two_hosts_add_up() {
+    for shared in shared_stores("a_thousand_calls_over_two_hosts_add_up") {
+        let label = shared.label;
+        let a = host(&shared, rules(), config());
+        let b = host(&shared, rules(), config());
+        let ctx = ForgeContext::new("alice", "s1");
+        a.forge(&seed("add_numbers"), &ctx).await.unwrap();
+        a.promote("add_numbers", &ctx, None).await.unwrap();
+
+        // 1,000 calls: 4 tasks per host at once, every 10th with an input
+        // its schema refuses (a counted failure).
+        let mut tasks = tokio::task::JoinSet::new();
+        for (h, forge) in [&a, &b].into_iter().enumerate() {
+            for t in 0..4 {
+                let forge = forge.clone();
+                let ctx = ctx.clone();
+                tasks.spawn(async move {
+                    for i in 0..125 {
+                        let n = (h * 4 + t) * 125 + i;
+                        let input = if n % 10 == 0 {
+                            json!({"a": "x", "b": 1})
+                        } else {
+                            ab(n as i64, 1)
+                        };
+                        let out = forge.invoke("add_numbers", &input, &ctx).await;
+                        assert_eq!(out.is_ok(), n % 10 != 0, "call {n}: {out:?}");
+                    }
+                });
+            }
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+        for h in [&a, &b] {
+            let s = h.tool_stats("add_numbers", &ctx).unwrap();
+            assert_eq!((s.total_calls, s.successes), (1000, 900), "{label}");
+        }
+        let failures = a
+            .store()
+            .audit_entries(0, 1_000_000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == AuditKind::InvocationFailure && e.subject == "add_numbers")
+            .count();
+        assert_eq!(failures, 100, "{label}");
+        assert_consistent(b.store(), &["alice"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hosts_registering_one_name_at_once_one_wins() {
+    for shared in shared_stores("two_hosts_registering_one_name_at_once_one_wins") {
+        let label = shared.label;
+        let barrier = Arc::new(tokio::sync::Barrier::new(2));
+        let judge = || Arc::new(BarrierJudge(barrier.clone())) as Arc<dyn Judge>;
+        let a = host(&shared, judge(), config());
+        let b = host(&shared, judge(), config());
+
+        // One artifact imported on both hosts at once, into the agent tier
+        // of one agent, then into the shared tier by two agents: both pass
+        // the name check, both are tested and judged, one registers first.
+        for (tier, name, agents) in [
+            (Tier::Agent, "raced_agent", ["alice", "alice"]),
+            (Tier::Shared, "raced_shared", ["alice", "bob"]),
+        ] {
+            let bytes = artifacts_of(&[adder(name, 0)]).await.remove(0);
+            let (ca, cb) = (
+                ForgeContext::new(agents[0], "on-a"),
+                ForgeContext::new(agents[1], "on-b"),
+            );
+            let (ra, rb) = tokio::join!(
+                a.import(bytes.clone(), &ca, tier),
+                b.import(bytes.clone(), &cb, tier)
+            );
+            let (won, lost) = match (ra, rb) {
+                (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w, l),
+                (ra, rb) => panic!("{label} {tier}: exactly one must win: {ra:?} / {rb:?}"),
+            };
+            assert_eq!(won.tool.tier, tier);
+            assert!(
+                matches!(&lost, ForgeError::Validate(ValidateError::NameTaken { name: n, tier: t }) if n == name && *t == tier),
+                "{label} {tier}: the loser gets the typed conflict: {lost:?}"
+            );
+            // One row; callable from both hosts.
+            let store = a.store();
+            let rows: Vec<_> = match tier {
+                Tier::Shared => store.shared_tools().unwrap(),
+                _ => store.tools_for_agent("alice").unwrap(),
+            };
+            assert_eq!(rows.iter().filter(|r| r.name == name).count(), 1, "{label}");
+            for (h, c) in [(&a, &ca), (&b, &cb)] {
+                let out = h.invoke(name, &ab(2, 3), c).await.unwrap();
+                assert_eq!(out.output, json!({"sum": 5}));
+            }
+            // The trail: one registration, the loser's refusal.
+            let entries = store.audit_entries(0, 1_000_000).unwrap();
+            let count = |kind: AuditKind, approved: Option<bool>| {
+                entries
+                    .iter()
+                    .filter(|e| {
+                        e.kind == kind
+                            && e.subject == name
+                            && approved.is_none_or(|ok| e.payload["approved"] == ok)
+                    })
+                    .count()
+            };
+            assert_eq!(count(AuditKind::Registration, None), 1, "{label}");
+            assert_eq!(count(AuditKind::ForgeDecision, Some(true)), 1, "{label}");
+            assert_eq!(
+                entries
+                    .iter()
+                    .filter(|e| e.kind == AuditKind::ForgeDecision
+                        && e.subject == "(import)"
+                        && e.payload["approved"] == false
+                        && e.payload["reasons"][0]
+                            .as_str()
+                            .unwrap()
+                            .contains(&format!("{name:?} already exists")))
+                    .count(),
+                1,
+                "{label}"
+            );
+        }
+
+        // Promotion from two hosts' session tiers at once: no name check
+        // before the store's, so the store decides every time.
+        let (ca, cb) = (
+            ForgeContext::new("carol", "on-a"),
+            ForgeContext::new("carol", "on-b"),
+        );
+        let (pa, pb) = (
+            host(&shared, rules(), config()),
+            host(&shared, rules(), config()),
+        );
+        pa.forge(&adder("raced_promotion", 1), &ca).await.unwrap();
+        pb.forge(&adder("raced_promotion", 2), &cb).await.unwrap();
+        let (ra, rb) = tokio::join!(
+            pa.promote("raced_promotion", &ca, None),
+            pb.promote("raced_promotion", &cb, None)
+        );
+        let (won, lost, loser, lctx) = match (ra, rb) {
+            (Ok(w), Err(l)) => (w, l, &pb, &cb),
+            (Err(l), Ok(w)) => (w, l, &pa, &ca),
+            (ra, rb) => panic!("{label}: exactly one promotion must win: {ra:?} / {rb:?}"),
+        };
+        assert!(
+            matches!(&lost, PromoteError::NameTaken { tier: Tier::Agent, name, .. } if name == "raced_promotion"),
+            "{label}: {lost:?}"
+        );
+        // The loser's tool is still in its session tier, where it shadows
+        // the winner's for that session.
+        assert_eq!(
+            names(&loser.session_tools(lctx)),
+            [("raced_promotion".to_string(), Tier::Session)]
+        );
+        assert_eq!(pa.store().tools_for_agent("carol").unwrap().len(), 1);
+        assert_eq!(
+            pa.store()
+                .get("raced_promotion", "carol")
+                .unwrap()
+                .unwrap()
+                .artifact
+                .as_str(),
+            won.id
+        );
+        assert_consistent(a.store(), &["alice", "bob", "carol"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_agent_tool_limit_holds_when_two_hosts_register_at_once() {
+    for shared in shared_stores("the_agent_tool_limit_holds_when_two_hosts_register_at_once") {
+        let label = shared.label;
+        let barrier = Arc::new(tokio::sync::Barrier::new(2));
+        let limited = ForgeConfig {
+            max_agent_tools: 1,
+            ..config()
+        };
+        let a = host(
+            &shared,
+            Arc::new(BarrierJudge(barrier.clone())),
+            limited.clone(),
+        );
+        let b = host(&shared, Arc::new(BarrierJudge(barrier.clone())), limited);
+        let ctx = ForgeContext::new("dave", "s");
+        // One slot: both hosts see it free, both test, judge and register
+        // two different tools.
+        let mut files = artifacts_of(&[adder("slot_x", 1), adder("slot_y", 2)]).await;
+        let (y, x) = (files.pop().unwrap(), files.pop().unwrap());
+        let (rx, ry) = tokio::join!(
+            a.import(x, &ctx, Tier::Agent),
+            b.import(y, &ctx, Tier::Agent)
+        );
+        let (won, lost) = match (rx, ry) {
+            (Ok(w), Err(l)) | (Err(l), Ok(w)) => (w, l),
+            (rx, ry) => panic!("{label}: exactly one must fit: {rx:?} / {ry:?}"),
+        };
+        assert!(
+            matches!(
+                &lost,
+                ForgeError::Validate(ValidateError::AgentFull { limit: 1, agent }) if agent == "dave"
+            ),
+            "{label}: the loser gets the typed limit refusal: {lost:?}"
+        );
+        let rows = a.store().tools_for_agent("dave").unwrap();
+        assert_eq!(rows.len(), 1, "{label}");
+        assert_eq!(rows[0].name, won.tool.name);
+        let sum = if won.tool.name == "slot_x" { 6 } else { 7 };
+        for h in [&a, &b] {
+            let out = h.invoke(&won.tool.name, &ab(2, 3), &ctx).await.unwrap();
+            assert_eq!(out.output, json!({"sum": sum}));
+        }
+        // The withdrawn registration is in the trail with its deletion
+        // and the refusal, in that order.
+        let loser = if won.tool.name == "slot_x" {
+            "slot_y"
+        } else {
+            "slot_x"
+        };
+        let entries = a.store().audit_entries(0, 1_000_000).unwrap();
+        let kinds: Vec<AuditKind> = entries
+            .iter()
+            .filter(|e| e.subject == loser)
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                AuditKind::ForgeDecision,
+                AuditKind::Registration,
+                AuditKind::Deletion
+            ],
+            "{label}"
+        );
+        assert!(entries.iter().any(|e| {
+            e.kind == AuditKind::ForgeDecision
+                && e.payload["approved"] == false
+                && e.payload["reasons"][0]
+                    .as_str()
+                    .unwrap()
+                    .contains("maxAgentTools")
+        }));
+        assert_consistent(b.store(), &["dave"]);
+    }
+}
+
+// ---- processes -------------------------------------------------------------
+
+/// A `temper mcp --http 127.0.0.1:0` process on the shared store.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(shared: &Shared, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
+            .args([
+                "mcp",
+                "--http",
+                "127.0.0.1:0",
+                "--judge",
+                "rules",
+                "--store",
+            ])
+            .arg(&shared.location)
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn temper mcp --http");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                eprintln!("[server] {line}");
+                if let Some(rest) = line.strip_prefix("temper mcp: listening on http://") {
+                    let _ = tx.send(rest.trim_end_matches("/mcp").to_string());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(HANG)
+            .expect("the server says where it listens")
+            .parse()
+            .unwrap();
+        Self { child, addr }
+    }
+
+    /// A new MCP session on this server.
+    async fn session(&self) -> Mcp {
+        let mut m = Mcp {
+            client: reqwest::Client::new(),
+            url: format!("http://{}/mcp", self.addr),
+            session: None,
+            next_id: 0,
+        };
+        m.open().await;
+        m
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal Streamable HTTP MCP client (JSON answers).
+struct Mcp {
+    client: reqwest::Client,
+    url: String,
+    session: Option<String>,
+    next_id: i64,
+}
+
+impl Mcp {
+    async fn post(&mut self, message: Value) -> (reqwest::header::HeaderMap, Option<Value>) {
+        let mut r = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(message.to_string());
+        if let Some(s) = &self.session {
+            r = r.header("mcp-session-id", s);
+        }
+        let resp = r.send().await.expect("send");
+        let headers = resp.headers().clone();
+        let body = resp.text().await.unwrap();
+        // A JSON body, or SSE events whose last is the response.
+        let last = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .next_back()
+            .map(str::to_string)
+            .or_else(|| (!body.trim().is_empty()).then(|| body.clone()));
+        (headers, last.map(|t| serde_json::from_str(&t).unwrap()))
+    }
+
+    async fn rpc(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let (_, answer) = self
+            .post(json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}))
+            .await;
+        let answer = answer.expect("a response");
+        assert!(answer.get("error").is_none(), "{answer}");
+        answer["result"].clone()
+    }
+
+    async fn open(&mut self) {
+        self.next_id += 1;
+        let (headers, answer) = self
+            .post(json!({"jsonrpc": "2.0", "id": self.next_id, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "multihost", "version": "0"}}}))
+            .await;
+        assert!(answer.unwrap().get("result").is_some());
+        self.session = Some(headers["mcp-session-id"].to_str().unwrap().to_string());
+        self.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+    }
+
+    /// `tools/call`: (isError, the structured or text result).
+    async fn call(&mut self, name: &str, arguments: Value) -> (bool, Value) {
+        let r = self
+            .rpc("tools/call", json!({"name": name, "arguments": arguments}))
+            .await;
+        let content = r
+            .get("structuredContent")
+            .cloned()
+            .unwrap_or_else(|| r["content"][0]["text"].clone());
+        (r["isError"] == true, content)
+    }
+
+    async fn tool_names(&mut self) -> Vec<String> {
+        self.rpc("tools/list", json!({})).await["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+fn seed_json(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/seeds")
+        .join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `temper ARGS --store SHARED --json --cache-dir CACHE`: (success,
+/// stdout as JSON, stderr).
+fn temper_cli(shared: &Shared, args: &[&str]) -> (bool, Value, String) {
+    let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    all.push("--store".into());
+    all.push(shared.location.clone().into());
+    support::temper_json(shared.scratch(), &[], all)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_temper_mcp_processes_share_one_store() {
+    for shared in shared_stores("two_temper_mcp_processes_share_one_store") {
+        let label = shared.label;
+        let config = shared.scratch().join("forge.json");
+        std::fs::write(
+            &config,
+            r#"{"promotionThreshold": {"uses": 1, "confidence": 0.0}}"#,
+        )
+        .unwrap();
+        let extra = ["--forge-config", config.to_str().unwrap()];
+        let (sa, sb) = (
+            Server::start(&shared, &extra),
+            Server::start(&shared, &extra),
+        );
+        let mut on_a = sa.session().await;
+        let mut on_b = sb.session().await;
+
+        // Forged on A: in A's session only.
+        let r = on_a.call("forge_tool", seed_json("slugify")).await;
+        assert!(!r.0, "{label}: {r:?}");
+        assert!(!on_b.tool_names().await.contains(&"slugify".to_string()));
+        assert_eq!(
+            on_a.call("slugify", json!({"text": "A B"})).await,
+            (false, json!({"slug": "a-b"}))
+        );
+        // Promoted on A: listed and callable on B.
+        let r = on_a.call("promote_tool", json!({"name": "slugify"})).await;
+        assert!(!r.0, "{label}: {r:?}");
+        assert!(on_b.tool_names().await.contains(&"slugify".to_string()));
+        assert_eq!(
+            on_b.call("slugify", json!({"text": "On B"})).await,
+            (false, json!({"slug": "on-b"}))
+        );
+
+        // 1,000 calls over both processes at once (4 sessions each).
+        let mut tasks = tokio::task::JoinSet::new();
+        for (h, server) in [&sa, &sb].into_iter().enumerate() {
+            for t in 0..4 {
+                let mut m = server.session().await;
+                tasks.spawn(async move {
+                    for i in 0..125 {
+                        let text = format!("H{h} t{t} c{i}");
+                        let (err, out) = m.call("slugify", json!({"text": text})).await;
+                        assert!(!err, "{out}");
+                        assert_eq!(out["slug"], format!("h{h}-t{t}-c{i}"));
+                    }
+                });
+            }
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+        // 1 call before the promotion (carried), 1 on B, then 1,000.
+        for m in [&mut on_a, &mut on_b] {
+            let (err, stats) = m.call("tool_stats", json!({"name": "slugify"})).await;
+            assert!(!err, "{stats}");
+            let stats: Value = match stats {
+                Value::String(s) => serde_json::from_str(&s).unwrap(),
+                v => v,
+            };
+            assert_eq!(stats["total_calls"], 1002, "{label}: {stats}");
+            assert_eq!(stats["successes"], 1002, "{label}: {stats}");
+        }
+
+        // Deleted by a third host: gone from B at once.
+        shared.open().delete("slugify", "default").unwrap();
+        let (err, out) = on_b.call("slugify", json!({"text": "x"})).await;
+        assert!(err, "{label}: {out}");
+        assert!(out.to_string().contains("unknown tool"), "{label}: {out}");
+        assert!(!on_b.tool_names().await.contains(&"slugify".to_string()));
+
+        let (ok, doc, stderr) = temper_cli(&shared, &["audit", "verify"]);
+        assert!(ok && doc["ok"] == true, "{label}: {doc} {stderr}");
+    }
+}
+
+/// Serves a chat-completions judge that never answers; each request's
+/// arrival is sent on the returned channel (the forging process is then
+/// in its JUDGE stage, its tests run).
+async fn hanging_judge() -> (String, std::sync::mpsc::Receiver<()>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(tx);
+    let url = support::chat::serve(move |_body| {
+        let _ = tx.lock().unwrap().send(());
+        support::chat::Reply {
+            delay: HANG,
+            ..support::chat::Reply::content("{}")
+        }
+    })
+    .await;
+    (url, rx)
+}
+
+fn spawn_temper(shared: &Shared, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_temper"))
+        .current_dir(shared.scratch())
+        .args(args)
+        .arg("--store")
+        .arg(&shared.location)
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn temper")
+}
+
+/// SIGKILL (`Child::kill` on Unix) and reap.
+fn sigkill(mut child: Child) -> std::process::ExitStatus {
+    child.kill().unwrap();
+    child.wait().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_host_killed_mid_forge_leaves_the_shared_store_consistent() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    for shared in shared_stores("a_host_killed_mid_forge_leaves_the_shared_store_consistent") {
+        let label = shared.label;
+        // Host B: a library forge in this process, calling throughout.
+        let b = host(&shared, rules(), config());
+        let ctx = ForgeContext::new("default", "b");
+        b.forge(&seed("add_numbers"), &ctx).await.unwrap();
+        b.promote("add_numbers", &ctx, None).await.unwrap();
+        let calls = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker = {
+            let (b, ctx, calls, stop) = (b.clone(), ctx.clone(), calls.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Acquire) {
+                    let out = b.invoke("add_numbers", &ab(1, 2), &ctx).await.unwrap();
+                    assert_eq!(out.output, json!({"sum": 3}));
+                    calls.fetch_add(1, Ordering::AcqRel);
+                }
+            })
+        };
+
+        // Host A: `temper` processes killed with SIGKILL in their JUDGE
+        // stage (VALIDATE, BUILD and TEST done, REGISTER next): a forge,
+        // then an import into the agent tier.
+        let (judge_url, judged) = hanging_judge().await;
+        let llm = [
+            "--judge",
+            "llm",
+            "--judge-url",
+            judge_url.as_str(),
+            "--judge-model",
+            "m",
+        ];
+        let request = shared.scratch().join("killed.json");
+        let mut r = seed_json("slugify");
+        r["name"] = json!("killed_forge");
+        std::fs::write(&request, r.to_string()).unwrap();
+        let mut files = artifacts_of(
+            &std::iter::once(adder("killed_import", 0))
+                .chain((0..8).map(|i| adder(&format!("k_{i}"), 10 + i)))
+                .collect::<Vec<_>>(),
+        )
+        .await;
+        let killed_import = shared.scratch().join("killed_import.wasm");
+        std::fs::write(&killed_import, files.remove(0)).unwrap();
+        for args in [
+            vec!["forge", request.to_str().unwrap(), "--session", "a"],
+            vec!["import", killed_import.to_str().unwrap(), "--tier", "agent"],
+        ] {
+            let child = spawn_temper(&shared, &[&args[..], &llm[..]].concat());
+            judged
+                .recv_timeout(HANG)
+                .expect("the child reaches its judge");
+            let status = sigkill(child);
+            assert_eq!(status.signal(), Some(9), "{label}: {status}");
+            assert_consistent(&shared.open(), &["default"]);
+        }
+        let store = shared.open();
+        assert!(store.get("killed_import", "default").unwrap().is_none());
+        let (ok, doc, stderr) = temper_cli(&shared, &["tools", "--session", "a"]);
+        assert!(ok, "{label}: {stderr}");
+        assert!(
+            !doc.to_string().contains("killed_forge"),
+            "{label}: a killed forge is in no tier: {doc}"
+        );
+
+        // Imports killed at random points (some finish first): the store
+        // stays consistent after each, and B keeps calling.
+        let mut finished = 0;
+        for (i, bytes) in files.into_iter().enumerate() {
+            let file = shared.scratch().join(format!("k_{i}.wasm"));
+            std::fs::write(&file, bytes).unwrap();
+            let mut child = spawn_temper(
+                &shared,
+                &[
+                    "import",
+                    file.to_str().unwrap(),
+                    "--tier",
+                    "agent",
+                    "--judge",
+                    "rules",
+                ],
+            );
+            let delay = rand::random_range(0..1500u64);
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            match child.try_wait().unwrap() {
+                Some(status) => {
+                    assert!(status.success(), "{label}: import k_{i}: {status}");
+                    finished += 1;
+                }
+                None => {
+                    sigkill(child);
+                }
+            }
+            let store = shared.open();
+            assert_consistent(&store, &["default"]);
+            // A registered tool is complete: B calls it.
+            let name = format!("k_{i}");
+            if store.get(&name, "default").unwrap().is_some() {
+                let out = b.invoke(&name, &ab(2, 3), &ctx).await.unwrap();
+                assert_eq!(out.output, json!({"sum": 15 + i as i64}));
+            }
+        }
+        eprintln!("{label}: {finished} of 8 imports finished before the kill");
+
+        stop.store(true, Ordering::Release);
+        worker.await.unwrap();
+        let made = calls.load(Ordering::Acquire);
+        assert!(made > 0, "{label}");
+        let s = b.tool_stats("add_numbers", &ctx).unwrap();
+        assert_eq!(s.total_calls, made, "{label}: every call of B counted once");
+        // B still forges and promotes; the chain verifies from the CLI.
+        b.forge(&adder("after_the_kills", 0), &ctx).await.unwrap();
+        b.promote("after_the_kills", &ctx, None).await.unwrap();
+        let (ok, doc, stderr) = temper_cli(&shared, &["audit", "verify"]);
+        assert!(ok && doc["ok"] == true, "{label}: {doc} {stderr}");
+    }
+}
