@@ -43,7 +43,10 @@ use temper::forge::{
 };
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
-use temper::store::{AuditKind, Registry, StoreLocation, Tier};
+use temper::store::{
+    ArtifactForm, ArtifactId, AuditEntry, AuditError, AuditKind, AuditReport, BackendKind, NewTool,
+    Registry, RegistryBackend, StoreError, StoreLocation, Tier, ToolRecord, ToolScope, ToolStats,
+};
 
 /// Only a safety net against a hung process; no assertion depends on it.
 const HANG: Duration = Duration::from_secs(600);
@@ -160,6 +163,172 @@ fn host(shared: &Shared, judge: Arc<dyn Judge>, config: ForgeConfig) -> Forge {
         .build()
 }
 
+/// A registry connection whose next registration first lets `hook` run:
+/// another host's registration landing exactly between this host's last
+/// check (name free, room under the limit) and its own insert, the window
+/// a barrier cannot reach. Everything else goes straight to the store.
+struct Interposed {
+    inner: Arc<Registry>,
+    hook: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Interposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interposed")
+    }
+}
+
+impl RegistryBackend for Interposed {
+    fn kind(&self) -> BackendKind {
+        self.inner.backend().kind()
+    }
+    fn location(&self) -> String {
+        self.inner.backend().location()
+    }
+    fn put_blob(
+        &self,
+        id: &ArtifactId,
+        form: ArtifactForm,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        self.inner.backend().put_blob(id, form, bytes)
+    }
+    fn get_blob(&self, id: &ArtifactId, form: ArtifactForm) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.backend().get_blob(id, form)
+    }
+    fn has_blob(&self, id: &ArtifactId, form: ArtifactForm) -> Result<bool, StoreError> {
+        self.inner.backend().has_blob(id, form)
+    }
+    fn artifact_ids(&self) -> Result<Vec<ArtifactId>, StoreError> {
+        self.inner.backend().artifact_ids()
+    }
+    fn register(&self, new: NewTool<'_>) -> Result<i64, StoreError> {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        self.inner.backend().register(new)
+    }
+    fn tools(&self, scope: ToolScope<'_>) -> Result<Vec<ToolRecord>, StoreError> {
+        self.inner.backend().tools(scope)
+    }
+    fn agent_tool_count(&self, agent: &str) -> Result<usize, StoreError> {
+        self.inner.backend().agent_tool_count(agent)
+    }
+    fn get(&self, name: &str, agent: &str) -> Result<Option<ToolRecord>, StoreError> {
+        self.inner.backend().get(name, agent)
+    }
+    fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError> {
+        self.inner.backend().delete(name, agent)
+    }
+    fn promote(
+        &self,
+        name: &str,
+        agent: &str,
+        approval: Option<&Value>,
+    ) -> Result<ToolRecord, StoreError> {
+        self.inner.backend().promote(name, agent, approval)
+    }
+    fn record_invocation(
+        &self,
+        name: &str,
+        agent: &str,
+        ok: bool,
+        latency_us: u64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .backend()
+            .record_invocation(name, agent, ok, latency_us)
+    }
+    fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
+        self.inner.backend().stats(name, agent)
+    }
+    fn append_audit(
+        &self,
+        kind: AuditKind,
+        subject: &str,
+        agent: Option<&str>,
+        payload: &Value,
+    ) -> Result<AuditEntry, StoreError> {
+        self.inner
+            .backend()
+            .append_audit(kind, subject, agent, payload)
+    }
+    fn audit_entries(&self, after_seq: i64, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.backend().audit_entries(after_seq, limit)
+    }
+    fn verify_audit(&self) -> Result<AuditReport, AuditError> {
+        self.inner.backend().verify_audit()
+    }
+}
+
+/// A host whose next registration is preceded by `other` importing
+/// `bytes` for `other_ctx` into the agent tier (run to completion, on its
+/// own connection).
+fn host_raced_by(
+    shared: &Shared,
+    config: ForgeConfig,
+    other: Forge,
+    bytes: Vec<u8>,
+    other_ctx: ForgeContext,
+) -> Forge {
+    let hook = move || {
+        tokio::task::block_in_place(|| {
+            tokio::runtime::Handle::current().block_on(async {
+                other
+                    .import(bytes, &other_ctx, Tier::Agent)
+                    .await
+                    .expect("the other host registers first");
+            })
+        })
+    };
+    let interposed = Interposed {
+        inner: shared.open(),
+        hook: Mutex::new(Some(Box::new(hook))),
+    };
+    let runtime = support::runtime_builder()
+        .policy(HostPolicy::deny_all())
+        .build()
+        .expect("runtime");
+    Forge::builder(
+        runtime,
+        Arc::new(Registry::with_backend(Arc::new(interposed))),
+    )
+    .judge(rules())
+    .panel(rules(), rules())
+    .config(config)
+    .build()
+}
+
+/// The kinds of the audit entries about `subject`, in order.
+fn trail(store: &Registry, subject: &str) -> Vec<AuditKind> {
+    store
+        .audit_entries(0, 1_000_000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.subject == subject)
+        .map(|e| e.kind)
+        .collect()
+}
+
+/// How many rejected imports the trail records with a reason containing
+/// `needle`.
+fn refused_imports(store: &Registry, needle: &str) -> usize {
+    store
+        .audit_entries(0, 1_000_000)
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e.kind == AuditKind::ForgeDecision
+                && e.subject == "(import)"
+                && e.payload["approved"] == false
+                && e.payload["reasons"][0]
+                    .as_str()
+                    .is_some_and(|r| r.contains(needle))
+        })
+        .count()
+}
+
 /// Approves once every holder of the barrier has reached the judge: the
 /// hosts that share it have all passed VALIDATE and TEST (and their
 /// pre-registration checks) before any of them registers.
@@ -185,9 +354,10 @@ async fn artifacts_of(requests: &[ForgeRequest]) -> Vec<Vec<u8>> {
     let forge = Forge::builder(runtime, Arc::new(Registry::open(dir.path()).unwrap()))
         .judge(rules())
         .build();
-    let ctx = ForgeContext::new("scratch", "scratch");
     let mut out = Vec::new();
-    for request in requests {
+    for (i, request) in requests.iter().enumerate() {
+        // A session each: two requests may share a name.
+        let ctx = ForgeContext::new("scratch", format!("scratch-{i}"));
         forge.forge(request, &ctx).await.expect("scratch forge");
         let exported = forge
             .export(&request.name, &ctx, false, None)
@@ -429,16 +599,7 @@ async fn two_hosts_registering_one_name_at_once_one_wins() {
             assert_eq!(count(AuditKind::Registration, None), 1, "{label}");
             assert_eq!(count(AuditKind::ForgeDecision, Some(true)), 1, "{label}");
             assert_eq!(
-                entries
-                    .iter()
-                    .filter(|e| e.kind == AuditKind::ForgeDecision
-                        && e.subject == "(import)"
-                        && e.payload["approved"] == false
-                        && e.payload["reasons"][0]
-                            .as_str()
-                            .unwrap()
-                            .contains(&format!("{name:?} already exists")))
-                    .count(),
+                refused_imports(store, &format!("{name:?} already exists")),
                 1,
                 "{label}"
             );
@@ -485,7 +646,49 @@ async fn two_hosts_registering_one_name_at_once_one_wins() {
                 .as_str(),
             won.id
         );
-        assert_consistent(a.store(), &["alice", "bob", "carol"]);
+
+        // The exact window: B's registration lands after A's last check,
+        // before A's insert. The store refuses A's row; A reports the name
+        // taken, and nothing of A's attempt stays but its refusal.
+        let mut files = artifacts_of(&[adder("raced_exact", 1), adder("raced_exact", 2)]).await;
+        let (theirs, mine) = (files.remove(0), files.remove(0));
+        let other = host(&shared, rules(), config());
+        let ours = host_raced_by(
+            &shared,
+            config(),
+            other.clone(),
+            theirs,
+            ForgeContext::new("erin", "on-b"),
+        );
+        let lost = ours
+            .import(mine, &ForgeContext::new("erin", "on-a"), Tier::Agent)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&lost, ForgeError::Validate(ValidateError::NameTaken { tier: Tier::Agent, name }) if name == "raced_exact"),
+            "{label}: {lost:?}"
+        );
+        let rows = ours.store().tools_for_agent("erin").unwrap();
+        assert_eq!(rows.len(), 1, "{label}");
+        let out = ours
+            .invoke("raced_exact", &ab(2, 3), &ForgeContext::new("erin", "x"))
+            .await
+            .unwrap();
+        assert_eq!(
+            out.output,
+            json!({"sum": 6}),
+            "{label}: B's tool, seen on A"
+        );
+        assert_eq!(
+            trail(ours.store(), "raced_exact"),
+            [AuditKind::ForgeDecision, AuditKind::Registration],
+            "{label}: B's decision and registration only"
+        );
+        assert_eq!(
+            refused_imports(ours.store(), "\"raced_exact\" already exists"),
+            1
+        );
+        assert_consistent(a.store(), &["alice", "bob", "carol", "erin"]);
     }
 }
 
@@ -532,36 +735,54 @@ async fn the_agent_tool_limit_holds_when_two_hosts_register_at_once() {
             let out = h.invoke(&won.tool.name, &ab(2, 3), &ctx).await.unwrap();
             assert_eq!(out.output, json!({"sum": sum}));
         }
-        // The withdrawn registration is in the trail with its deletion
-        // and the refusal, in that order.
-        let loser = if won.tool.name == "slot_x" {
-            "slot_y"
-        } else {
-            "slot_x"
+        assert_eq!(refused_imports(a.store(), "maxAgentTools"), 1, "{label}");
+
+        // The exact window: B's registration takes the last slot after A's
+        // last check, before A's insert. A's row goes in, A counts again,
+        // finds itself over the limit as the later registration, and
+        // withdraws it: A reports the agent full, B's tool stays.
+        let mut files = artifacts_of(&[adder("slot_b", 1), adder("slot_a", 2)]).await;
+        let (theirs, mine) = (files.remove(0), files.remove(0));
+        let limited = ForgeConfig {
+            max_agent_tools: 1,
+            ..config()
         };
-        let entries = a.store().audit_entries(0, 1_000_000).unwrap();
-        let kinds: Vec<AuditKind> = entries
-            .iter()
-            .filter(|e| e.subject == loser)
-            .map(|e| e.kind)
-            .collect();
+        let other = host(&shared, rules(), limited.clone());
+        let ours = host_raced_by(
+            &shared,
+            limited,
+            other,
+            theirs,
+            ForgeContext::new("frank", "on-b"),
+        );
+        let lost = ours
+            .import(mine, &ForgeContext::new("frank", "on-a"), Tier::Agent)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                &lost,
+                ForgeError::Validate(ValidateError::AgentFull { limit: 1, .. })
+            ),
+            "{label}: {lost:?}"
+        );
+        let rows = ours.store().tools_for_agent("frank").unwrap();
         assert_eq!(
-            kinds,
+            rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["slot_b"],
+            "{label}"
+        );
+        assert_eq!(
+            trail(ours.store(), "slot_a"),
             [
                 AuditKind::ForgeDecision,
                 AuditKind::Registration,
                 AuditKind::Deletion
             ],
-            "{label}"
+            "{label}: the withdrawn registration and its deletion"
         );
-        assert!(entries.iter().any(|e| {
-            e.kind == AuditKind::ForgeDecision
-                && e.payload["approved"] == false
-                && e.payload["reasons"][0]
-                    .as_str()
-                    .unwrap()
-                    .contains("maxAgentTools")
-        }));
+        assert_eq!(refused_imports(ours.store(), "maxAgentTools"), 2, "{label}");
+        assert_consistent(ours.store(), &["dave", "frank"]);
         assert_consistent(b.store(), &["dave"]);
     }
 }
