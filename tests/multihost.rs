@@ -61,6 +61,8 @@ struct Shared {
     /// Which backend, for messages.
     label: &'static str,
     _dir: tempfile::TempDir,
+    /// For PostgreSQL: (the cluster's URL, the database to drop).
+    database: Option<(String, String)>,
 }
 
 impl Shared {
@@ -90,6 +92,7 @@ fn shared_stores(test: &str) -> Vec<Shared> {
         location: store.to_str().unwrap().to_string(),
         label: "sqlite",
         _dir: dir,
+        database: None,
     }];
     match std::env::var("TEMPER_TEST_PG_URL") {
         Ok(url) if !url.is_empty() => out.push(postgres_store(&url, test)),
@@ -106,12 +109,43 @@ fn shared_stores(test: &str) -> Vec<Shared> {
     out
 }
 
-/// A fresh database for `test` on the server of `url`.
+/// A fresh database for `test` on the cluster at `url` (dropped with the
+/// [`Shared`]), created through a plain client: the backend's own test
+/// support is private to the library.
 fn postgres_store(url: &str, test: &str) -> Shared {
-    panic!(
-        "{test}: TEMPER_TEST_PG_URL={} is set, but this build has no PostgreSQL backend yet",
-        StoreLocation::parse(url).map_or_else(|e| e.to_string(), |l| l.to_string())
-    )
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "temper_mh{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    admin_exec(url, &format!("CREATE DATABASE {name}"))
+        .unwrap_or_else(|e| panic!("{test}: CREATE DATABASE {name}: {e}"));
+    let mut location = url::Url::parse(url).expect("TEMPER_TEST_PG_URL is a postgres:// URL");
+    location.set_path(&format!("/{name}"));
+    Shared {
+        location: location.to_string(),
+        label: "postgres",
+        _dir: tempfile::tempdir().unwrap(),
+        database: Some((url.to_string(), name)),
+    }
+}
+
+/// Runs `sql` on `url` with a plain client (tokio-postgres comes with the
+/// PostgreSQL backend, not in this build yet).
+fn admin_exec(_url: &str, _sql: &str) -> Result<(), String> {
+    Err("this build has no PostgreSQL client".into())
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some((admin, name)) = &self.database {
+            let _ = admin_exec(
+                admin,
+                &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            );
+        }
+    }
 }
 
 // ---- library hosts -------------------------------------------------------
@@ -1102,7 +1136,7 @@ async fn a_host_killed_mid_forge_leaves_the_shared_store_consistent() {
         std::fs::write(&request, r.to_string()).unwrap();
         let mut files = artifacts_of(
             &std::iter::once(adder("killed_import", 0))
-                .chain((0..8).map(|i| adder(&format!("k_{i}"), 10 + i)))
+                .chain((0..16).map(|i| adder(&format!("k_{i}"), 10 + i)))
                 .collect::<Vec<_>>(),
         )
         .await;
@@ -1131,12 +1165,16 @@ async fn a_host_killed_mid_forge_leaves_the_shared_store_consistent() {
             "{label}: a killed forge is in no tier: {doc}"
         );
 
-        // Imports killed at random points (some finish first): the store
-        // stays consistent after each, and B keeps calling.
-        let mut finished = 0;
+        // Imports killed at random points of their run: the first runs to
+        // the end and sets the span (T) the others are killed within, at a
+        // uniform random point of [0, T) (some may still finish first).
+        // The store stays consistent after each, and B keeps calling.
+        let (mut finished, mut span) = (0, Duration::ZERO);
+        let runs = files.len();
         for (i, bytes) in files.into_iter().enumerate() {
             let file = shared.scratch().join(format!("k_{i}.wasm"));
             std::fs::write(&file, bytes).unwrap();
+            let started = std::time::Instant::now();
             let mut child = spawn_temper(
                 &shared,
                 &[
@@ -1148,15 +1186,23 @@ async fn a_host_killed_mid_forge_leaves_the_shared_store_consistent() {
                     "rules",
                 ],
             );
-            let delay = rand::random_range(0..1500u64);
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-            match child.try_wait().unwrap() {
-                Some(status) => {
-                    assert!(status.success(), "{label}: import k_{i}: {status}");
-                    finished += 1;
-                }
-                None => {
-                    sigkill(child);
+            if i == 0 {
+                let status = tokio::task::block_in_place(|| child.wait().unwrap());
+                assert!(status.success(), "{label}: import k_0: {status}");
+                span = started.elapsed();
+                assert!(b.store().get("k_0", "default").unwrap().is_some());
+                finished += 1;
+            } else {
+                let delay = rand::random_range(0..span.as_micros().max(1) as u64);
+                tokio::time::sleep(Duration::from_micros(delay)).await;
+                match child.try_wait().unwrap() {
+                    Some(status) => {
+                        assert!(status.success(), "{label}: import k_{i}: {status}");
+                        finished += 1;
+                    }
+                    None => {
+                        sigkill(child);
+                    }
                 }
             }
             let store = b.store();
@@ -1168,7 +1214,10 @@ async fn a_host_killed_mid_forge_leaves_the_shared_store_consistent() {
                 assert_eq!(out.output, json!({"sum": 15 + i as i64}));
             }
         }
-        eprintln!("{label}: {finished} of 8 imports finished before the kill");
+        eprintln!(
+            "{label}: {} of {runs} imports killed within an import's span of {span:?}",
+            runs - finished
+        );
 
         stop.store(true, Ordering::Release);
         worker.await.unwrap();
