@@ -816,7 +816,51 @@ async fn the_agent_tool_limit_holds_when_two_hosts_register_at_once() {
             "{label}: the withdrawn registration and its deletion"
         );
         assert_eq!(refused_imports(ours.store(), "maxAgentTools"), 2, "{label}");
-        assert_consistent(ours.store(), &["dave", "frank"]);
+
+        // The same window for a promotion from the session tier: the
+        // promotion is withdrawn and the tool stays in its session.
+        let theirs = artifacts_of(&[adder("promo_b", 1)]).await.remove(0);
+        let limited = ForgeConfig {
+            max_agent_tools: 1,
+            ..config()
+        };
+        let other = host(&shared, rules(), limited.clone());
+        let ours = host_raced_by(
+            &shared,
+            limited,
+            other,
+            theirs,
+            ForgeContext::new("gina", "on-b"),
+        );
+        let mine = ForgeContext::new("gina", "on-a");
+        ours.forge(&adder("promo_a", 2), &mine).await.unwrap();
+        let lost = ours.promote("promo_a", &mine, None).await.unwrap_err();
+        assert!(
+            matches!(&lost, PromoteError::AgentFull { limit: 1, .. }),
+            "{label}: {lost:?}"
+        );
+        assert_eq!(
+            names(&ours.session_tools(&mine)),
+            [("promo_a".to_string(), Tier::Session)],
+            "{label}: still in its session"
+        );
+        let rows = ours.store().tools_for_agent("gina").unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["promo_b"],
+            "{label}"
+        );
+        assert_eq!(
+            trail(ours.store(), "promo_a"),
+            [
+                AuditKind::ForgeDecision,
+                AuditKind::Promotion,
+                AuditKind::Registration,
+                AuditKind::Deletion
+            ],
+            "{label}"
+        );
+        assert_consistent(ours.store(), &["dave", "frank", "gina"]);
         assert_consistent(b.store(), &["dave"]);
     }
 }
