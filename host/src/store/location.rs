@@ -84,7 +84,7 @@ pub enum LocationError {
     /// The PostgreSQL server could not be reached or refused the
     /// connection, or its database could not be set up.
     #[error(
-        "cannot open the PostgreSQL store {shown} (server {endpoint}, database {database:?}): {detail}"
+        "cannot open the PostgreSQL store (server {endpoint}, database {database:?}): {detail}"
     )]
     Postgres {
         /// The URL, password removed.
@@ -552,6 +552,20 @@ mod tests {
             redact_loose("postgres://u:pw@h:notaport/db?password=x&a=b"),
             "postgres://u:***@h:notaport/db?a=b"
         );
+    }
+
+    #[test]
+    fn an_open_failure_names_the_server_and_hides_the_password() {
+        let u = pg("postgres://temper:hunter2@db.internal:6543/registry");
+        let e = StoreError::Invalid {
+            op: "open",
+            detail: "password authentication failed (sent hunter2)".into(),
+        };
+        let text = u.open_error(&e).to_string();
+        assert!(text.contains("server db.internal:6543"), "{text}");
+        assert!(text.contains("database \"registry\""), "{text}");
+        assert!(text.contains("password authentication failed"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 
     #[test]
