@@ -35,3 +35,29 @@ sysroot="$root/target/wasi-sysroot"
 mkdir -p "$sysroot/lib"
 ln -sfn /usr/include/wasm32-wasi "$sysroot/include"
 ln -sfn /usr/lib/wasm32-wasi "$sysroot/lib/wasm32-wasi"
+
+# Debian's PostgreSQL server binaries for the PostgreSQL store tests, which
+# run against a throw-away cluster (scripts/pg-cluster.sh, scripts/with-postgres.sh)
+# on 127.0.0.1; the packaged service is not started (policy-rc.d 101).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "setup: installing Debian package postgresql (server binaries for the store tests)" >&2
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  policy=/usr/sbin/policy-rc.d
+  made_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo_cmd tee "$policy" >/dev/null
+    $sudo_cmd chmod +x "$policy"
+    made_policy=1
+  fi
+  pg_status=0
+  $sudo_cmd apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends postgresql >/dev/null ||
+    pg_status=$?
+  if [ "$made_policy" = 1 ]; then
+    $sudo_cmd rm -f "$policy"
+  fi
+  if [ "$pg_status" != 0 ]; then
+    echo "setup: apt-get install postgresql failed (status $pg_status): the PostgreSQL store tests will fail" >&2
+  fi
+fi

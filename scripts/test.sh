@@ -67,7 +67,11 @@ if [ ${#netns[@]} -gt 0 ]; then
   links="$(offline ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
   echo "test: running the tests offline: network namespace (${netns[1]}) with interfaces: ${links}" >&2
 fi
+# The PostgreSQL store tests need a server: scripts/with-postgres.sh starts a
+# throw-away cluster inside the namespace (its 127.0.0.1), exports
+# TEMPER_TEST_PG_URL, and stops it when the tests end; required here.
 offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
+  TEMPER_REQUIRE_PG=1 bash scripts/with-postgres.sh \
   cargo test --release --locked --offline --workspace
 if command -v node >/dev/null 2>&1; then
   offline node --test guest-js-shim/tests-js/

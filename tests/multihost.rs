@@ -131,10 +131,27 @@ fn postgres_store(url: &str, test: &str) -> Shared {
     }
 }
 
-/// Runs `sql` on `url` with a plain client (tokio-postgres comes with the
-/// PostgreSQL backend, not in this build yet).
-fn admin_exec(_url: &str, _sql: &str) -> Result<(), String> {
-    Err("this build has no PostgreSQL client".into())
+/// Runs `sql` on `url` with a plain client on a thread of its own.
+fn admin_exec(url: &str, sql: &str) -> Result<(), String> {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .map_err(|e| e.to_string())?;
+            let conn = tokio::spawn(conn);
+            let r = client.batch_execute(&sql).await.map_err(|e| e.to_string());
+            drop(client);
+            let _ = conn.await;
+            r
+        })
+    })
+    .join()
+    .unwrap()
 }
 
 impl Drop for Shared {
@@ -1298,7 +1315,10 @@ fn cli_store_urls_and_state_dirs() {
             "postgresql://temper:hunter2@127.0.0.1:notaport/x",
             "bad PostgreSQL URL",
         ),
-        (unreachable.as_str(), "PostgreSQL"),
+        (
+            unreachable.as_str(),
+            &*format!("server 127.0.0.1:{closed_port}"),
+        ),
     ] {
         for args in [
             vec!["tools", "--store", store],

@@ -110,13 +110,47 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// PostgreSQL failed a statement or the connection broke during one.
+    /// `detail` is the server's message (severity, text, SQLSTATE) or the
+    /// client's; it never contains the password.
+    #[error("store {op}: postgres: {detail}")]
+    Postgres {
+        /// The store operation.
+        op: &'static str,
+        /// What failed, readable (the server's message when there is one).
+        detail: String,
+        /// The client error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// No PostgreSQL connection could be had: the server cannot be reached
+    /// or refused the login, no pooled connection became free in time, or
+    /// the backend's runtime is gone.
+    #[error("store {op}: postgres at {location}: {detail}")]
+    Pool {
+        /// The store operation.
+        op: &'static str,
+        /// The database URL with its password redacted.
+        location: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The PostgreSQL URL cannot be used (never repeats its password).
+    #[error("store open: invalid PostgreSQL URL {location}: {detail}")]
+    InvalidUrl {
+        /// The URL with its password redacted.
+        location: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The database was written by a newer Temper (its `user_version` is
     /// higher than the latest migration this build knows).
     #[error(
         "store open: database schema version {found} is newer than this build supports ({supported})"
     )]
     SchemaTooNew {
-        /// `PRAGMA user_version` of the database.
+        /// The database's schema version (`PRAGMA user_version` in SQLite,
+        /// the highest version in `temper_migrations` in PostgreSQL).
         found: i64,
         /// The latest version this build migrates to.
         supported: i64,
@@ -126,6 +160,14 @@ pub enum StoreError {
 impl StoreError {
     pub(crate) fn sqlite(op: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
         move |source| StoreError::Sqlite { op, source }
+    }
+
+    pub(crate) fn postgres(op: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+        move |source| StoreError::Postgres {
+            op,
+            detail: super::postgres::describe(&source),
+            source,
+        }
     }
 
     pub(crate) fn io(

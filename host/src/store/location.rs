@@ -96,12 +96,6 @@ pub enum LocationError {
         /// The driver's message, password removed.
         detail: String,
     },
-    /// This build has no PostgreSQL backend.
-    #[error("--store {shown}: this temper build has no PostgreSQL backend; use a store directory")]
-    PostgresUnsupported {
-        /// The URL, password removed.
-        shown: String,
-    },
 }
 
 impl StoreLocation {
@@ -332,10 +326,7 @@ impl PostgresUrl {
     /// Opens the PostgreSQL store at this URL; a failure names the server
     /// (`HOST:PORT`) and the database, never the password.
     pub fn open(&self) -> Result<Registry, LocationError> {
-        // The PostgreSQL backend is not in this build yet.
-        Err(LocationError::PostgresUnsupported {
-            shown: self.redacted.clone(),
-        })
+        Registry::open_postgres(&self.url).map_err(|e| self.open_error(&e))
     }
 
     /// The error for a failed open of this database: the server, the

@@ -45,6 +45,7 @@ mod backend;
 mod error;
 mod location;
 pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
+pub mod postgres;
 pub mod sqlite;
 mod stats;
 #[cfg(test)]
@@ -62,6 +63,7 @@ pub use crate::id::ArtifactId;
 pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH};
 pub use backend::{ArtifactForm, BackendKind, NewTool, RegistryBackend, ToolScope};
 pub use error::{AuditError, StoreError};
+pub use postgres::PostgresBackend;
 pub use sqlite::{SCHEMA_VERSION, SqliteBackend};
 pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 
