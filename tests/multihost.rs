@@ -5,7 +5,8 @@
 //! - a tool forged and promoted on one host is listed and callable on the
 //!   other at once; its approval (shared tier) and its deletion are seen
 //!   there on the next call, though that host had it loaded; the session
-//!   tier stays with its host;
+//!   tier stays with its host; a compose tool runs on a host that never
+//!   loaded its steps;
 //! - 1,000 calls spread over two hosts at once add up to exactly 1,000 in
 //!   the stats either host reads;
 //! - two hosts registering one name at once (import into the agent or
@@ -537,6 +538,45 @@ async fn forged_promoted_and_deleted_on_one_host_as_seen_on_the_other() {
         b.forge(&seed("add_numbers"), &bob).await.unwrap();
         assert_eq!(assert_consistent(b.store(), &["alice", "bob"]), 0);
         a.store().verify_audit().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_compose_tool_forged_on_one_host_runs_on_the_other() {
+    for shared in shared_stores("a_compose_tool_forged_on_one_host_runs_on_the_other") {
+        let label = shared.label;
+        let a = host(&shared, rules(), config());
+        let b = host(&shared, rules(), config());
+        let ctx = ForgeContext::new("alice", "s1");
+        for step in ["convert_temperature", "add_numbers"] {
+            a.forge(&seed(step), &ctx).await.unwrap();
+        }
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/compose/fahrenheit_plus.json");
+        let compose = ForgeRequest::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+        a.forge(&compose, &ctx).await.unwrap();
+        a.promote("fahrenheit_plus", &ctx, None).await.unwrap();
+        // B has never loaded anything: the adapter and both steps (pinned
+        // by artifact, in A's session tier only by name) come from the
+        // store.
+        let out = b
+            .invoke(
+                "fahrenheit_plus",
+                &json!({"celsius": 100, "offset": 8}),
+                &ctx,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.output, out.tier),
+            (json!({"sum": 220}), Tier::Agent),
+            "{label}"
+        );
+        let err = b.invoke("add_numbers", &ab(1, 2), &ctx).await.unwrap_err();
+        assert!(
+            matches!(err, InvokeError::NotFound { .. }),
+            "{label}: the steps' names stay in A's session: {err}"
+        );
     }
 }
 
