@@ -6,6 +6,17 @@
 //! a result: the caps bound a long-running host's memory however many tools
 //! it has seen. Capacities come from [`CacheCapacity`] (in
 //! [`ForgeConfig`](super::ForgeConfig) as `cache`).
+//!
+//! Several hosts may share one registry (a PostgreSQL store, or one store
+//! directory opened by several processes). That is why every map here is
+//! keyed by content, the artifact's blake3, and none by name: an
+//! artifact's bytes never change, so an entry can never be stale. Names are
+//! resolved against the registry on every call ([`Forge::invoke`]), so a
+//! tool forged, promoted or deleted on another host is seen as such on the
+//! next call here; what such a change leaves behind in this cache is only
+//! an entry no name leads to, evicted in its turn.
+//!
+//! [`Forge::invoke`]: super::Forge::invoke
 
 use std::sync::{Arc, Mutex};
 

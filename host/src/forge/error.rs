@@ -435,6 +435,18 @@ pub enum PromoteError {
     /// The approver's name is empty.
     #[error("approve: an approver name is required")]
     NoApprover,
+    /// A tool of that name already exists in the tier the tool would move
+    /// to: registered there first, possibly by another host on the same
+    /// store (the store's uniqueness decides the race).
+    #[error("{stage}: a tool named {name:?} already exists in the {tier} tier")]
+    NameTaken {
+        /// `promote` or `approve`.
+        stage: Stage,
+        /// The name.
+        name: String,
+        /// The tier where it is taken.
+        tier: Tier,
+    },
     /// The store failed (e.g. a shared tool of that name exists).
     #[error("{stage}: {source}")]
     Store {

@@ -23,7 +23,7 @@ use crate::compose::run::{ComposeTool, LinkedStep, StepCall, StepFuture, StepOut
 use crate::host_state::LogLine;
 use crate::id::ArtifactId;
 use crate::runtime::Tool;
-use crate::store::{AuditKind, StoredArtifact, Tier};
+use crate::store::{AuditKind, StoreError, StoredArtifact, Tier};
 
 /// What [`Forge::call_artifact`] returns: the output, its console lines and
 /// the call's latency (µs).
@@ -117,10 +117,17 @@ impl Forge {
                     t.counters.record(ok, latency_us);
                 }
             }
-            _ => self
+            _ => match self
                 .inner
                 .store
-                .record_invocation(name, &ctx.agent_id, ok, latency_us)?,
+                .record_invocation(name, &ctx.agent_id, ok, latency_us)
+            {
+                // Deleted (here or on another host on the same store)
+                // while it ran: the call happened before the deletion,
+                // and its stats went with the tool.
+                Ok(()) | Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            },
         }
         match outcome {
             Ok((output, logs, _)) => Ok(Invocation {

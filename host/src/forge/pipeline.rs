@@ -358,10 +358,34 @@ impl Forge {
                     manifest: serde_json::to_value(&manifest).expect("a manifest serializes"),
                     created_seq: 0,
                 };
-                let record = inner
-                    .store
-                    .register_with_entry(record, AuditKind::ForgeDecision, &decision)
-                    .map_err(ForgeError::Register)?;
+                let record = match inner.store.register_with_entry(
+                    record,
+                    AuditKind::ForgeDecision,
+                    &decision,
+                ) {
+                    Ok(record) => record,
+                    // Another host took the name between the check above
+                    // and this insert: the store's uniqueness decided.
+                    Err(StoreError::Conflict { tier, .. }) => {
+                        return Err(ValidateError::NameTaken {
+                            name: m.name.clone(),
+                            tier: super::tiers::conflict_tier(tier),
+                        }
+                        .into());
+                    }
+                    Err(e) => return Err(ForgeError::Register(e)),
+                };
+                if tier == Tier::Agent
+                    && self
+                        .withdraw_over_limit(&record, &ctx.agent_id)
+                        .map_err(ForgeError::Register)?
+                {
+                    return Err(ValidateError::AgentFull {
+                        agent: ctx.agent_id.clone(),
+                        limit: inner.config.max_agent_tools,
+                    }
+                    .into());
+                }
                 Self::info_of(record).map_err(ForgeError::Register)?
             }
         };

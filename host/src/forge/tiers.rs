@@ -232,11 +232,33 @@ impl Forge {
             .get(&ctx.key())
             .and_then(|s| s.get(name))
             .map_or_else(|| tool.counters.clone(), |t| t.counters.clone());
-        let record = self
+        let record = match self
             .inner
             .store
             .register_promoted(record, &payload, &counters)
-            .map_err(store_err)?;
+        {
+            Ok(record) => record,
+            // Another host registered the name for this agent first.
+            Err(StoreError::Conflict { tier, .. }) => {
+                return Err(PromoteError::NameTaken {
+                    stage: Stage::Promote,
+                    name: name.to_string(),
+                    tier: conflict_tier(tier),
+                });
+            }
+            Err(e) => return Err(store_err(e)),
+        };
+        // Other hosts may have filled the agent tier meanwhile: the tool
+        // stays in the session tier if this registration is over the limit.
+        if self
+            .withdraw_over_limit(&record, &ctx.agent_id)
+            .map_err(store_err)?
+        {
+            return Err(PromoteError::AgentFull {
+                agent: ctx.agent_id.clone(),
+                limit: self.inner.config.max_agent_tools,
+            });
+        }
         if let Some(s) = sessions.get_mut(&ctx.key()) {
             s.remove(name);
         }
@@ -270,7 +292,46 @@ impl Forge {
                 name: name.to_string(),
                 owner: agent.to_string(),
             }),
+            Err(StoreError::Conflict { tier, .. }) => Err(PromoteError::NameTaken {
+                stage: Stage::Approve,
+                name: name.to_string(),
+                tier: conflict_tier(tier),
+            }),
             Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Keeps `maxAgentTools` when several hosts register for one agent at
+    /// once. Each host checks the limit before registering, but two hosts
+    /// can both pass that check; so, after registering `record` in
+    /// `agent`'s tier, the agent's tools are counted again and, if there
+    /// are more than the limit, the ones registered last (by their
+    /// registration's audit seq, which orders commits across hosts) are
+    /// over it. If `record` is one of them it is deleted (audited as a
+    /// deletion) and `true` is returned: the caller refuses with its
+    /// agent-full error. The earliest registrations always stay, so
+    /// exactly the limit's worth of racing registrations survive.
+    pub(super) fn withdraw_over_limit(
+        &self,
+        record: &ToolRecord,
+        agent: &str,
+    ) -> Result<bool, StoreError> {
+        let limit = self.inner.config.max_agent_tools;
+        let store = &self.inner.store;
+        let mut tools = store.tools_for_agent(agent)?;
+        if tools.len() <= limit {
+            return Ok(false);
+        }
+        tools.sort_by_key(|t| t.created_seq);
+        let rank = tools
+            .iter()
+            .position(|t| t.name == record.name && t.created_seq == record.created_seq);
+        match rank {
+            Some(rank) if rank >= limit => {
+                store.delete(&record.name, agent)?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
 
@@ -369,5 +430,14 @@ impl Forge {
             occupancy,
             &self.inner.config,
         )
+    }
+}
+
+/// The tier named by a store conflict (`agent` or `shared`).
+pub(super) fn conflict_tier(tier: &str) -> Tier {
+    if tier == Tier::Shared.as_str() {
+        Tier::Shared
+    } else {
+        Tier::Agent
     }
 }

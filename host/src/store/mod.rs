@@ -43,6 +43,8 @@
 mod audit;
 mod backend;
 mod error;
+mod location;
+pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
 pub mod postgres;
 pub mod sqlite;
 mod stats;

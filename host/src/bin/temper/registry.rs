@@ -1,7 +1,7 @@
 //! The registry commands: `forge`, `tools`, `call`, `stats`, `promote`,
 //! `approve`, `audit`, `session end`. They open the store, build a
 //! [`Forge`] engine, and keep the CLI's session tier in
-//! `STORE/sessions/` between invocations (see [`SessionFile`]).
+//! `STATE_DIR/sessions/` between invocations (see [`SessionFile`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,17 +12,25 @@ use serde_json::{Value, json};
 use temper::forge::judge::{Judge, LlmJudge, LlmJudgeConfig, NoJudge, ReviewFocus, RulesJudge};
 use temper::forge::session::SessionSnapshot;
 use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeResult, ToolInfo};
-use temper::store::Registry as ToolRegistry;
+use temper::store::StoreLocation;
 
 use crate::Common;
 
 /// Where the registry lives and who is asking.
 #[derive(Args)]
 pub struct Registry {
-    /// Store directory (default: the platform data dir, e.g.
-    /// ~/.local/share/temper).
-    #[arg(long, env = "TEMPER_STORE", value_name = "DIR")]
-    store: Option<PathBuf>,
+    /// The store: a directory (embedded SQLite; default: the platform data
+    /// dir, e.g. ~/.local/share/temper), or a PostgreSQL URL
+    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE) that several
+    /// hosts share.
+    #[arg(long, env = "TEMPER_STORE", value_name = "DIR|URL")]
+    store: Option<String>,
+    /// This host's local state (the CLI's session tier, `sessions/`).
+    /// Default: the store directory; for a PostgreSQL store, a directory
+    /// per database under the platform data dir
+    /// (e.g. ~/.local/share/temper/hosts/<hash of the URL>).
+    #[arg(long, env = "TEMPER_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     /// The agent acting.
     #[arg(long, env = "TEMPER_AGENT", default_value = "default")]
     agent: String,
@@ -107,8 +115,12 @@ impl JudgeArgs {
     }
 }
 
-/// The CLI's session tier on disk: `STORE/sessions/<blake3(agent, session)>.json`,
-/// written atomically. Holds source only under `persistSandboxSource`.
+/// The CLI's session tier on disk:
+/// `STATE_DIR/sessions/<blake3(agent, session)>.json` (`STATE_DIR` is the
+/// store directory unless `--state-dir` says otherwise), written
+/// atomically. Holds source only under `persistSandboxSource`. The session
+/// tier is this host's: another host on the same PostgreSQL store has its
+/// own.
 ///
 /// Several processes may use one session at once: a save takes an
 /// exclusive lock (`<file>.lock`), reads what is saved now and merges this
@@ -122,14 +134,14 @@ struct SessionFile {
 }
 
 impl SessionFile {
-    fn new(store: &Path, ctx: &ForgeContext) -> Self {
+    fn new(state_dir: &Path, ctx: &ForgeContext) -> Self {
         let mut h = blake3::Hasher::new();
         h.update(ctx.agent_id.as_bytes());
         h.update(b"\0");
         h.update(ctx.session_id.as_bytes());
         let name = format!("{}.json", &h.finalize().to_hex()[..32]);
         Self {
-            path: store.join("sessions").join(name),
+            path: state_dir.join("sessions").join(name),
             base: std::cell::RefCell::new(None),
         }
     }
@@ -225,13 +237,15 @@ impl Opened {
         common: &Common,
         judges: Option<&JudgeArgs>,
     ) -> Result<Self, String> {
-        let dir = match &registry.store {
+        let location =
+            StoreLocation::from_arg(registry.store.as_deref()).map_err(|e| e.to_string())?;
+        let state_dir = match &registry.state_dir {
             Some(d) => d.clone(),
-            None => dirs::data_dir()
-                .ok_or("no platform data directory: pass --store DIR")?
-                .join("temper"),
+            None => location
+                .default_state_dir()
+                .ok_or("no platform data directory for this host's state: pass --state-dir DIR")?,
         };
-        let store = ToolRegistry::open(&dir).map_err(|e| e.to_string())?;
+        let store = location.open().map_err(|e| e.to_string())?;
         let config = match &registry.forge_config {
             None => ForgeConfig::default(),
             Some(path) => {
@@ -249,7 +263,7 @@ impl Opened {
         }
         let forge = builder.build();
         let ctx = ForgeContext::new(registry.agent.clone(), registry.session.clone());
-        let session = SessionFile::new(&dir, &ctx);
+        let session = SessionFile::new(&state_dir, &ctx);
         session.load(&forge, &ctx)?;
         Ok(Self {
             forge,
