@@ -269,8 +269,9 @@ impl PostgresBackend {
                 location: location.clone(),
                 detail: format!("cannot start the backend's runtime: {e}"),
             })?;
-        let mut manager_config = ManagerConfig::default();
-        manager_config.recycling_method = RecyclingMethod::Verified;
+        let manager_config = ManagerConfig {
+            recycling_method: RecyclingMethod::Verified,
+        };
         let manager = Manager::from_config(config, NoTls, manager_config);
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
