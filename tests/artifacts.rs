@@ -140,6 +140,112 @@ async fn export_then_import_elsewhere_keeps_the_id_and_the_outputs() {
     );
 }
 
+/// The store's files for artifact `id`: (compact record, component).
+fn stored_forms(dir: &Path, id: &str) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let read = |ext: &str| std::fs::read(dir.join("artifacts").join(format!("{id}{ext}"))).ok();
+    (read(".tjs"), read(".wasm"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_tool_is_stored_compact_and_rebuilt_byte_for_byte_on_a_cold_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = forge_in(dir.path(), HostPolicy::deny_all(), ForgeConfig::default());
+    let req = request("seeds/slugify.json");
+    let id = first.forge(&req, &ctx()).await.unwrap().tool.id;
+    let (compact, wasm) = stored_forms(dir.path(), &id);
+    let compact = compact.expect("the tool is stored as its compact record");
+    assert!(wasm.is_none(), "no full component is stored");
+    assert!(
+        compact.len() < 16 * 1024,
+        "the record is {} bytes",
+        compact.len()
+    );
+    let input = json!({"text": "Hello, Compact World"});
+    let expected = first
+        .invoke("slugify", &input, &ctx())
+        .await
+        .unwrap()
+        .output;
+    let exported = first.export("slugify", &ctx(), false, None).unwrap();
+    assert_eq!(blake3::hash(&exported.bytes).to_hex().as_str(), id);
+    assert!(
+        exported.bytes.len() > 500_000,
+        "the export is self-contained"
+    );
+
+    // A cold host (its own runtime) on the same store: it rebuilds the
+    // component from the record, checks it against the id, and runs it.
+    let snapshot = first.snapshot_session(&ctx());
+    let cold = forge_in(dir.path(), HostPolicy::deny_all(), ForgeConfig::default());
+    cold.restore_session(snapshot).unwrap();
+    assert_eq!(
+        cold.invoke("slugify", &input, &ctx()).await.unwrap().output,
+        expected
+    );
+    assert_eq!(
+        cold.export("slugify", &ctx(), false, None).unwrap().bytes,
+        exported.bytes,
+        "the rebuilt artifact is byte-identical"
+    );
+
+    // Switched off, the full component is stored.
+    let full_dir = tempfile::tempdir().unwrap();
+    let config = ForgeConfig {
+        compact_artifacts: false,
+        ..ForgeConfig::default()
+    };
+    let full = forge_in(full_dir.path(), HostPolicy::deny_all(), config);
+    let full_id = full.forge(&req, &ctx()).await.unwrap().tool.id;
+    assert_eq!(full_id, id, "the id does not depend on how it is stored");
+    let (compact, wasm) = stored_forms(full_dir.path(), &id);
+    assert!(compact.is_none());
+    assert_eq!(wasm.as_deref(), Some(&exported.bytes[..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_compact_record_is_refused_where_it_is_loaded_or_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = forge_in(dir.path(), HostPolicy::deny_all(), ForgeConfig::default());
+    let id = first
+        .forge(&request("seeds/slugify.json"), &ctx())
+        .await
+        .unwrap()
+        .tool
+        .id;
+    let snapshot = first.snapshot_session(&ctx());
+    let path = dir.path().join("artifacts").join(format!("{id}.tjs"));
+    let genuine = std::fs::read(&path).unwrap();
+    let input = json!({"text": "x"});
+
+    // The manifest in the record edited (a description that was not judged).
+    let mut edited = genuine.clone();
+    let at = edited
+        .windows(b"slugify".len())
+        .rposition(|w| w == b"slugify")
+        .expect("the record carries the manifest");
+    edited[at] = b'S';
+    // Another shim named, and a truncated record.
+    let mut other_shim = genuine.clone();
+    other_shim[18..50].fill(0);
+    let truncated = genuine[..40].to_vec();
+    for (what, bytes, expect) in [
+        ("edited manifest", edited, "hashes to"),
+        ("other shim", other_shim, "built by shim"),
+        ("truncated", truncated, "not a compact artifact record"),
+    ] {
+        std::fs::write(&path, &bytes).unwrap();
+        let cold = forge_in(dir.path(), HostPolicy::deny_all(), ForgeConfig::default());
+        cold.restore_session(snapshot.clone()).unwrap();
+        let err = cold.invoke("slugify", &input, &ctx()).await.unwrap_err();
+        assert!(
+            err.to_string().contains(expect) && err.to_string().contains(&id),
+            "{what}: {err}"
+        );
+        let err = cold.export("slugify", &ctx(), false, None).unwrap_err();
+        assert!(err.to_string().contains(&id), "{what}: {err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_files_are_refused_or_contained_and_nothing_partial_lands() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use temper::Runtime;
-use temper::artifact::ArtifactManifest;
 
 const DEFAULT_NS: &[usize] = &[10, 100, 1000];
 const INPUT: &str = r#"{"text":"Hello World!"}"#;
@@ -49,19 +48,6 @@ fn tool_source(i: usize) -> String {
 
 fn expected(i: usize) -> String {
     format!(r#"{{"slug":"hello-world","tool":{i}}}"#)
-}
-
-fn manifest(i: usize, source: &str) -> ArtifactManifest {
-    ArtifactManifest::sandbox(
-        &format!("slug_{i}"),
-        "Turns text into a URL slug.",
-        &json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-        &json!({"type": "object"}),
-        &[],
-        &[],
-        source,
-        false,
-    )
 }
 
 fn proc_status_kib(field: &str) -> u64 {
@@ -164,78 +150,115 @@ fn runtime(cache: &Path) -> Runtime {
 
 // ---------------------------------------------------------------- children
 
-/// N tools in one host; prints one JSON line.
+/// The forge request of tool `i`: schemas, the source, one test case.
+fn request_json(i: usize) -> String {
+    json!({
+        "name": format!("slug_{i}"),
+        "description": "Turns text into a URL slug.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "outputSchema": {"type": "object", "properties": {"slug": {"type": "string"}, "tool": {"type": "integer"}}},
+        "implementation": {"mode": "sandbox", "code": tool_source(i), "allowlist": []},
+        "testCases": [{"input": {"text": "Hello World!"}, "expectedOutput": serde_json::from_str::<Value>(&expected(i)).unwrap()}],
+    })
+    .to_string()
+}
+
+/// N tools forged into one host (a `Forge` on a SQLite store, the rules
+/// judge, the session tier), each called 3 times; prints one JSON line.
 fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
+    use temper::forge::judge::RulesJudge;
+    use temper::forge::{Forge, ForgeConfig, ForgeContext};
     let rt = tokio_rt();
     let runtime = runtime(cache);
     rt.block_on(runtime.warm_up()).expect("warm_up");
     let cache_before = dir_bytes(cache);
-    let rss_start = proc_status_kib("VmRSS");
     std::fs::create_dir_all(store).expect("store dir");
+    let registry = Arc::new(temper::store::Registry::open(store).expect("store"));
+    let config = ForgeConfig {
+        max_session_tools: n,
+        ..ForgeConfig::default()
+    };
+    let forge = Forge::builder(runtime.clone(), registry)
+        .judge(Arc::new(RulesJudge::standard()))
+        .config(config)
+        .build();
+    let ctx = ForgeContext::new("bench", "scale");
+    let policy = temper::policy::HostPolicy::deny_all();
+    let rss_start = proc_status_kib("VmRSS");
     let mut builds = Vec::with_capacity(n);
+    let mut forges = Vec::with_capacity(n);
     let mut first = Vec::with_capacity(n);
     let mut later = Vec::with_capacity(n * (CALLS_PER_TOOL - 1));
     let mut first_cpu = Vec::with_capacity(n);
     let mut later_cpu = Vec::with_capacity(n * (CALLS_PER_TOOL - 1));
-    let mut store_bytes = 0u64;
-    let mut compact_bytes = 0u64;
-    let tools = rt.block_on(async {
-        let mut tools = Vec::with_capacity(n);
+    let input: Value = serde_json::from_str(INPUT).unwrap();
+    rt.block_on(async {
         for i in 0..n {
-            let source = tool_source(i);
+            let text = request_json(i);
+            // VALIDATE + BUILD as the forge runs them (tests excluded).
             let t = Instant::now();
-            let built = runtime.build(&source).await.expect("build");
+            let req = temper::request::ForgeRequest::from_json(&text).expect("request");
+            temper::forge::validate::check(&req, &policy).expect("validate");
+            let built = temper::forge::build::build_sandbox(&runtime, &req, false)
+                .await
+                .expect("build");
             builds.push(t.elapsed());
-            // What the registry keeps today: the self-contained artifact
-            // with its manifest, content-addressed.
-            let m = manifest(i, &source);
-            let bytes = temper::artifact::embed(&built.bytes, &m).expect("embed");
-            let id = blake3::hash(&bytes).to_hex().to_string();
-            std::fs::write(store.join(format!("{id}.wasm")), &bytes).expect("store write");
-            store_bytes += bytes.len() as u64;
-            compact_bytes += (built.bytecode.len() + m.to_canonical_json().len()) as u64;
-            let tool = runtime.tool(&built);
-            drop((built, bytes));
+            drop(built);
+            // The whole forge: validate, build, both test runs, judge, register.
+            let t = Instant::now();
+            forge.forge_json(&text, &ctx).await.expect("forge");
+            forges.push(t.elapsed());
+            let name = format!("slug_{i}");
             let (t, c) = (Instant::now(), thread_cpu());
-            let out = runtime.call(&tool, INPUT).await.expect("first call");
+            let out = forge.invoke(&name, &input, &ctx).await.expect("first call");
             first.push(t.elapsed());
             first_cpu.extend(cpu_since(c));
-            assert_eq!(out.output, expected(i));
-            tools.push(tool);
+            assert_eq!(out.output.to_string(), expected(i));
         }
         for _ in 1..CALLS_PER_TOOL {
-            for (i, tool) in tools.iter().enumerate() {
+            for i in 0..n {
+                let name = format!("slug_{i}");
                 let (t, c) = (Instant::now(), thread_cpu());
-                let out = runtime.call(tool, INPUT).await.expect("call");
+                let out = forge.invoke(&name, &input, &ctx).await.expect("call");
                 later.push(t.elapsed());
                 later_cpu.extend(cpu_since(c));
-                assert_eq!(out.output, expected(i));
+                assert_eq!(out.output.to_string(), expected(i));
             }
         }
-        tools
     });
     // Let background refills settle before reading RSS.
     std::thread::sleep(Duration::from_millis(200));
     let rss_end = proc_status_kib("VmRSS");
     let hwm = proc_status_kib("VmHWM");
     let cache_after = dir_bytes(cache);
+    let artifacts = dir_bytes(&store.join("artifacts"));
+    let store_total = dir_bytes(store) + artifacts;
     let stats = runtime.cache_stats();
-    builds.sort();
-    first.sort();
-    later.sort();
-    first_cpu.sort();
-    later_cpu.sort();
-    drop(tools);
+    for v in [
+        &mut builds,
+        &mut forges,
+        &mut first,
+        &mut later,
+        &mut first_cpu,
+        &mut later_cpu,
+    ] {
+        v.sort();
+    }
+    let snapshot = serde_json::to_vec(&forge.snapshot_session(&ctx)).expect("snapshot");
+    drop(forge);
+    std::fs::write(store.join("session.json"), snapshot).expect("snapshot");
     json!({
         "n": n,
         "rss_start_kib": rss_start,
         "rss_end_kib": rss_end,
         "hwm_kib": hwm,
-        "store_bytes_per_tool": store_bytes as f64 / n as f64,
-        "compact_bytes_per_tool": compact_bytes as f64 / n as f64,
+        "store_bytes_per_tool": store_total as f64 / n as f64,
+        "artifact_bytes_per_tool": artifacts as f64 / n as f64,
         "cache_bytes_per_tool": cache_after.saturating_sub(cache_before) as f64 / n as f64,
         "build_p50_us": us(pct(&builds, 50.0)),
         "build_p95_us": us(pct(&builds, 95.0)),
+        "forge_p50_us": us(pct(&forges, 50.0)),
+        "forge_p95_us": us(pct(&forges, 95.0)),
         "first_p50_us": us(pct(&first, 50.0)),
         "first_p95_us": us(pct(&first, 95.0)),
         "later_p50_us": us(pct(&later, 50.0)),
@@ -245,6 +268,50 @@ fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
         "warm_tools": stats.warm_tools,
         "warm_instances": stats.warm_instances,
         "compiled_tools": stats.compiled_tools,
+    })
+}
+
+/// A cold host on a store another host filled: the first call of each tool
+/// rebuilds its component from the compact record and checks it against
+/// the id; prints one JSON line.
+fn child_cold(n: usize, cache: &Path, store: &Path) -> Value {
+    use temper::forge::judge::RulesJudge;
+    use temper::forge::{Forge, ForgeConfig, ForgeContext};
+    let rt = tokio_rt();
+    let runtime = runtime(cache);
+    rt.block_on(runtime.warm_up()).expect("warm_up");
+    let registry = Arc::new(temper::store::Registry::open(store).expect("store"));
+    let config = ForgeConfig {
+        max_session_tools: n,
+        ..ForgeConfig::default()
+    };
+    let forge = Forge::builder(runtime.clone(), registry)
+        .judge(Arc::new(RulesJudge::standard()))
+        .config(config)
+        .build();
+    let ctx = ForgeContext::new("bench", "scale");
+    let snapshot: temper::forge::session::SessionSnapshot =
+        serde_json::from_slice(&std::fs::read(store.join("session.json")).expect("snapshot"))
+            .expect("snapshot");
+    forge.restore_session(snapshot).expect("restore");
+    let input: Value = serde_json::from_str(INPUT).unwrap();
+    let mut first = Vec::with_capacity(n);
+    rt.block_on(async {
+        for i in 0..n {
+            let t = Instant::now();
+            let out = forge
+                .invoke(&format!("slug_{i}"), &input, &ctx)
+                .await
+                .expect("cold call");
+            first.push(t.elapsed());
+            assert_eq!(out.output.to_string(), expected(i));
+        }
+    });
+    first.sort();
+    json!({
+        "n": n,
+        "cold_first_p50_us": us(pct(&first, 50.0)),
+        "cold_first_p95_us": us(pct(&first, 95.0)),
     })
 }
 
@@ -467,6 +534,12 @@ fn main() {
         println!("{}", child_tools(n, cache, &store));
         return;
     }
+    if let (Some(cache), Ok(n)) = (&cache_env, std::env::var("SCALE_COLD_N")) {
+        let store = PathBuf::from(std::env::var_os("SCALE_STORE").expect("SCALE_STORE"));
+        let n: usize = n.parse().expect("SCALE_COLD_N");
+        println!("{}", child_cold(n, cache, &store));
+        return;
+    }
     if let (Some(cache), Ok(_)) = (&cache_env, std::env::var("SCALE_CHILD_ISOLATED")) {
         println!("{}", child_isolated(cache));
         return;
@@ -503,11 +576,20 @@ fn main() {
     let mut rows = Vec::new();
     for &n in &ns {
         let store = work.path().join(format!("store-{n}"));
-        let r = run_child(&[
+        let mut r = run_child(&[
             ("SCALE_CACHE", cache.display().to_string()),
             ("SCALE_CHILD_N", n.to_string()),
             ("SCALE_STORE", store.display().to_string()),
         ]);
+        // A second host on the same store, in a fresh process.
+        let cold = run_child(&[
+            ("SCALE_CACHE", cache.display().to_string()),
+            ("SCALE_COLD_N", n.to_string()),
+            ("SCALE_STORE", store.display().to_string()),
+        ]);
+        for key in ["cold_first_p50_us", "cold_first_p95_us"] {
+            r[key] = cold[key].clone();
+        }
         // The next child starts from the shared engine alone.
         for entry in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
             if entry.file_name().to_string_lossy().starts_with("bytecode-") {
@@ -536,28 +618,32 @@ fn main() {
     );
     let _ = writeln!(
         md,
-        "## N distinct sandbox tools in one host, each called {CALLS_PER_TOOL} times\n\n\
-         | N | host RSS at end (peak) | store per tool (compact form) | compile cache per tool | first call after build p50 (p95) [CPU p50] | 2nd..Nth call p50 (p95) [CPU p50] | build p50 (p95) |\n\
-         |---:|---:|---:|---:|---:|---:|---:|"
+        "## N distinct sandbox tools forged into one host, each called {CALLS_PER_TOOL} times\n\n\
+         | N | host RSS at end (peak) | store per tool (of which artifacts) | compile cache per tool | validate + build p50 (p95) | whole forge p50 (p95) | first call after forge p50 (p95) [CPU p50] | 2nd..Nth call p50 (p95) [CPU p50] | cold host: first call p50 (p95) |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in &rows {
         let _ = writeln!(
             md,
-            "| {} | {:.1} MiB ({:.1} MiB) | {:.1} KiB ({:.1} KiB) | {:.2} KiB | {:.0} µs ({:.0} µs) [{:.0} µs] | {:.1} µs ({:.1} µs) [{:.1} µs] | {:.2} ms ({:.2} ms) |",
+            "| {} | {:.1} MiB ({:.1} MiB) | {:.1} KiB ({:.1} KiB) | {:.2} KiB | {:.2} ms ({:.2} ms) | {:.1} ms ({:.1} ms) | {:.0} µs ({:.0} µs) [{:.0} µs] | {:.1} µs ({:.1} µs) [{:.1} µs] | {:.2} ms ({:.2} ms) |",
             r["n"],
             f(r, "rss_end_kib") / 1024.0,
             f(r, "hwm_kib") / 1024.0,
             f(r, "store_bytes_per_tool") / 1024.0,
-            f(r, "compact_bytes_per_tool") / 1024.0,
+            f(r, "artifact_bytes_per_tool") / 1024.0,
             f(r, "cache_bytes_per_tool") / 1024.0,
+            f(r, "build_p50_us") / 1000.0,
+            f(r, "build_p95_us") / 1000.0,
+            f(r, "forge_p50_us") / 1000.0,
+            f(r, "forge_p95_us") / 1000.0,
             f(r, "first_p50_us"),
             f(r, "first_p95_us"),
             f(r, "first_cpu_p50_us"),
             f(r, "later_p50_us"),
             f(r, "later_p95_us"),
             f(r, "later_cpu_p50_us"),
-            f(r, "build_p50_us") / 1000.0,
-            f(r, "build_p95_us") / 1000.0,
+            f(r, "cold_first_p50_us") / 1000.0,
+            f(r, "cold_first_p95_us") / 1000.0,
         );
     }
     let _ = writeln!(
@@ -601,9 +687,14 @@ fn main() {
     let _ = writeln!(
         md,
         "## Notes\n\n\
-         - *store per tool* is the self-contained artifact (component + manifest) the registry keeps today, \
-           written content-addressed; *compact form* is bytecode + manifest, what a store could keep and \
-           rebuild the artifact from.\n\
+         - Tools are forged through `Forge` (request parsed, VALIDATE, BUILD, both test runs, the rules judge, \
+           REGISTER into a SQLite store) into the session tier and called through `Forge::invoke` (schema checks \
+           and stats included). *validate + build* times VALIDATE and BUILD alone, as the forge runs them.\n\
+         - *store per tool* is the store directory (SQLite database with its WAL, and `artifacts/`) over N; the \
+           artifacts are compact records (bytecode + manifest section), from which the self-contained component \
+           is rebuilt byte for byte on export.\n\
+         - *cold host* is a second host process on the same store: each tool's first call there rebuilds its \
+           component from the record and checks it against the artifact id before it runs.\n\
          - *compile cache per tool* is what the on-disk cache grew by per tool: the bytecode record that lets \
            `Runtime::load` run a stored artifact on the shared engine. No per-tool component is compiled.\n\
          - The 2nd..Nth calls are round robin over all N tools: with more hot tools than the pre-warm LRU \

@@ -53,9 +53,19 @@ pub enum Implementation {
 pub struct TestCase {
     /// The input.
     pub input: Value,
-    /// The expected output (see [`crate::testcase::output_matches`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The expected output (see [`crate::testcase::output_matches`]);
+    /// `None` when the field is absent. An explicit `null` expects `null`.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub expected_output: Option<Value>,
+}
+
+/// A field that is present is `Some`, even when it is `null`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 impl ForgeRequest {

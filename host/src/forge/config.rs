@@ -96,6 +96,18 @@ pub struct ForgeConfig {
     /// 1024 each); past that they are refused as busy at once.
     #[serde(default = "default_queued")]
     pub max_queued: usize,
+    /// Store a JavaScript tool this host built as its compact record
+    /// (bytecode + manifest, about 1 KB) instead of the ~1.1 MB component
+    /// (default true). The component is rebuilt byte for byte, and checked
+    /// against its id, when it is exported or loaded cold; a record names
+    /// the shim that built it, so a host with another Temper version cannot
+    /// rebuild it (export first, or set this to false).
+    #[serde(default = "default_true")]
+    pub compact_artifacts: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_deadline() -> u64 {
@@ -130,6 +142,7 @@ impl Default for ForgeConfig {
             max_in_flight_forges: DEFAULT_IN_FLIGHT_FORGES,
             max_in_flight_calls: DEFAULT_IN_FLIGHT_CALLS,
             max_queued: DEFAULT_QUEUED,
+            compact_artifacts: true,
         }
     }
 }

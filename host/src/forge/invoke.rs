@@ -23,7 +23,7 @@ use crate::compose::run::{ComposeTool, LinkedStep, StepCall, StepFuture, StepOut
 use crate::host_state::LogLine;
 use crate::id::ArtifactId;
 use crate::runtime::Tool;
-use crate::store::{AuditKind, Tier};
+use crate::store::{AuditKind, StoredArtifact, Tier};
 
 /// What [`Forge::call_artifact`] returns: the output, its console lines and
 /// the call's latency (µs).
@@ -170,7 +170,7 @@ impl Forge {
             let runtime = &self.inner.runtime;
             let (out, started) = if m.mode == Mode::Compose {
                 let tool = self.loaded_compose(id, m).await?;
-                let steps = self.link_steps(m, depth)?;
+                let steps = self.link_steps(m, depth).await?;
                 let started = Instant::now();
                 (
                     runtime.call_compose(&tool, steps, &input.to_string()).await,
@@ -209,7 +209,7 @@ impl Forge {
     /// through [`Forge::call_artifact`] (its own instance, grants, limits
     /// and schema checks; a compose step nests one level deeper), a native
     /// step through its registered function.
-    pub(super) fn link_steps(
+    pub(super) async fn link_steps(
         &self,
         m: &ArtifactManifest,
         depth: usize,
@@ -220,44 +220,43 @@ impl Forge {
                 "compose tools nest more than {MAX_COMPOSE_DEPTH} levels deep"
             )));
         }
-        m.steps
-            .iter()
-            .map(|step| {
-                let call: Arc<dyn StepCall> = match &step.blake3 {
-                    Some(hex) => {
-                        let id = ArtifactId::from_hex(hex).map_err(|e| {
-                            load_err(format!("step {:?}: {e}", step.name))
+        let mut linked = Vec::with_capacity(m.steps.len());
+        for step in &m.steps {
+            let call: Arc<dyn StepCall> = match &step.blake3 {
+                Some(hex) => {
+                    let id = ArtifactId::from_hex(hex)
+                        .map_err(|e| load_err(format!("step {:?}: {e}", step.name)))?;
+                    let manifest = self.step_manifest(&id, &step.tool).await?;
+                    Arc::new(ArtifactStep {
+                        forge: self.clone(),
+                        id,
+                        manifest,
+                        depth: depth + 1,
+                    })
+                }
+                None => {
+                    let native = lock(&self.inner.natives)
+                        .get(&step.tool)
+                        .cloned()
+                        .ok_or_else(|| {
+                            load_err(format!(
+                                "step {:?}: host-native tool {:?} is not registered on this host",
+                                step.name, step.tool
+                            ))
                         })?;
-                        let manifest = self.step_manifest(&id, &step.tool)?;
-                        Arc::new(ArtifactStep {
-                            forge: self.clone(),
-                            id,
-                            manifest,
-                            depth: depth + 1,
-                        })
-                    }
-                    None => {
-                        let native = lock(&self.inner.natives).get(&step.tool).cloned().ok_or_else(
-                            || {
-                                load_err(format!(
-                                    "step {:?}: host-native tool {:?} is not registered on this host",
-                                    step.name, step.tool
-                                ))
-                            },
-                        )?;
-                        Arc::new(NativeStep {
-                            tool: native,
-                            timeout: self.inner.runtime.limits().timeout,
-                        })
-                    }
-                };
-                Ok(LinkedStep {
-                    name: step.name.clone(),
-                    tool: step.tool.clone(),
-                    call,
-                })
-            })
-            .collect()
+                    Arc::new(NativeStep {
+                        tool: native,
+                        timeout: self.inner.runtime.limits().timeout,
+                    })
+                }
+            };
+            linked.push(LinkedStep {
+                name: step.name.clone(),
+                tool: step.tool.clone(),
+                call,
+            });
+        }
+        Ok(linked)
     }
 
     pub(super) fn resolve(&self, name: &str, ctx: &ForgeContext) -> Result<Target, InvokeError> {
@@ -300,15 +299,15 @@ impl Forge {
         }
     }
 
-    /// The bytes of artifact `id` from the store (a failure names `tool`).
-    pub(super) fn artifact_bytes(
+    /// The bytes of artifact `id` from the store, checked against the id (a
+    /// failure names `tool`).
+    pub(super) async fn artifact_bytes(
         &self,
         id: &ArtifactId,
         tool: &str,
     ) -> Result<Vec<u8>, InvokeError> {
-        self.inner
-            .store
-            .get_artifact(id)
+        self.stored_artifact(id)
+            .await
             .map_err(|e| Self::load_error(tool)(e.to_string()))
     }
 
@@ -341,13 +340,21 @@ impl Forge {
         if let Some(tool) = cache.get(id) {
             return Ok(tool);
         }
-        let bytes = self.artifact_bytes(id, &m.name)?;
-        let base = self
+        let load_err = Self::load_error(&m.name);
+        let runtime = &self.inner.runtime;
+        let stored = self
             .inner
-            .runtime
-            .load(bytes)
-            .await
-            .map_err(|e| Self::load_error(&m.name)(e.to_string()))?;
+            .store
+            .get_stored(id)
+            .map_err(|e| load_err(e.to_string()))?;
+        let base = match stored {
+            StoredArtifact::Wasm(bytes) => runtime.load(bytes).await.map_err(|e| e.to_string()),
+            StoredArtifact::Compact(record) => runtime
+                .load_compact(&record, id.as_str())
+                .await
+                .map_err(|e| format!("artifact {id}: {e}")),
+        }
+        .map_err(&load_err)?;
         let tool = self.granted(&base, m)?;
         cache.put(id.clone(), tool.clone());
         Ok(tool)
@@ -374,7 +381,7 @@ impl Forge {
         if let Some(tool) = cache.get(id) {
             return Ok(tool);
         }
-        let bytes = self.artifact_bytes(id, &m.name)?;
+        let bytes = self.artifact_bytes(id, &m.name).await?;
         let steps = m.steps.iter().map(|s| s.name.clone()).collect();
         let tool = self
             .inner
@@ -388,7 +395,7 @@ impl Forge {
 
     /// The manifest of the artifact `id` (a compose step), read from the
     /// artifact once.
-    pub(super) fn step_manifest(
+    pub(super) async fn step_manifest(
         &self,
         id: &ArtifactId,
         tool: &str,
@@ -397,7 +404,7 @@ impl Forge {
         if let Some(m) = cache.get(id) {
             return Ok(m);
         }
-        let bytes = self.artifact_bytes(id, tool)?;
+        let bytes = self.artifact_bytes(id, tool).await?;
         let manifest =
             artifact::read_manifest(&bytes).map_err(|e| Self::load_error(tool)(e.to_string()))?;
         let manifest = Arc::new(manifest);

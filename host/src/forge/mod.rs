@@ -54,7 +54,7 @@ pub use native::{NativeTool, NativeToolSpec};
 pub use outcome::{Exported, ForgeResult, Forged, Invocation};
 
 use crate::runtime::Runtime;
-use crate::store::Registry;
+use crate::store::{ArtifactId, Registry, StoreError, StoredArtifact};
 use cache::ToolCache;
 use gate::Gate;
 use judge::{Judge, NoJudge};
@@ -114,8 +114,12 @@ impl ForgeBuilder {
         self
     }
 
-    /// Builds the forge.
+    /// Builds the forge. With [`ForgeConfig::compact_artifacts`] (the
+    /// default) the runtime becomes the store's artifact codec.
     pub fn build(self) -> Forge {
+        if self.config.compact_artifacts {
+            self.store.attach_codec(self.runtime.artifact_codec());
+        }
         let panel = self
             .panel
             .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
@@ -205,5 +209,27 @@ impl Forge {
     /// The configuration.
     pub fn config(&self) -> &ForgeConfig {
         &self.inner.config
+    }
+
+    /// The artifact `id` from the store, checked against its id: a compact
+    /// record is rebuilt on this runtime (asynchronously, unlike
+    /// [`Registry::get_artifact`]'s codec, which needs a thread of its own).
+    pub async fn stored_artifact(&self, id: &ArtifactId) -> Result<Vec<u8>, StoreError> {
+        match self.inner.store.get_stored(id)? {
+            StoredArtifact::Wasm(bytes) => Ok(bytes),
+            StoredArtifact::Compact(record) => {
+                let bytes = self
+                    .inner
+                    .runtime
+                    .expand_compact(&record)
+                    .await
+                    .map_err(|e| StoreError::Compact {
+                        op: "get_artifact",
+                        id: id.clone(),
+                        detail: e.to_string(),
+                    })?;
+                crate::store::check_expanded(id, bytes)
+            }
+        }
     }
 }

@@ -401,7 +401,7 @@ impl Forge {
         m: &ArtifactManifest,
         input: String,
     ) -> Result<CallOutput, CallFailure> {
-        let steps = self.link_steps(m, 0).map_err(|e| CallFailure {
+        let steps = self.link_steps(m, 0).await.map_err(|e| CallFailure {
             error: crate::RunError::Instantiate {
                 message: e.to_string(),
             },

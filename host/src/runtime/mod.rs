@@ -44,12 +44,14 @@ use crate::pool::{WarmKey, WarmPool};
 
 mod build;
 mod call;
+mod compact;
 mod load;
 mod reaper;
 mod shared;
 
 use call::describe_trap;
 pub(crate) use call::{arm_deadline, deliver, settle};
+pub use compact::CompactError;
 use reaper::Reaper;
 
 /// The export every tool provides.
@@ -320,6 +322,7 @@ impl RuntimeBuilder {
                 warm: WarmPool::new(self.caches.warm_tools, self.caches.warm_per_tool),
                 compiled: Mutex::new(LruCache::new(self.caches.compiled_tools.max(1))),
                 bytecodes: Mutex::new(LruCache::new(self.caches.bytecode_records.max(1))),
+                compacted: Mutex::new(LruCache::new(self.caches.bytecode_records.max(1))),
                 caches: self.caches,
                 policy: self.policy,
                 fetch,
@@ -349,6 +352,9 @@ struct RuntimeInner {
     compiled: Mutex<LruCache<Arc<str>, CompiledCell>>,
     /// Bytecode records (built artifact id → bytecode), the in-memory tier.
     bytecodes: Mutex<LruCache<String, Arc<Vec<u8>>>>,
+    /// Compact records this process made or checked (blake3 of the record
+    /// → the artifact id it rebuilds to): loaded without rebuilding.
+    compacted: Mutex<LruCache<[u8; 32], Arc<str>>>,
     caches: CacheLimits,
     policy: HostPolicy,
     fetch: Option<Arc<FetchTransport>>,

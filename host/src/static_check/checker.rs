@@ -168,6 +168,19 @@ impl<'t> Checker<'t> {
     }
 
     pub(super) fn fs_member(&mut self, name: &str, at: usize) {
+        if name == "promises" {
+            // `fs.promises.readFile` is the promise form of the allowed read;
+            // any other member of `fs.promises` is named in full.
+            let member = self
+                .tok(at + 2)
+                .filter(|t| t.kind == Kind::Ident && Self::after_member_at(self.tokens, at + 2));
+            if let Some(t) = member {
+                if t.value != "readFile" {
+                    self.flag(format!("fs.promises.{}", t.value), at, REASON_FS);
+                }
+                return;
+            }
+        }
         if !FS_ALLOWED.contains(&name) {
             self.flag(format!("fs.{name}"), at, REASON_FS);
         }

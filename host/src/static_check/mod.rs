@@ -22,9 +22,10 @@
 //! - A string literal (or substitution-free template) whose value is exactly
 //!   `child_process` or `node:child_process` (subprocess spawning).
 //! - `fs.<member>` for every member except the read-only allow-list
-//!   `readFile`, `readFileSync`, `existsSync`, `statSync`, `readdirSync`; so
-//!   `fs.writeFile`, `fs.unlink`, `fs.mkdir`, `fs.rm`, `fs.rename`,
-//!   `fs.copyFile`, `fs.symlink`, `fs.chmod`, `fs.open`, `fs.promises`,
+//!   `readFile`, `readFileSync`, `existsSync`, `statSync`, `readdirSync`
+//!   and `promises.readFile`; so `fs.writeFile`, `fs.unlink`, `fs.mkdir`,
+//!   `fs.rm`, `fs.rename`, `fs.copyFile`, `fs.symlink`, `fs.chmod`,
+//!   `fs.open`, `fs.promises.writeFile`, `fs.promises` on its own,
 //!   `fs.createWriteStream`, ... are refused, as is computed `fs[expr]`.
 //! - The blocked global names above reached through the global object:
 //!   `globalThis.eval`, `globalThis['eval']`, `globalThis?.eval`,

@@ -137,6 +137,21 @@ fn fs_write_family_blocked() {
 }
 
 #[test]
+fn fs_promises_allows_only_read_file() {
+    assert!(uses("const t = await fs.promises.readFile('/data/a.txt', 'utf8');").is_empty());
+    assert!(uses("const t = await fs?.promises?.readFile('/data/a.txt');").is_empty());
+    assert_eq!(
+        uses("await fs.promises.writeFile(p, x);"),
+        one("fs.promises.writeFile", 1, 10)
+    );
+    assert_eq!(uses("const p = fs.promises;"), one("fs.promises", 1, 14));
+    assert_eq!(
+        uses("fs.promises['readFile'](p);"),
+        one("fs.promises", 1, 4)
+    );
+}
+
+#[test]
 fn fs_read_allow_list() {
     for member in FS_ALLOWED {
         clean(&format!("const d = fs.{member}(p);"));

@@ -157,6 +157,29 @@ pub trait ArtifactCodec: Send + Sync + std::fmt::Debug {
     fn expand(&self, compact: &[u8]) -> Result<Vec<u8>, String>;
 }
 
+/// An artifact as [`Registry::get_stored`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredArtifact {
+    /// The component's bytes, checked against the id.
+    Wasm(Vec<u8>),
+    /// A compact record, not yet expanded (so not yet checked).
+    Compact(Vec<u8>),
+}
+
+/// `bytes` (an expanded compact record) if they hash to `id`, else
+/// [`StoreError::Corrupt`].
+pub fn check_expanded(id: &ArtifactId, bytes: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+    let actual = ArtifactId::of(&bytes);
+    if &actual != id {
+        return Err(StoreError::Corrupt {
+            op: "get_artifact",
+            id: id.clone(),
+            actual: actual.to_string(),
+        });
+    }
+    Ok(bytes)
+}
+
 /// An open store: a [`RegistryBackend`] and the rules every backend shares.
 /// `Send + Sync`; cheap to share behind an `Arc`.
 #[derive(Debug)]
@@ -263,38 +286,42 @@ impl Registry {
     }
 
     /// Reads an artifact and verifies its blake3 (after expanding a compact
-    /// record); bytes that do not hash to `id` give [`StoreError::Corrupt`].
+    /// record through the attached codec); bytes that do not hash to `id`
+    /// give [`StoreError::Corrupt`].
     pub fn get_artifact(&self, id: &ArtifactId) -> Result<Vec<u8>, StoreError> {
         const OP: &str = "get_artifact";
+        match self.get_stored(id)? {
+            StoredArtifact::Wasm(bytes) => Ok(bytes),
+            StoredArtifact::Compact(compact) => {
+                let codec = self.codec.get().ok_or_else(|| StoreError::NoCodec {
+                    op: OP,
+                    id: id.clone(),
+                })?;
+                let bytes = codec
+                    .expand(&compact)
+                    .map_err(|detail| StoreError::Compact {
+                        op: OP,
+                        id: id.clone(),
+                        detail,
+                    })?;
+                check_expanded(id, bytes)
+            }
+        }
+    }
+
+    /// The artifact `id` as stored: its bytes (verified), or its compact
+    /// record for the caller to expand (then [`check_expanded`]).
+    pub fn get_stored(&self, id: &ArtifactId) -> Result<StoredArtifact, StoreError> {
         if let Some(bytes) = self.backend.get_blob(id, ArtifactForm::Wasm)? {
-            return Ok(bytes);
+            return Ok(StoredArtifact::Wasm(bytes));
         }
-        let Some(compact) = self.backend.get_blob(id, ArtifactForm::Compact)? else {
-            return Err(StoreError::MissingArtifact {
-                op: OP,
+        match self.backend.get_blob(id, ArtifactForm::Compact)? {
+            Some(compact) => Ok(StoredArtifact::Compact(compact)),
+            None => Err(StoreError::MissingArtifact {
+                op: "get_artifact",
                 id: id.clone(),
-            });
-        };
-        let codec = self.codec.get().ok_or_else(|| StoreError::NoCodec {
-            op: OP,
-            id: id.clone(),
-        })?;
-        let bytes = codec
-            .expand(&compact)
-            .map_err(|detail| StoreError::Compact {
-                op: OP,
-                id: id.clone(),
-                detail,
-            })?;
-        let actual = ArtifactId::of(&bytes);
-        if &actual != id {
-            return Err(StoreError::Corrupt {
-                op: OP,
-                id: id.clone(),
-                actual: actual.to_string(),
-            });
+            }),
         }
-        Ok(bytes)
     }
 
     /// The compact record of artifact `id`, if it is stored as one (not
