@@ -269,10 +269,15 @@ impl PostgresBackend {
                 location: location.clone(),
                 detail: format!("cannot start the backend's runtime: {e}"),
             })?;
-        let manager_config = ManagerConfig {
-            recycling_method: RecyclingMethod::Verified,
-        };
-        let manager = Manager::from_config(config, NoTls, manager_config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // A pooled connection is checked with an empty query before
+                // use, so one broken by a server restart is replaced.
+                recycling_method: RecyclingMethod::Verified,
+            },
+        );
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)

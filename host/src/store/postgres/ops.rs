@@ -487,36 +487,18 @@ pub(super) async fn tools(
     loc: Arc<str>,
     agent: Option<String>,
 ) -> Result<Vec<ToolRecord>, StoreError> {
-    let c;
+    let (op, filter) = match agent {
+        Some(_) => ("tools_for_agent", "tier = 'agent' AND owner = $1"),
+        None => ("shared_tools", "tier = 'shared'"),
+    };
+    let c = client(&pool, op, &loc).await?;
+    let sql =
+        format!("SELECT {TOOL_COLUMNS} FROM tools WHERE {filter} ORDER BY name COLLATE \"C\"");
     let rows = match &agent {
-        Some(agent) => {
-            const OP: &str = "tools_for_agent";
-            c = client(&pool, OP, &loc).await?;
-            c.query(
-                &format!(
-                    "SELECT {TOOL_COLUMNS} FROM tools WHERE tier = 'agent' AND owner = $1 ORDER BY name"
-                ),
-                &[agent],
-            )
-            .await
-            .map_err(pg(OP))?
-        }
-        None => {
-            const OP: &str = "shared_tools";
-            c = client(&pool, OP, &loc).await?;
-            c.query(
-                &format!("SELECT {TOOL_COLUMNS} FROM tools WHERE tier = 'shared' ORDER BY name"),
-                &[],
-            )
-            .await
-            .map_err(pg(OP))?
-        }
-    };
-    let op = if agent.is_some() {
-        "tools_for_agent"
-    } else {
-        "shared_tools"
-    };
+        Some(agent) => c.query(&sql, &[agent]).await,
+        None => c.query(&sql, &[]).await,
+    }
+    .map_err(pg(op))?;
     rows.iter()
         .map(|r| record_from(op, r).map(|(_, rec)| rec))
         .collect()

@@ -328,6 +328,71 @@ fn four_hosts_times_eight_threads_keep_one_chain_and_unique_names() {
     assert_eq!(hosts[3].agent_tool_count("alice").unwrap(), NAMES);
 }
 
+#[test]
+fn concurrent_promotions_from_four_hosts_have_one_winner_and_no_stray_approval() {
+    const HOSTS: usize = 4;
+    const AGENTS_PER_HOST: usize = 4;
+    let Some(db) = TestDb::create(&this_test(
+        "concurrent_promotions_from_four_hosts_have_one_winner_and_no_stray_approval",
+    )) else {
+        return;
+    };
+    let hosts: Vec<Registry> = (0..HOSTS)
+        .map(|_| Registry::open_postgres(&db.url).unwrap())
+        .collect();
+    let id = hosts[0].put_artifact(b"promoted artifact").unwrap();
+    let agents: Vec<String> = (0..HOSTS * AGENTS_PER_HOST)
+        .map(|i| format!("agent{i}"))
+        .collect();
+    for agent in &agents {
+        hosts[0]
+            .register(record("p", Some(agent), Tier::Agent, &id))
+            .unwrap();
+    }
+    let barrier = Barrier::new(agents.len());
+    let wins: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = agents
+            .iter()
+            .enumerate()
+            .map(|(i, agent)| {
+                let (host, barrier) = (&hosts[i % HOSTS], &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    match host.approve_and_promote("p", agent, &json!({"by": "reviewer"})) {
+                        Ok(rec) => Some(rec.agent_id.unwrap()),
+                        Err(StoreError::Conflict { op: "promote", .. }) => None,
+                        Err(e) => panic!("{agent}: {e}"),
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(wins.len(), 1, "exactly one promotion wins: {wins:?}");
+    let entries = hosts[3].audit_entries(0, 1000).unwrap();
+    let count = |k: AuditKind| entries.iter().filter(|e| e.kind == k).count();
+    assert_eq!(
+        count(AuditKind::Approval),
+        1,
+        "a refused promotion left its approval"
+    );
+    assert_eq!(count(AuditKind::Promotion), 1);
+    assert_eq!(entries.len(), agents.len() + 2);
+    for host in &hosts {
+        assert_eq!(
+            host.verify_audit().unwrap().entries as usize,
+            agents.len() + 2
+        );
+    }
+    let shared = hosts[2].get("p", "nobody").unwrap().unwrap();
+    assert_eq!(shared.tier, Tier::Shared);
+    assert_eq!(shared.agent_id.as_deref(), Some(wins[0].as_str()));
+    assert_eq!(hosts[1].agent_tool_count(&wins[0]).unwrap(), 0);
+}
+
 #[tokio::test]
 async fn works_from_a_current_thread_runtime_and_drops_inside_it() {
     let Some(db) = TestDb::create(&this_test(
