@@ -163,16 +163,15 @@ fn request_json(i: usize) -> String {
     .to_string()
 }
 
-/// N tools forged into one host (a `Forge` on a SQLite store, the rules
-/// judge, the session tier), each called 3 times; prints one JSON line.
-fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
+/// A host: a `Forge` on the SQLite store in `store` with the rules judge,
+/// room for `n` session tools, and the session the bench uses.
+fn host_forge(
+    runtime: &Runtime,
+    store: &Path,
+    n: usize,
+) -> (temper::forge::Forge, temper::forge::ForgeContext) {
     use temper::forge::judge::RulesJudge;
     use temper::forge::{Forge, ForgeConfig, ForgeContext};
-    let rt = tokio_rt();
-    let runtime = runtime(cache);
-    rt.block_on(runtime.warm_up()).expect("warm_up");
-    let cache_before = dir_bytes(cache);
-    std::fs::create_dir_all(store).expect("store dir");
     let registry = Arc::new(temper::store::Registry::open(store).expect("store"));
     let config = ForgeConfig {
         max_session_tools: n,
@@ -182,7 +181,18 @@ fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
         .judge(Arc::new(RulesJudge::standard()))
         .config(config)
         .build();
-    let ctx = ForgeContext::new("bench", "scale");
+    (forge, ForgeContext::new("bench", "scale"))
+}
+
+/// N tools forged into one host (a `Forge` on a SQLite store, the rules
+/// judge, the session tier), each called 3 times; prints one JSON line.
+fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
+    let rt = tokio_rt();
+    let runtime = runtime(cache);
+    rt.block_on(runtime.warm_up()).expect("warm_up");
+    let cache_before = dir_bytes(cache);
+    std::fs::create_dir_all(store).expect("store dir");
+    let (forge, ctx) = host_forge(&runtime, store, n);
     let policy = temper::policy::HostPolicy::deny_all();
     let rss_start = proc_status_kib("VmRSS");
     let mut builds = Vec::with_capacity(n);
@@ -275,21 +285,10 @@ fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
 /// rebuilds its component from the compact record and checks it against
 /// the id; prints one JSON line.
 fn child_cold(n: usize, cache: &Path, store: &Path) -> Value {
-    use temper::forge::judge::RulesJudge;
-    use temper::forge::{Forge, ForgeConfig, ForgeContext};
     let rt = tokio_rt();
     let runtime = runtime(cache);
     rt.block_on(runtime.warm_up()).expect("warm_up");
-    let registry = Arc::new(temper::store::Registry::open(store).expect("store"));
-    let config = ForgeConfig {
-        max_session_tools: n,
-        ..ForgeConfig::default()
-    };
-    let forge = Forge::builder(runtime.clone(), registry)
-        .judge(Arc::new(RulesJudge::standard()))
-        .config(config)
-        .build();
-    let ctx = ForgeContext::new("bench", "scale");
+    let (forge, ctx) = host_forge(&runtime, store, n);
     let snapshot: temper::forge::session::SessionSnapshot =
         serde_json::from_slice(&std::fs::read(store.join("session.json")).expect("snapshot"))
             .expect("snapshot");
