@@ -188,12 +188,19 @@ async fn a_forged_tool_is_stored_compact_and_rebuilt_byte_for_byte_on_a_cold_hos
         "the rebuilt artifact is byte-identical"
     );
 
-    // Switched off, the full component is stored.
-    let full_dir = tempfile::tempdir().unwrap();
+    // Switched off, the full component is stored; records already in a
+    // store are still rebuilt.
     let config = ForgeConfig {
         compact_artifacts: false,
         ..ForgeConfig::default()
     };
+    let off = forge_in(dir.path(), HostPolicy::deny_all(), config.clone());
+    off.restore_session(first.snapshot_session(&ctx())).unwrap();
+    assert_eq!(
+        off.export("slugify", &ctx(), false, None).unwrap().bytes,
+        exported.bytes
+    );
+    let full_dir = tempfile::tempdir().unwrap();
     let full = forge_in(full_dir.path(), HostPolicy::deny_all(), config);
     let full_id = full.forge(&req, &ctx()).await.unwrap().tool.id;
     assert_eq!(full_id, id, "the id does not depend on how it is stored");

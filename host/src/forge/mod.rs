@@ -83,6 +83,21 @@ impl ForgeContext {
     }
 }
 
+/// A codec that rebuilds compact records but makes none
+/// ([`ForgeConfig::compact_artifacts`] off).
+#[derive(Debug)]
+struct ExpandOnly(Arc<dyn crate::store::ArtifactCodec>);
+
+impl crate::store::ArtifactCodec for ExpandOnly {
+    fn compact(&self, _artifact: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn expand(&self, compact: &[u8]) -> Result<Vec<u8>, String> {
+        self.0.expand(compact)
+    }
+}
+
 /// Builder for [`Forge`]. Secure defaults: no judge ([`NoJudge`], every forge
 /// is rejected), the promotion panel is the configured judge twice, limits
 /// from [`ForgeConfig::default`].
@@ -114,12 +129,17 @@ impl ForgeBuilder {
         self
     }
 
-    /// Builds the forge. With [`ForgeConfig::compact_artifacts`] (the
-    /// default) the runtime becomes the store's artifact codec.
+    /// Builds the forge. The runtime becomes the store's artifact codec: it
+    /// rebuilds compact records, and makes them for new artifacts with
+    /// [`ForgeConfig::compact_artifacts`] (the default).
     pub fn build(self) -> Forge {
-        if self.config.compact_artifacts {
-            self.store.attach_codec(self.runtime.artifact_codec());
-        }
+        // Compact records already in the store are expanded either way.
+        let codec = self.runtime.artifact_codec();
+        self.store.attach_codec(if self.config.compact_artifacts {
+            codec
+        } else {
+            Arc::new(ExpandOnly(codec))
+        });
         let panel = self
             .panel
             .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
