@@ -156,6 +156,7 @@ async fn seed_examples_register_with_the_rules_judge() {
             forge
                 .store()
                 .has_artifact(&temper::store::ArtifactId::from_hex(&tool.id).unwrap())
+                .unwrap()
         );
         // The seed's JSON result shape.
         let doc = serde_json::to_value(ForgeResult::from(&outcome)).unwrap();

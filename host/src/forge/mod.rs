@@ -89,7 +89,7 @@ impl ForgeContext {
 struct ExpandOnly(Arc<dyn crate::store::ArtifactCodec>);
 
 impl crate::store::ArtifactCodec for ExpandOnly {
-    fn compact(&self, _artifact: &[u8]) -> Option<Vec<u8>> {
+    fn compact(&self, _id: &crate::ArtifactId, _artifact: &[u8]) -> Option<Vec<u8>> {
         None
     }
 

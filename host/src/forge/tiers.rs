@@ -373,11 +373,14 @@ impl Forge {
     /// be in the store (its hash is checked when the tool is loaded);
     /// nothing changes otherwise.
     pub fn restore_session(&self, snapshot: SessionSnapshot) -> Result<(), StoreError> {
-        if let Some(t) = snapshot
-            .tools
-            .values()
-            .find(|t| !self.inner.store.has_artifact(&t.artifact))
-        {
+        let mut missing = None;
+        for t in snapshot.tools.values() {
+            if !self.inner.store.has_artifact(&t.artifact)? {
+                missing = Some(t);
+                break;
+            }
+        }
+        if let Some(t) = missing {
             return Err(StoreError::Invalid {
                 op: "restore_session",
                 detail: format!(

@@ -22,6 +22,7 @@
 
 use std::sync::Arc;
 
+use crate::id::ArtifactId;
 use crate::shim;
 use crate::store::ArtifactCodec;
 
@@ -102,11 +103,13 @@ impl Runtime {
     /// The compact record of `artifact`, if this host built its component
     /// (it knows the bytecode the component is the snapshot of); `None` for
     /// any other artifact (compose adapters, other languages, components
-    /// built elsewhere).
-    pub fn compact_artifact(&self, artifact: &[u8]) -> Option<Vec<u8>> {
-        let component_len = crate::artifact::split(artifact).ok()?.1.len();
-        let bytecode = self.recorded_bytecode(artifact)?;
-        let tail = &artifact[component_len..];
+    /// built elsewhere). `id` must be the artifact's id (the store hashed
+    /// it already): the record is remembered as that artifact's, and loads
+    /// without a rebuild in this process.
+    pub(crate) fn compact_artifact(&self, id: &str, artifact: &[u8]) -> Option<Vec<u8>> {
+        let component = crate::artifact::split(artifact).ok()?.1;
+        let bytecode = self.recorded_bytecode_of(component)?;
+        let tail = &artifact[component.len()..];
         let len = u32::try_from(bytecode.len()).ok()?;
         let mut record = Vec::with_capacity(MAGIC.len() + 36 + bytecode.len() + tail.len());
         record.extend_from_slice(MAGIC);
@@ -114,8 +117,7 @@ impl Runtime {
         record.extend_from_slice(&len.to_le_bytes());
         record.extend_from_slice(&bytecode);
         record.extend_from_slice(tail);
-        let id: Arc<str> = blake3::hash(artifact).to_hex().as_str().into();
-        super::lock(&self.inner.compacted).insert(*blake3::hash(&record).as_bytes(), id);
+        super::lock(&self.inner.compacted).insert(*blake3::hash(&record).as_bytes(), id.into());
         Some(record)
     }
 
@@ -190,8 +192,8 @@ impl std::fmt::Debug for RuntimeCodec {
 }
 
 impl ArtifactCodec for RuntimeCodec {
-    fn compact(&self, artifact: &[u8]) -> Option<Vec<u8>> {
-        self.runtime.compact_artifact(artifact)
+    fn compact(&self, id: &ArtifactId, artifact: &[u8]) -> Option<Vec<u8>> {
+        self.runtime.compact_artifact(id.as_str(), artifact)
     }
 
     /// Runs the async rebuild on a thread of its own with its own

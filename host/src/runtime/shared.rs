@@ -145,6 +145,12 @@ impl Runtime {
     /// manifest section.
     pub(super) fn recorded_bytecode(&self, bytes: &[u8]) -> Option<Arc<Vec<u8>>> {
         let component = crate::artifact::split(bytes).map_or(bytes, |(_, c)| c);
+        self.recorded_bytecode_of(component)
+    }
+
+    /// [`Runtime::recorded_bytecode`] of a component without its manifest
+    /// section.
+    pub(super) fn recorded_bytecode_of(&self, component: &[u8]) -> Option<Arc<Vec<u8>>> {
         let id = blake3::hash(component).to_hex().to_string();
         if let Some(b) = lock(&self.inner.bytecodes).get(&id) {
             return Some(b.clone());

@@ -150,10 +150,10 @@ impl Default for RegistryOptions {
 /// forge attaches its runtime's codec ([`Registry::attach_codec`]) so that
 /// tools this host built are stored as bytecode + manifest.
 pub trait ArtifactCodec: Send + Sync + std::fmt::Debug {
-    /// A compact record of `artifact` from which [`ArtifactCodec::expand`]
-    /// rebuilds exactly `artifact`, or `None` if this codec cannot (the
-    /// component was not built by it).
-    fn compact(&self, artifact: &[u8]) -> Option<Vec<u8>>;
+    /// A compact record of `artifact` (whose id is `id`) from which
+    /// [`ArtifactCodec::expand`] rebuilds exactly `artifact`, or `None` if
+    /// this codec cannot (the component was not built by it).
+    fn compact(&self, id: &ArtifactId, artifact: &[u8]) -> Option<Vec<u8>>;
 
     /// The component a compact record stands for.
     fn expand(&self, compact: &[u8]) -> Result<Vec<u8>, String>;
@@ -278,7 +278,7 @@ impl Registry {
     /// else as they are. Idempotent; a corrupt stored copy is replaced.
     pub fn put_artifact(&self, bytes: &[u8]) -> Result<ArtifactId, StoreError> {
         let id = ArtifactId::of(bytes);
-        if let Some(compact) = self.codec.get().and_then(|c| c.compact(bytes)) {
+        if let Some(compact) = self.codec.get().and_then(|c| c.compact(&id, bytes)) {
             self.backend
                 .put_blob(&id, ArtifactForm::Compact, &compact)?;
         } else {
@@ -333,11 +333,15 @@ impl Registry {
         self.backend.get_blob(id, ArtifactForm::Compact)
     }
 
-    /// Whether the artifact `id` is stored in any form (content not checked).
-    pub fn has_artifact(&self, id: &ArtifactId) -> bool {
-        [ArtifactForm::Wasm, ArtifactForm::Compact]
-            .into_iter()
-            .any(|form| self.backend.has_blob(id, form).unwrap_or(false))
+    /// Whether the artifact `id` is stored in any form (content not
+    /// checked). A database that cannot answer is an error, not a "no".
+    pub fn has_artifact(&self, id: &ArtifactId) -> Result<bool, StoreError> {
+        for form in [ArtifactForm::Wasm, ArtifactForm::Compact] {
+            if self.backend.has_blob(id, form)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The ids of all stored artifacts, sorted.

@@ -190,7 +190,7 @@ const CHILD_ROUND_ENV: &str = "TEMPER_STORE_CRASH_ROUND";
 const READY: &str = "TEMPER_STORE_CHILD_READY";
 const CRASH_ROUNDS: u64 = 60;
 
-fn xorshift(mut x: u64) -> u64 {
+pub(super) fn xorshift(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     for _ in 0..4 {
         x ^= x << 13;
@@ -198,6 +198,31 @@ fn xorshift(mut x: u64) -> u64 {
         x ^= x << 17;
     }
     x
+}
+
+/// One step of a crash-test writer (SQLite and PostgreSQL alike): a
+/// random artifact, the agent-tier tool `name` on it, a forge decision and
+/// a call, each in its own transaction.
+pub(super) fn crash_write_step(store: &Registry, name: &str, round: u64, i: u64, rng: u64) {
+    let len = 256 + (rng % 8192) as usize;
+    let bytes: Vec<u8> = (0..len)
+        .map(|k| (xorshift(rng ^ k as u64) & 0xff) as u8)
+        .collect();
+    let id = store.put_artifact(&bytes).unwrap();
+    store
+        .register(record(name, Some("crash"), Tier::Agent, &id))
+        .unwrap();
+    store
+        .append_audit(
+            AuditKind::ForgeDecision,
+            name,
+            Some("judge"),
+            &json!({"round": round, "i": i}),
+        )
+        .unwrap();
+    store
+        .record_invocation(name, "crash", !rng.is_multiple_of(3), rng % 5000)
+        .unwrap();
 }
 
 /// This test's name as libtest knows it (module path without the crate).
@@ -217,26 +242,8 @@ fn child_writer(dir: &Path, round: u64) {
     let mut i = 0u64;
     while Instant::now() < deadline {
         rng = xorshift(rng);
-        let len = 256 + (rng % 8192) as usize;
-        let bytes: Vec<u8> = (0..len)
-            .map(|k| (xorshift(rng ^ k as u64) & 0xff) as u8)
-            .collect();
-        let id = store.put_artifact(&bytes).unwrap();
         let name = format!("r{round}-t{i}");
-        store
-            .register(record(&name, Some("crash"), Tier::Agent, &id))
-            .unwrap();
-        store
-            .append_audit(
-                AuditKind::ForgeDecision,
-                &name,
-                Some("judge"),
-                &json!({"round": round, "i": i}),
-            )
-            .unwrap();
-        store
-            .record_invocation(&name, "crash", !rng.is_multiple_of(3), rng % 5000)
-            .unwrap();
+        crash_write_step(&store, &name, round, i, rng);
         match rng % 7 {
             0 => drop(store.promote(&name, "crash", Tier::Shared).unwrap()),
             1 => drop(store.delete(&name, "crash").unwrap()),
@@ -313,7 +320,7 @@ fn crash_safety_sigkill_child_rounds() {
         tools_seen = tools.len();
         for tool in &tools {
             assert!(
-                store.has_artifact(&tool.artifact),
+                store.has_artifact(&tool.artifact).unwrap(),
                 "round {round}: {} has no artifact",
                 tool.name
             );

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::testing::{TestDb, cluster_url, with_dbname};
 use super::*;
+use crate::store::tests::{crash_write_step, xorshift};
 use crate::store::{AuditKind, Tier};
 
 fn record(name: &str, agent: Option<&str>, tier: Tier, artifact: &ArtifactId) -> ToolRecord {
@@ -422,16 +423,6 @@ const CHILD_ROUND_ENV: &str = "TEMPER_PG_CRASH_ROUND";
 const READY: &str = "TEMPER_PG_CHILD_READY";
 const CRASH_ROUNDS: u64 = 12;
 
-fn xorshift(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    for _ in 0..4 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    x
-}
-
 /// The child: four writer threads, forever (bounded at 30 s), until killed.
 fn child_writer(url: &str, round: u64) {
     let store = Registry::open_postgres(url).unwrap();
@@ -445,26 +436,8 @@ fn child_writer(url: &str, round: u64) {
                 let mut i = 0u64;
                 while Instant::now() < deadline {
                     rng = xorshift(rng);
-                    let len = 256 + (rng % 8192) as usize;
-                    let bytes: Vec<u8> = (0..len)
-                        .map(|k| (xorshift(rng ^ k as u64) & 0xff) as u8)
-                        .collect();
-                    let id = store.put_artifact(&bytes).unwrap();
                     let name = format!("r{round}-w{w}-t{i}");
-                    store
-                        .register(record(&name, Some("crash"), Tier::Agent, &id))
-                        .unwrap();
-                    store
-                        .append_audit(
-                            AuditKind::ForgeDecision,
-                            &name,
-                            Some("judge"),
-                            &json!({"round": round, "i": i}),
-                        )
-                        .unwrap();
-                    store
-                        .record_invocation(&name, "crash", !rng.is_multiple_of(3), rng % 5000)
-                        .unwrap();
+                    crash_write_step(store, &name, round, i, rng);
                     match rng % 5 {
                         0 => drop(
                             store
@@ -580,4 +553,19 @@ fn test_databases_are_isolated() {
     ra.append_audit(AuditKind::Approval, "x", None, &json!({}))
         .unwrap();
     assert_eq!(rb.verify_audit().unwrap().entries, 0);
+}
+
+#[test]
+fn a_database_that_cannot_answer_is_an_error_not_a_missing_artifact() {
+    let Some(db) = TestDb::create(&this_test(
+        "a_database_that_cannot_answer_is_an_error_not_a_missing_artifact",
+    )) else {
+        return;
+    };
+    let store = Registry::open_postgres(&db.url).unwrap();
+    let id = store.put_artifact(b"kept").unwrap();
+    assert!(store.has_artifact(&id).unwrap());
+    db.exec("DROP TABLE artifacts");
+    let err = store.has_artifact(&id).unwrap_err();
+    assert!(matches!(err, StoreError::Postgres { .. }), "{err:?}");
 }

@@ -158,12 +158,12 @@ fn artifact_roundtrip_and_missing(fx: &Fixture) {
     assert_eq!(id.as_str(), blake3::hash(&bytes).to_hex().as_str());
     assert_eq!(store.put_artifact(&bytes).unwrap(), id);
     assert_eq!(store.get_artifact(&id).unwrap(), bytes);
-    assert!(store.has_artifact(&id));
+    assert!(store.has_artifact(&id).unwrap());
     assert_eq!(store.artifact_ids().unwrap(), vec![id.clone()]);
     // Another handle on the same database sees it.
     assert_eq!(fx.open().get_artifact(&id).unwrap(), bytes);
     let missing = ArtifactId::of(b"never stored");
-    assert!(!store.has_artifact(&missing));
+    assert!(!store.has_artifact(&missing).unwrap());
     assert!(matches!(
         store.get_artifact(&missing),
         Err(StoreError::MissingArtifact {
@@ -177,7 +177,7 @@ fn artifact_roundtrip_and_missing(fx: &Fixture) {
         .backend()
         .put_blob(&compact_id, ArtifactForm::Compact, b"compact record")
         .unwrap();
-    assert!(store.has_artifact(&compact_id));
+    assert!(store.has_artifact(&compact_id).unwrap());
     assert_eq!(
         store.get_compact(&compact_id).unwrap().as_deref(),
         Some(&b"compact record"[..])
@@ -471,7 +471,7 @@ fn delete_removes_row_and_appends_audit(fx: &Fixture) {
     let gone = store.delete("d", "alice").unwrap();
     assert_eq!(gone.artifact, id);
     assert!(store.get("d", "alice").unwrap().is_none());
-    assert!(store.has_artifact(&id), "artifacts are kept");
+    assert!(store.has_artifact(&id).unwrap(), "artifacts are kept");
     let last = store.audit_entries(1, 10).unwrap();
     assert_eq!(last.len(), 1);
     assert_eq!(last[0].kind, AuditKind::Deletion);
