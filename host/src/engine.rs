@@ -87,6 +87,11 @@ impl TemperEngine {
             .max_wasm_stack(1 << 20)
             .async_stack_size(4 << 20)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // For profiling only: `TEMPER_PERFMAP=1` writes /tmp/perf-PID.map so
+        // `perf report` names guest functions (needs the guest's name section).
+        if std::env::var_os("TEMPER_PERFMAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config)?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);

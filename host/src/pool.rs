@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use hashlink::LruCache;
 use wasmtime::Store;
-use wasmtime::component::Instance;
 
 use crate::host_state::HostState;
 use crate::policy::Grants;
@@ -24,8 +23,8 @@ use crate::policy::Grants;
 pub(crate) struct Ready {
     /// Its store (fixed clocks still on: the call switches them).
     pub store: Store<HostState>,
-    /// The engine instance.
-    pub instance: Instance,
+    /// Its `run` export, looked up when it was made (not on the call).
+    pub run: crate::bindings::exports::temper::tool::run::Guest,
 }
 
 /// Which instances fit a call: the tool (its bytecode's blake3) and what it

@@ -201,13 +201,10 @@ impl Runtime {
         })?;
         let key = tool.warm_key();
         let (mut store, ready) = match self.inner.warm.take(&key) {
-            Some(Ready {
-                mut store,
-                instance,
-            }) => {
+            Some(Ready { mut store, run }) => {
                 arm_deadline(&mut store, limits.timeout);
                 store.data_mut().set_deadline(deadline);
-                (store, Some(instance))
+                (store, Some(run))
             }
             None => {
                 let granted = self.granted(&tool.grants, deadline);
@@ -221,8 +218,8 @@ impl Runtime {
             }
         };
         let outcome = tokio::time::timeout(limits.timeout, async {
-            let instance = match ready {
-                Some(instance) => instance,
+            let run = match ready {
+                Some(run) => run,
                 None => {
                     let instance = engine.pre.instantiate_async(&mut store).await?;
                     let shim = engine.shim.load(&mut store, &instance)?;
@@ -230,11 +227,10 @@ impl Runtime {
                         return Ok(Err(RunError::from(e)));
                     }
                     store.data_mut().reset_after_load();
-                    instance
+                    engine.run.load(&mut store, &instance)?
                 }
             };
             store.data().fixed.set_fixed(false);
-            let run = engine.run.load(&mut store, &instance)?;
             run.call_call(&mut store, input)
                 .await
                 .map(|r| r.map_err(RunError::from))
@@ -289,8 +285,10 @@ impl Runtime {
         let Ok(Ok(Some(instance))) = loaded else {
             return None;
         };
+        // The export is looked up here, not on the call.
+        let run = engine.run.load(&mut store, &instance).ok()?;
         store.data_mut().reset_after_load();
-        Some(Ready { store, instance })
+        Some(Ready { store, run })
     }
 
     /// Drops a used store off the request path (resetting its instance's
