@@ -1027,3 +1027,105 @@ async fn the_artifact_rebuilds_byte_identically_from_its_bytecode() {
     // Bytes that are not a tool's bytecode are refused, not snapshotted.
     assert!(rt.artifact_from_bytecode(vec![1, 2, 3]).await.is_err());
 }
+
+/// Used stores wait for the reaper in pool slots of their own: 6,000 short
+/// calls from two tasks on a runtime with 2 call slots never find the pool
+/// full.
+/// (Before, the reaper's queue and the batch it was dropping could hold
+/// every slot, and calls failed as traps under load.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_waiting_for_the_reaper_never_take_a_calls_slot() {
+    let cache = tempfile::tempdir().unwrap();
+    let caches = temper::limits::CacheLimits {
+        warm_per_tool: 0,
+        ..Default::default()
+    };
+    let rt = Runtime::builder()
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .max_concurrent_instances(2)
+        .cache_limits(caches)
+        .build()
+        .expect("runtime");
+    let artifact = rt
+        .build("function execute(input) { return input.n * 2; }")
+        .await
+        .unwrap();
+    let tool = rt.tool(&artifact);
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let (rt, tool) = (rt.clone(), tool.clone());
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0u32, Vec::new());
+                for _ in 0..3000 {
+                    match rt.call(&tool, r#"{"n":21}"#).await {
+                        Ok(out) if out.output == "42" => ok += 1,
+                        Ok(out) => failed.push(format!("wrong output {}", out.output)),
+                        Err(e) => failed.push(e.error.to_string()),
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    let mut calls = 0;
+    for task in tasks {
+        let (ok, failed) = task.await.unwrap();
+        assert!(
+            failed.is_empty(),
+            "{} calls failed, first: {}",
+            failed.len(),
+            failed[0]
+        );
+        calls += ok;
+    }
+    assert_eq!(calls, 6000);
+}
+
+/// More instances at once than the pool holds: the calls that find no
+/// slot fail as `RunError::Instantiate` naming the limit, never as a trap
+/// of the tool, and the others still answer correctly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_instance_pool_is_an_instantiation_error_not_a_trap() {
+    let cache = tempfile::tempdir().unwrap();
+    let caches = temper::limits::CacheLimits {
+        warm_per_tool: 0,
+        ..Default::default()
+    };
+    let rt = Runtime::builder()
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .max_concurrent_instances(1)
+        .cache_limits(caches)
+        .build()
+        .expect("runtime");
+    // Busy for 150 ms: the epoch ticker makes it yield, so the calls'
+    // instances are all alive at once (1 call slot + the reaper's 32).
+    let artifact = rt
+        .build("function execute() { const end = Date.now() + 150; let i = 0; while (Date.now() < end) i++; return 'done'; }")
+        .await
+        .unwrap();
+    let tool = rt.tool(&artifact);
+    let tasks: Vec<_> = (0..48)
+        .map(|_| {
+            let (rt, tool) = (rt.clone(), tool.clone());
+            tokio::spawn(async move { rt.call(&tool, "{}").await })
+        })
+        .collect();
+    let (mut ok, mut refused) = (0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(out) => {
+                assert_eq!(out.output, "\"done\"");
+                ok += 1;
+            }
+            Err(failure) => match failure.error {
+                RunError::Instantiate { message } => {
+                    assert!(message.contains("concurrent"), "{message}");
+                    refused += 1;
+                }
+                other => panic!("expected an instantiation error, got {other:?}"),
+            },
+        }
+    }
+    assert!(ok >= 1, "no call answered");
+    assert!(refused >= 1, "48 calls at once fit in 33 slots?");
+}

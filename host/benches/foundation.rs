@@ -27,6 +27,10 @@
 //! engine instance each for that long and prints the mean, for profiling the
 //! call path, e.g. under `perf record`.
 
+/// The allocator of the `temper` binary (see `host/Cargo.toml`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -652,7 +656,16 @@ fn main() {
                                     Ok(out) if out.output == EXPECTED => {
                                         total.fetch_add(1, Ordering::Relaxed)
                                     }
-                                    _ => failures.fetch_add(1, Ordering::Relaxed),
+                                    other => {
+                                        // The first failure is shown: a failed call is a bug.
+                                        if failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                                            eprintln!(
+                                                "first failed call: {:?}",
+                                                other.map(|o| o.output)
+                                            );
+                                        }
+                                        0
+                                    }
                                 };
                             }
                         })

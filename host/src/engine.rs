@@ -44,6 +44,11 @@ impl Default for EngineOptions {
     }
 }
 
+/// Pool slots for used stores waiting to be dropped off the request path
+/// (the runtime's reaper holds at most this many), on top of
+/// [`EngineOptions::max_concurrent_instances`] and the pre-warmed ones.
+pub(crate) const RETIRING_SLOTS: u32 = 32;
+
 /// Default [`EngineOptions::keep_resident_bytes`]: a call of a small JS tool
 /// on the shared engine dirties a few hundred KiB of its memory slot.
 pub const DEFAULT_KEEP_RESIDENT: usize = 1 << 20;
@@ -69,7 +74,8 @@ impl TemperEngine {
     /// Builds the engine and starts its epoch ticker.
     pub fn new(options: &EngineOptions) -> wasmtime::Result<Self> {
         let mut pool = PoolingAllocationConfig::default();
-        let slots = options.max_concurrent_instances.max(1) + options.warm_instances;
+        let slots =
+            options.max_concurrent_instances.max(1) + options.warm_instances + RETIRING_SLOTS;
         pool.total_component_instances(slots)
             .total_core_instances(slots * 8)
             .total_memories(slots * 2)

@@ -190,16 +190,17 @@ impl Runtime {
         arm_deadline(&mut store, limits.timeout);
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(limits.timeout, async {
-            let instance = tool.inner.pre.instantiate_async(&mut store).await?;
+            let instance = match tool.inner.pre.instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) => return Ok(Err(crate::runtime::instantiate_failed(&e))),
+            };
             let run = tool.inner.run.load(&mut store, &instance)?;
-            run.call_call(&mut store, input).await
+            run.call_call(&mut store, input)
+                .await
+                .map(|r| r.map_err(RunError::from))
         })
         .await;
-        let result = settle(
-            outcome.map(|o| o.map(|r| r.map_err(RunError::from))),
-            store.data().memory.hit,
-            &limits,
-        );
+        let result = settle(outcome, store.data().memory.hit, &limits);
         let state = store.into_data();
         let result = match (result, state.failure) {
             (Ok(output), _) => Ok(output),

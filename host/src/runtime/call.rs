@@ -80,6 +80,15 @@ pub(crate) fn arm_deadline<T>(store: &mut Store<T>, timeout: std::time::Duration
     });
 }
 
+/// An instantiation that failed before any guest code ran (e.g. every
+/// pool slot taken: more instances at once than the runtime was built
+/// for): [`RunError::Instantiate`], not a trap.
+pub(crate) fn instantiate_failed(err: &wasmtime::Error) -> RunError {
+    RunError::Instantiate {
+        message: format!("{err:#}"),
+    }
+}
+
 pub(super) fn classify_trap(
     store: &Store<HostState>,
     err: &wasmtime::Error,
@@ -170,7 +179,10 @@ impl Runtime {
                 logs: Vec::new(),
             })?;
         let outcome = tokio::time::timeout(limits.timeout, async {
-            let instance = compiled.pre.instantiate_async(&mut store).await?;
+            let instance = match compiled.pre.instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) => return Ok(Err(instantiate_failed(&e))),
+            };
             let run = compiled.run.load(&mut store, &instance)?;
             run.call_call(&mut store, input)
                 .await
@@ -221,7 +233,10 @@ impl Runtime {
             let run = match ready {
                 Some(run) => run,
                 None => {
-                    let instance = engine.pre.instantiate_async(&mut store).await?;
+                    let instance = match engine.pre.instantiate_async(&mut store).await {
+                        Ok(instance) => instance,
+                        Err(e) => return Ok(Err(instantiate_failed(&e))),
+                    };
                     let shim = engine.shim.load(&mut store, &instance)?;
                     if let Err(e) = shim.call_load(&mut store, &[], bytecode).await? {
                         return Ok(Err(RunError::from(e)));

@@ -50,7 +50,7 @@ mod reaper;
 mod shared;
 
 use call::describe_trap;
-pub(crate) use call::{arm_deadline, deliver, settle};
+pub(crate) use call::{arm_deadline, deliver, instantiate_failed, settle};
 pub use compact::CompactError;
 use reaper::Reaper;
 

@@ -15,6 +15,10 @@ use super::*;
 /// after a tick with nothing to do it sleeps until the next store comes.
 pub(super) struct Reaper {
     queue: Mutex<Vec<Store<HostState>>>,
+    /// Stores handed in and not yet dropped (queued or in the batch being
+    /// dropped): each holds a pool slot, and the pool has
+    /// [`REAPER_BACKLOG`] slots for them beyond the calls' own.
+    held: std::sync::atomic::AtomicUsize,
     wake: std::sync::Condvar,
     /// Set (under the queue's lock) while the thread sleeps without a tick.
     idle: std::sync::atomic::AtomicBool,
@@ -24,8 +28,11 @@ pub(super) struct Reaper {
 /// Stores handed in before the reaper is woken.
 pub(super) const REAPER_BATCH: usize = 8;
 
-/// Stores waiting at most; past it, calls drop their own.
-pub(super) const REAPER_BACKLOG: usize = 32;
+/// Stores held at most (waiting or being dropped); past it, calls drop
+/// their own. The engine's pool has this many slots on top of
+/// [`crate::engine::EngineOptions::max_concurrent_instances`], so stores
+/// waiting here never take a slot a call needs.
+pub(super) const REAPER_BACKLOG: usize = crate::engine::RETIRING_SLOTS as usize;
 
 /// How often the reaper wakes on its own.
 pub(super) const REAPER_TICK: std::time::Duration = std::time::Duration::from_millis(1);
@@ -35,6 +42,7 @@ impl Reaper {
     pub(super) fn spawn() -> Result<Arc<Self>, BuildError> {
         let reaper = Arc::new(Self {
             queue: Mutex::new(Vec::with_capacity(REAPER_BACKLOG)),
+            held: std::sync::atomic::AtomicUsize::new(0),
             wake: std::sync::Condvar::new(),
             idle: std::sync::atomic::AtomicBool::new(false),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -43,7 +51,7 @@ impl Reaper {
         std::thread::Builder::new()
             .name("temper-reaper".into())
             .spawn(move || {
-                use std::sync::atomic::Ordering::{Acquire, Relaxed};
+                use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
                 loop {
                     let batch = {
                         let mut queue = lock(&r.queue);
@@ -64,7 +72,11 @@ impl Reaper {
                         }
                         std::mem::take(&mut *queue)
                     };
-                    drop(batch);
+                    // One by one, so each slot is free as soon as it can be.
+                    for store in batch {
+                        drop(store);
+                        r.held.fetch_sub(1, AcqRel);
+                    }
                     if r.closed.load(Acquire) && lock(&r.queue).is_empty() {
                         break;
                     }
@@ -76,12 +88,14 @@ impl Reaper {
 
     /// Hands a used store in, or drops it here when the backlog is full.
     pub(super) fn retire(&self, store: Store<HostState>) {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
         let mut queue = lock(&self.queue);
-        if queue.len() >= REAPER_BACKLOG {
+        if self.held.load(Acquire) >= REAPER_BACKLOG {
             drop(queue);
             drop(store);
             return;
         }
+        self.held.fetch_add(1, AcqRel);
         queue.push(store);
         if queue.len() >= REAPER_BATCH || self.idle.load(std::sync::atomic::Ordering::Relaxed) {
             self.wake.notify_one();
