@@ -1028,13 +1028,9 @@ async fn the_artifact_rebuilds_byte_identically_from_its_bytecode() {
     assert!(rt.artifact_from_bytecode(vec![1, 2, 3]).await.is_err());
 }
 
-/// Used stores wait for the reaper in pool slots of their own: 6,000 short
-/// calls from two tasks on a runtime with 2 call slots never find the pool
-/// full.
-/// (Before, the reaper's queue and the batch it was dropping could hold
-/// every slot, and calls failed as traps under load.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stores_waiting_for_the_reaper_never_take_a_calls_slot() {
+/// A runtime with `slots` pool slots for calls and no pre-warmed instances
+/// (every call makes its own), on a cache directory of its own.
+fn runtime_without_pre_warming(slots: u32) -> (tempfile::TempDir, Runtime) {
     let cache = tempfile::tempdir().unwrap();
     let caches = temper::limits::CacheLimits {
         warm_per_tool: 0,
@@ -1042,10 +1038,21 @@ async fn stores_waiting_for_the_reaper_never_take_a_calls_slot() {
     };
     let rt = Runtime::builder()
         .cache_dir(Some(cache.path().to_path_buf()))
-        .max_concurrent_instances(2)
+        .max_concurrent_instances(slots)
         .cache_limits(caches)
         .build()
         .expect("runtime");
+    (cache, rt)
+}
+
+/// Used stores wait for the reaper in pool slots of their own: 6,000 short
+/// calls from two tasks on a runtime with 2 call slots never find the pool
+/// full.
+/// (Before, the reaper's queue and the batch it was dropping could hold
+/// every slot, and calls failed as traps under load.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_waiting_for_the_reaper_never_take_a_calls_slot() {
+    let (_cache, rt) = runtime_without_pre_warming(2);
     let artifact = rt
         .build("function execute(input) { return input.n * 2; }")
         .await
@@ -1086,17 +1093,7 @@ async fn stores_waiting_for_the_reaper_never_take_a_calls_slot() {
 /// of the tool, and the others still answer correctly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_instance_pool_is_an_instantiation_error_not_a_trap() {
-    let cache = tempfile::tempdir().unwrap();
-    let caches = temper::limits::CacheLimits {
-        warm_per_tool: 0,
-        ..Default::default()
-    };
-    let rt = Runtime::builder()
-        .cache_dir(Some(cache.path().to_path_buf()))
-        .max_concurrent_instances(1)
-        .cache_limits(caches)
-        .build()
-        .expect("runtime");
+    let (_cache, rt) = runtime_without_pre_warming(1);
     // Busy for 150 ms: the epoch ticker makes it yield, so the calls'
     // instances are all alive at once (1 call slot + the reaper's 32).
     let artifact = rt
