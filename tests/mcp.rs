@@ -297,13 +297,18 @@ fn mcp_over_stdio_pipes() {
     let stats = c.call("tool_stats", json!({"name": "nope"}));
     assert_eq!(stats["isError"], true, "{stats}");
 
-    let unknown = c.call("no_such_tool", json!({}));
-    assert_eq!(unknown["isError"], true, "{unknown}");
+    // An unknown tool is a protocol error, as the MCP spec answers it.
+    let (unknown, _) = c.request(
+        "tools/call",
+        json!({"name": "no_such_tool", "arguments": {}}),
+    );
+    assert_eq!(error_code(&unknown), -32602, "{unknown}");
     assert!(
-        text_json(&unknown)["error"]
+        unknown["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("no_such_tool")
+            .contains("no_such_tool"),
+        "{unknown}"
     );
 
     // Protocol errors are answered, and the server keeps reading.

@@ -668,16 +668,18 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
         bob.tool_names().await,
         ["forge_tool", "promote_tool", "tool_stats"]
     );
+    // A tool out of reach is answered as an unknown one: the same
+    // protocol error (-32602), the same message but for the name.
     let nothing = bob.call("no_such_tool", json!({})).await;
-    let nothing = text_json(nothing.result());
+    let nothing = &nothing.response()["error"];
+    assert_eq!(nothing["code"], -32602, "{nothing}");
     for name in ["slugify", "alice_private"] {
         let r = bob.call(name, json!({"text": "x"})).await;
-        let r = r.result();
-        assert_eq!(r["isError"], true, "{r}");
-        let err = text_json(r);
+        let err = &r.response()["error"];
+        assert_eq!(err["code"], -32602, "{err}");
         assert_eq!(
-            err["error"].as_str().unwrap().replace(name, "NAME"),
-            nothing["error"]
+            err["message"].as_str().unwrap().replace(name, "NAME"),
+            nothing["message"]
                 .as_str()
                 .unwrap()
                 .replace("no_such_tool", "NAME"),
@@ -696,7 +698,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             json!({"name": "slugify", "arguments": {"text": "x"}, "_meta": {"agent_id": "alice"}, "agent_id": "alice"}),
         )
         .await;
-    assert_eq!(r.result()["isError"], true);
+    assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
 
     // Alice's own token limited to the session tier: her agent-tier tool
     // is neither listed nor callable, and no pipeline reaches it.
@@ -704,7 +706,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     limited.open().await;
     assert_eq!(limited.tool_names().await, ["forge_tool", "tool_stats"]);
     let r = limited.call("slugify", json!({"text": "x"})).await;
-    assert_eq!(r.result()["isError"], true);
+    assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
     let pipeline = json!({
         "name": "via_pipeline",
         "description": "Reaches slugify through a pipeline",
@@ -781,7 +783,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     assert_eq!(dave.tool_names().await, ["forge_tool", "tool_stats"]);
     dave.forge(spin_request()).await;
     let p = dave.call("promote_tool", json!({"name": "spin"})).await;
-    assert_eq!(p.result()["isError"], true);
+    assert_eq!(p.response()["error"]["code"], -32602, "{p:?}");
 
     // Its concurrency cap of 1: while a call is in flight (its first
     // progress event has arrived), a second request is refused with 429.
@@ -1291,7 +1293,7 @@ async fn shared_tier_and_promotion_notices() {
         ["forge_tool", "promote_tool", "tool_stats"]
     );
     let r = bob.call("slugify", json!({"text": "x"})).await;
-    assert_eq!(r.result()["isError"], true);
+    assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
     let s = bob.call("tool_stats", json!({"name": "slugify"})).await;
     assert_eq!(s.result()["isError"], true);
     let pipeline = json!({

@@ -338,12 +338,20 @@ impl Handler {
         arguments: &Value,
         progress: &Progress<'_>,
     ) -> Result<Value, RpcError> {
+        // A tool this caller cannot see is a protocol error (`-32602`, as
+        // the MCP spec answers an unknown tool), the same whether it does
+        // not exist or is out of the caller's reach.
         if self.access != Access::ALL && !self.visible()?.iter().any(|t| t.name == name) {
-            return Ok(tools::tool_error("invoke", &self.not_found(name)));
+            return Err(RpcError::invalid_params(self.not_found(name)));
         }
         progress.report(0, 1, format!("calling {name}"));
         let outcome = self.forge.invoke(name, arguments, &self.ctx).await;
         progress.report(1, 1, format!("{name}: done"));
+        if let Err(InvokeError::NotFound { name: missing, .. }) = &outcome
+            && missing == name
+        {
+            return Err(RpcError::invalid_params(self.not_found(name)));
+        }
         Ok(match outcome {
             Ok(invocation) => {
                 for line in &invocation.logs {
@@ -351,7 +359,6 @@ impl Handler {
                 }
                 tools::tool_result(&invocation.output, false)
             }
-            Err(InvokeError::NotFound { .. }) => tools::tool_error("invoke", &self.not_found(name)),
             Err(e) => {
                 if let InvokeError::Run { failure, .. } = &e {
                     for line in &failure.logs {
