@@ -11,7 +11,8 @@ from scripts/mcp-venv.sh:
    list (the meta-tools only), forge the slugify seed with a progress
    callback, receive tools/list_changed, list again, call slugify (the SDK
    checks structuredContent against the advertised outputSchema), a failing
-   call of slugify (an isError result, no exception), an unknown tool.
+   call of slugify (an isError result, no exception), an unknown tool (a
+   -32602 protocol error, raised as MCPError).
    HTTP also: the high-level `Client` in its default (auto) mode, which
    falls back from `server/discover` to the initialize handshake.
 2. stdio only: raw bytes the SDK cannot send: malformed JSON and an unknown
@@ -33,6 +34,7 @@ from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -101,9 +103,14 @@ async def sdk_flow(read, write, seed):
         assert bad.structured_content is None, bad
         assert text_json(bad)["stage"] == "invoke", bad
 
-        unknown = await session.call_tool("no_such_tool", {})
-        assert unknown.is_error, unknown
-        assert "no_such_tool" in text_json(unknown)["error"], unknown
+        # An unknown tool is a protocol error (-32602), as the spec answers it.
+        try:
+            unknown = await session.call_tool("no_such_tool", {})
+        except MCPError as e:
+            assert e.code == -32602, e
+            assert "no_such_tool" in e.message, e
+        else:
+            raise AssertionError(f"an unknown tool answered {unknown}")
 
         await session.send_ping()
 
