@@ -9,7 +9,7 @@
 // initialize, list (the meta-tools only), forge the seed with progress,
 // list_changed, list again (the SDK caches the outputSchema), call, a
 // failing call of a tool with an outputSchema (an isError result, no client
-// exception), an unknown tool, 50 concurrent calls. Over HTTP also: the
+// exception), an unknown tool (a -32602 protocol error), 50 concurrent calls. Over HTTP also: the
 // session's end (DELETE). Exits non-zero on the first failed check; waits
 // for messages, never for a fixed time (the overall limit only guards
 // against a hang).
@@ -109,9 +109,15 @@ const err = JSON.parse(bad.content[0].text);
 assert.equal(err.stage, "invoke");
 assert.match(err.error, /input/);
 
-const unknown = await client.callTool({ name: "no_such_tool", arguments: {} });
-assert.equal(unknown.isError, true, JSON.stringify(unknown));
-assert.match(unknown.content[0].text, /no_such_tool/);
+// An unknown tool is a protocol error (-32602), as the MCP spec answers it.
+await assert.rejects(
+  client.callTool({ name: "no_such_tool", arguments: {} }),
+  (e) => {
+    assert.equal(e.code, -32602, String(e));
+    assert.match(e.message, /no_such_tool/);
+    return true;
+  },
+);
 
 // 50 concurrent calls, each with its own answer.
 const texts = Array.from({ length: 50 }, (_, i) => `Concurrent Call ${i}`);
