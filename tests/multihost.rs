@@ -1021,12 +1021,17 @@ impl Mcp {
         (headers, last.map(|t| serde_json::from_str(&t).unwrap()))
     }
 
-    async fn rpc(&mut self, method: &str, params: Value) -> Value {
+    /// One JSON-RPC request; the whole response object.
+    async fn rpc_answer(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let (_, answer) = self
             .post(json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}))
             .await;
-        let answer = answer.expect("a response");
+        answer.expect("a response")
+    }
+
+    async fn rpc(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.rpc_answer(method, params).await;
         assert!(answer.get("error").is_none(), "{answer}");
         answer["result"].clone()
     }
@@ -1147,9 +1152,16 @@ async fn two_temper_mcp_processes_share_one_store() {
 
         // Deleted by a third host: gone from B at once.
         shared.open().delete("slugify", "default").unwrap();
-        let (err, out) = on_b.call("slugify", json!({"text": "x"})).await;
-        assert!(err, "{label}: {out}");
-        assert!(out.to_string().contains("unknown tool"), "{label}: {out}");
+        // An unknown tool is a protocol error (-32602), not a tool result.
+        let answer = on_b
+            .rpc_answer(
+                "tools/call",
+                json!({"name": "slugify", "arguments": {"text": "x"}}),
+            )
+            .await;
+        assert_eq!(answer["error"]["code"], -32602, "{label}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("unknown tool"), "{label}: {answer}");
         assert!(!on_b.tool_names().await.contains(&"slugify".to_string()));
 
         let (ok, doc, stderr) = temper_cli(&shared, &["audit", "verify"]);
