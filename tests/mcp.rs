@@ -43,11 +43,17 @@ struct Client {
 
 impl Client {
     fn start(store: &Path) -> Self {
+        Self::start_with(store, &[])
+    }
+
+    /// `temper mcp` on `store` with `extra` arguments.
+    fn start_with(store: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
             .args(["mcp", "--judge", "rules", "--timeout-ms", "2000", "--store"])
             .arg(store)
             .arg("--cache-dir")
             .arg(cache_dir())
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -91,6 +97,15 @@ impl Client {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => panic!("the server wrote a line that is not JSON: {e}"),
             Err(e) => panic!("no message from the server: {e}"),
+        }
+    }
+
+    /// The next message, which must come within `limit`.
+    fn recv_within(&mut self, limit: Duration) -> Value {
+        match self.messages.recv_timeout(limit) {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => panic!("the server wrote a line that is not JSON: {e}"),
+            Err(e) => panic!("no message from the server within {limit:?}: {e}"),
         }
     }
 
@@ -425,6 +440,84 @@ fn mcp_over_stdio_pipes() {
         .collect();
     deleted.sort();
     assert_eq!(deleted, ["slugify", "spin"]);
+}
+
+/// Three `temper mcp` processes on one store (two of agent `default`, one
+/// of `other`), as separate clients of one machine run them: a change one
+/// of them (or anyone else) makes to an agent tier reaches that agent's
+/// connections as `list_changed`, a shared-tier change reaches all of
+/// them, and the process that made a change announces it once.
+#[test]
+fn registry_changes_reach_the_other_processes_on_the_store() {
+    let store = tempfile::tempdir().unwrap();
+    let config = store.path().join("forge.json");
+    std::fs::write(
+        &config,
+        r#"{"promotionThreshold": {"uses": 1, "confidence": 0.0}}"#,
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let poll = ["--registry-poll-ms", "50", "--forge-config", config];
+    let mut a = Client::start_with(store.path(), &poll);
+    let mut b = Client::start_with(store.path(), &poll);
+    let mut other = Client::start_with(store.path(), &[&poll[..], &["--agent", "other"]].concat());
+    let list_changed =
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}});
+
+    // A forges (its session tier: nobody else hears of it) and promotes to
+    // its agent tier: one list_changed on A, before the answer.
+    let (m, notes) = a.request(
+        "tools/call",
+        json!({"name": "forge_tool", "arguments": seed("slugify")}),
+    );
+    assert_eq!(m["result"]["isError"], false, "{m}");
+    assert_eq!(notes, std::slice::from_ref(&list_changed));
+    a.call("slugify", json!({"text": "A B"}));
+    let (m, notes) = a.request(
+        "tools/call",
+        json!({"name": "promote_tool", "arguments": {"name": "slugify"}}),
+    );
+    assert_eq!(m["result"]["isError"], false, "{m}");
+    assert_eq!(
+        notes,
+        std::slice::from_ref(&list_changed),
+        "announced once, on the request"
+    );
+
+    // B (same agent) hears of it from its poll, and now lists it.
+    // (50 ms polls; 30 s only bounds a failure.)
+    let heard = Duration::from_secs(30);
+    assert_eq!(b.recv_within(heard), list_changed);
+    assert!(b.tool_names().contains(&"slugify".to_string()));
+    // Many polls later: A's own poll did not announce it again, and the
+    // other agent heard nothing (`ok` fails on any notification).
+    std::thread::sleep(Duration::from_millis(500));
+    a.ok("ping", json!({}));
+    other.ok("ping", json!({}));
+    assert!(!other.tool_names().contains(&"slugify".to_string()));
+
+    // An operator promotes it to the shared tier (another process): all
+    // three hear of it.
+    let registry = Registry::open(store.path()).unwrap();
+    registry
+        .promote("slugify", "default", temper::store::Tier::Shared)
+        .unwrap();
+    for c in [&mut a, &mut b, &mut other] {
+        assert_eq!(c.recv_within(heard), list_changed);
+    }
+    assert!(other.tool_names().contains(&"slugify".to_string()));
+
+    // Deleted: all three hear of it, and nobody lists it.
+    registry.delete("slugify", "default").unwrap();
+    for c in [&mut a, &mut b, &mut other] {
+        assert_eq!(c.recv_within(heard), list_changed);
+        assert!(!c.tool_names().contains(&"slugify".to_string()));
+    }
+    for c in [a, b, other] {
+        let (status, rest) = c.close();
+        assert!(status.success(), "{status}");
+        assert!(rest.is_empty(), "{rest:?}");
+    }
 }
 
 /// The official MCP Python SDK client against `temper mcp`. Needs the venv

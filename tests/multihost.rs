@@ -306,6 +306,9 @@ impl RegistryBackend for Interposed {
             .backend()
             .append_audit(kind, subject, agent, payload)
     }
+    fn audit_head_seq(&self) -> Result<i64, StoreError> {
+        self.inner.backend().audit_head_seq()
+    }
     fn audit_entries(&self, after_seq: i64, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
         self.inner.backend().audit_entries(after_seq, limit)
     }
@@ -1021,6 +1024,34 @@ impl Mcp {
         (headers, last.map(|t| serde_json::from_str(&t).unwrap()))
     }
 
+    /// Opens the session's GET stream; the JSON-RPC messages it carries
+    /// arrive on the returned channel.
+    async fn open_stream(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        let mut resp = self
+            .client
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", self.session.as_deref().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut buf = String::new();
+            while let Ok(Some(chunk)) = resp.chunk().await {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let event: String = buf.drain(..end + 2).collect();
+                    for data in event.lines().filter_map(|l| l.strip_prefix("data: ")) {
+                        let _ = tx.send(serde_json::from_str(data).unwrap());
+                    }
+                }
+            }
+        });
+        rx
+    }
+
     /// One JSON-RPC request; the whole response object.
     async fn rpc_answer(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
@@ -1095,13 +1126,23 @@ async fn two_temper_mcp_processes_share_one_store() {
             r#"{"promotionThreshold": {"uses": 1, "confidence": 0.0}}"#,
         )
         .unwrap();
-        let extra = ["--forge-config", config.to_str().unwrap()];
+        let extra = [
+            "--forge-config",
+            config.to_str().unwrap(),
+            "--registry-poll-ms",
+            "50",
+        ];
         let (sa, sb) = (
             Server::start(&shared, &extra),
             Server::start(&shared, &extra),
         );
         let mut on_a = sa.session().await;
         let mut on_b = sb.session().await;
+        let mut b_stream = on_b.open_stream().await;
+        let list_changed =
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {}});
+        // (The servers poll every 50 ms; 30 s only bounds a failure.)
+        let heard = Duration::from_secs(30);
 
         // Forged on A: in A's session only.
         let r = on_a.call("forge_tool", seed_json("slugify")).await;
@@ -1111,9 +1152,12 @@ async fn two_temper_mcp_processes_share_one_store() {
             on_a.call("slugify", json!({"text": "A B"})).await,
             (false, json!({"slug": "a-b"}))
         );
-        // Promoted on A: listed and callable on B.
+        // Promoted on A: B's session hears of it on its GET stream, and
+        // lists and calls it.
         let r = on_a.call("promote_tool", json!({"name": "slugify"})).await;
         assert!(!r.0, "{label}: {r:?}");
+        let note = tokio::time::timeout(heard, b_stream.recv()).await;
+        assert_eq!(note, Ok(Some(list_changed.clone())), "{label}");
         assert!(on_b.tool_names().await.contains(&"slugify".to_string()));
         assert_eq!(
             on_b.call("slugify", json!({"text": "On B"})).await,
@@ -1150,8 +1194,10 @@ async fn two_temper_mcp_processes_share_one_store() {
             assert_eq!(stats["successes"], 1002, "{label}: {stats}");
         }
 
-        // Deleted by a third host: gone from B at once.
+        // Deleted by a third host: B hears of it, and it is gone from B.
         shared.open().delete("slugify", "default").unwrap();
+        let note = tokio::time::timeout(heard, b_stream.recv()).await;
+        assert_eq!(note, Ok(Some(list_changed.clone())), "{label}");
         // An unknown tool is a protocol error (-32602), not a tool result.
         let answer = on_b
             .rpc_answer(

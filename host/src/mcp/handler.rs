@@ -7,12 +7,15 @@
 //! Notifications a request causes (progress, `tools/list_changed`) go
 //! through the [`Notifier`] the transport passes in: stdio writes them to
 //! its one output, Streamable HTTP to the request's SSE stream or the
-//! session's GET stream.
+//! session's GET stream. A change of the agent or shared tier is read back
+//! from the audit trail through the transport's [`RegistryWatch`], so the
+//! request that made it announces it once, to every session it concerns.
 
 use serde_json::{Value, json};
 
 use super::jsonrpc::{self, RpcError};
 use super::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
+use super::watch::{Changes, RegistryWatch};
 use crate::forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
 use crate::store::Tier;
 
@@ -70,10 +73,15 @@ pub trait Notifier: Send + Sync {
     /// A notification for the caller's session
     /// (`notifications/tools/list_changed` after a forge).
     fn session_note(&self, message: Value);
-    /// The caller's agent tier changed (a promotion): every session of the
-    /// agent should hear `list_changed`. By default only this one does.
-    fn agent_note(&self, message: Value) {
-        self.session_note(message)
+    /// The registry changed (`changes`, read back from the audit trail
+    /// after this request's promotion): the caller should hear `message`
+    /// when `caller_reached`, and so should every other session the
+    /// changes reach. By default only the caller does.
+    fn registry_note(&self, changes: &Changes, caller_reached: bool, message: Value) {
+        let _ = changes;
+        if caller_reached {
+            self.session_note(message)
+        }
     }
 }
 
@@ -83,12 +91,25 @@ pub struct Handler {
     forge: Forge,
     ctx: ForgeContext,
     access: Access,
+    watch: RegistryWatch,
 }
 
 impl Handler {
-    /// A handler acting as `ctx` with `access`.
-    pub fn new(forge: Forge, ctx: ForgeContext, access: Access) -> Self {
-        Self { forge, ctx, access }
+    /// A handler acting as `ctx` with `access`; the registry changes it
+    /// makes are read back through `watch` (the transport's, shared by its
+    /// sessions).
+    pub fn new(forge: Forge, ctx: ForgeContext, access: Access, watch: RegistryWatch) -> Self {
+        Self {
+            forge,
+            ctx,
+            access,
+            watch,
+        }
+    }
+
+    /// The tiers this caller may use.
+    pub fn access(&self) -> Access {
+        self.access
     }
 
     /// The context requests act in.
@@ -292,13 +313,27 @@ impl Handler {
             return tools::tool_error("promote", "promote_tool: arguments.name must be a string");
         };
         let source = arguments.get("source").and_then(Value::as_str);
+        // Held from before the change until it is read back: no poll
+        // announces it meanwhile.
+        let change = self.watch.local_change().await;
         match self.forge.promote(name, &self.ctx, source).await {
             Ok(info) => {
                 eprintln!(
                     "temper mcp: {} promoted {name} to its agent tier",
                     self.ctx.agent_id
                 );
-                notes.agent_note(jsonrpc::notification(LIST_CHANGED, json!({})));
+                let changes = change.finish().await.unwrap_or_else(|e| {
+                    eprintln!("temper mcp: cannot read the promotion back: {e}");
+                    // At least the caller's agent hears of it.
+                    let mut own = Changes::default();
+                    own.agents.insert(self.ctx.agent_id.clone());
+                    own
+                });
+                notes.registry_note(
+                    &changes,
+                    changes.reaches(&self.ctx.agent_id, self.access),
+                    jsonrpc::notification(LIST_CHANGED, json!({})),
+                );
                 match serde_json::to_value(&info) {
                     Ok(v) => tools::tool_result(&v, false),
                     Err(e) => tools::tool_error("promote", &format!("cannot encode: {e}")),
@@ -371,7 +406,8 @@ impl Handler {
     }
 }
 
-const LIST_CHANGED: &str = "notifications/tools/list_changed";
+/// The notification that a caller's tool list changed.
+pub(super) const LIST_CHANGED: &str = "notifications/tools/list_changed";
 
 /// Progress steps of a forge: the five stages, then done.
 const FORGE_STEPS: u32 = 5;

@@ -27,6 +27,8 @@
 //! - [`server`]: the stdio connection.
 //! - [`http`]: Streamable HTTP: sessions, SSE, authentication, limits.
 //! - [`tokens`]: the tokens file.
+//! - [`watch`]: registry changes made by other processes sharing the store,
+//!   read from the audit trail, for `notifications/tools/list_changed`.
 
 pub mod handler;
 pub mod http;
@@ -34,7 +36,9 @@ pub mod jsonrpc;
 pub mod server;
 pub mod tokens;
 pub mod tools;
+pub mod watch;
 
 pub use handler::{Access, Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS, negotiate_version};
 pub use http::{HttpConfig, HttpError, HttpServer};
 pub use server::{McpError, connection_context, serve, serve_stdio};
+pub use watch::{Changes, DEFAULT_POLL, RegistryWatch};

@@ -11,6 +11,11 @@
 //! waits for the requests in flight, discards the connection's session tier
 //! ([`Forge::cleanup_session`]) and returns.
 //!
+//! Registry changes other processes make (a promotion, a deletion, an
+//! import into the agent or shared tier) are found by polling the audit
+//! trail ([`super::watch`]) and announced as `notifications/tools/list_changed`
+//! when they concern the connection's agent.
+//!
 //! Requests are served before `initialize` too (the server is lenient);
 //! `notifications/cancelled` is accepted and ignored (a forge or call runs
 //! to its end, bounded by the engine's limits, so the audit trail stays
@@ -18,15 +23,17 @@
 
 use std::io::{self, BufReader, Read, Write};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::handler::{Access, Handler, Notifier};
+use super::handler::{Access, Handler, LIST_CHANGED, Notifier};
 use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
+use super::watch::{self, RegistryWatch};
 use crate::forge::{Forge, ForgeContext};
 use crate::store::StoreError;
 
@@ -45,6 +52,10 @@ pub enum McpError {
         #[source]
         source: io::Error,
     },
+    /// The audit trail's head could not be read to start the registry
+    /// watch.
+    #[error("mcp: cannot start the registry watch: {0}")]
+    Watch(#[source] StoreError),
     /// Discarding the connection's session tier failed (its audit entries
     /// could not be written).
     #[error("mcp: cannot discard the connection's session tier: {0}")]
@@ -67,18 +78,26 @@ pub fn connection_context(base: &ForgeContext) -> ForgeContext {
 }
 
 /// Serves one connection on stdin/stdout (see [`serve`]).
-pub async fn serve_stdio(forge: Forge, ctx: ForgeContext) -> Result<usize, McpError> {
-    serve(forge, ctx, io::stdin(), io::stdout()).await
+pub async fn serve_stdio(
+    forge: Forge,
+    ctx: ForgeContext,
+    registry_poll: Option<Duration>,
+) -> Result<usize, McpError> {
+    serve(forge, ctx, io::stdin(), io::stdout(), registry_poll).await
 }
 
 /// Serves one connection: reads messages from `input` until it ends, answers
 /// on `output`, then discards `ctx`'s session tier. Returns how many
-/// session tools were discarded.
+/// session tools were discarded. Every `registry_poll` (e.g.
+/// [`watch::DEFAULT_POLL`]; `None`: never) the audit trail is read for
+/// changes other processes made to the caller's agent tier or the shared
+/// tier.
 pub async fn serve<R, W>(
     forge: Forge,
     ctx: ForgeContext,
     input: R,
     output: W,
+    registry_poll: Option<Duration>,
 ) -> Result<usize, McpError>
 where
     R: Read + Send + 'static,
@@ -101,9 +120,23 @@ where
             source,
         })?;
 
+    let watch = RegistryWatch::start(forge.clone())
+        .await
+        .map_err(McpError::Watch)?;
+    let agent = ctx.agent_id.clone();
     let conn = Arc::new(Connection {
-        handler: Handler::new(forge, ctx, Access::ALL),
+        handler: Handler::new(forge, ctx, Access::ALL, watch.clone()),
         out: out_tx,
+    });
+    let poller = registry_poll.map(|every| {
+        let out = conn.out.clone();
+        tokio::spawn(watch::poll_loop(watch, every, move |changes| {
+            if changes.reaches(&agent, Access::ALL) {
+                let note = jsonrpc::notification(LIST_CHANGED, serde_json::json!({}));
+                return out.send(note).is_ok();
+            }
+            !out.is_closed()
+        }))
     });
     let mut requests = JoinSet::new();
     let ended = loop {
@@ -146,6 +179,10 @@ where
         while requests.try_join_next().is_some() {}
     };
     while requests.join_next().await.is_some() {}
+    if let Some(poller) = poller {
+        poller.abort();
+        let _ = poller.await;
+    }
     let discarded = conn.handler.forge().cleanup_session(conn.handler.context());
     // The last sender: the writer drains what is queued, then ends.
     drop(conn);

@@ -182,6 +182,10 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
     /// Up to `limit` entries with `seq > after_seq`, in order.
     fn audit_entries(&self, after_seq: i64, limit: usize) -> Result<Vec<AuditEntry>, StoreError>;
 
+    /// The seq of the chain's last entry (0 when empty), from the head
+    /// record.
+    fn audit_head_seq(&self) -> Result<i64, StoreError>;
+
     /// Verifies the whole chain against the head record in one snapshot
     /// (through [`super::audit::verify_chain`]).
     fn verify_audit(&self) -> Result<AuditReport, AuditError>;

@@ -512,6 +512,12 @@ impl Registry {
         self.backend.audit_entries(after_seq, limit)
     }
 
+    /// The seq of the audit chain's last entry (0 when empty): where a
+    /// reader that wants only what comes next starts.
+    pub fn audit_head_seq(&self) -> Result<i64, StoreError> {
+        self.backend.audit_head_seq()
+    }
+
     /// Verifies the whole audit chain against the head record, in one read
     /// snapshot. Detects an edited entry (any field), a removed or reordered
     /// entry, and a truncated tail; the error names the seq where it breaks.

@@ -279,6 +279,12 @@ struct McpHttpArgs {
     /// blocked write to a client that stopped reading.
     #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "http")]
     io_timeout_ms: u64,
+    /// How often to read the audit trail for registry changes other
+    /// processes sharing the store made (announced as
+    /// notifications/tools/list_changed); 0 turns polling off. Stdio and
+    /// HTTP alike.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    registry_poll_ms: u64,
 }
 
 impl McpHttpArgs {
@@ -295,7 +301,12 @@ impl McpHttpArgs {
         c.max_sessions = self.max_sessions.max(1);
         let io = std::time::Duration::from_millis(self.io_timeout_ms.max(1));
         (c.header_timeout, c.body_timeout, c.write_timeout) = (io, io, io);
+        c.registry_poll = self.registry_poll();
         Some(c)
+    }
+
+    fn registry_poll(&self) -> Option<std::time::Duration> {
+        (self.registry_poll_ms > 0).then(|| std::time::Duration::from_millis(self.registry_poll_ms))
     }
 }
 
@@ -687,7 +698,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             match http.config() {
                 None => {
                     let ctx = temper::mcp::connection_context(&opened.ctx);
-                    temper::mcp::serve_stdio(opened.forge, ctx)
+                    temper::mcp::serve_stdio(opened.forge, ctx, http.registry_poll())
                         .await
                         .map(|_| ())
                         .map_err(|e| e.to_string())

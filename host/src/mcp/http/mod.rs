@@ -11,6 +11,11 @@
 //!   (`notifications/tools/list_changed`); a newer GET replaces it.
 //! - `DELETE`: ends the session.
 //!
+//! A promotion on this server is announced to every session of the agent;
+//! changes other processes sharing the store make are found by polling the
+//! audit trail every [`HttpConfig::registry_poll`] ([`super::watch`]) and
+//! announced to the sessions they concern.
+//!
 //! **A session is the session tier**: its tools are discarded when it ends
 //! (DELETE) or idles out (no request, no open GET stream for
 //! [`HttpConfig::session_idle`]).
@@ -50,10 +55,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::handler::Access;
+use super::handler::{Access, LIST_CHANGED};
 use super::jsonrpc::{self};
 use super::tokens::TokensError;
+use super::watch::{self, RegistryWatch};
 use crate::forge::{Forge, ForgeContext};
+use crate::store::StoreError;
 
 mod routes;
 mod session;
@@ -97,12 +104,17 @@ pub struct HttpConfig {
     pub max_connections: usize,
     /// Interval of SSE keep-alive comments on GET streams.
     pub keep_alive: Duration,
+    /// How often the audit trail is read for registry changes other
+    /// processes made (`None`: never; this server's own are announced
+    /// either way).
+    pub registry_poll: Option<Duration>,
 }
 
 impl HttpConfig {
     /// The defaults for `addr`: sessions idle out after 30 min, 8 MiB
     /// bodies, 10 s for headers, 30 s for a body, 30 s of blocked writes,
-    /// 64 requests in flight and 64 sessions per token, 1024 connections.
+    /// 64 requests in flight and 64 sessions per token, 1024 connections,
+    /// the registry polled every second.
     pub fn new(addr: impl Into<String>) -> Self {
         Self {
             addr: addr.into(),
@@ -117,6 +129,7 @@ impl HttpConfig {
             max_sessions: 64,
             max_connections: 1024,
             keep_alive: Duration::from_secs(15),
+            registry_poll: Some(watch::DEFAULT_POLL),
         }
     }
 }
@@ -145,6 +158,10 @@ pub enum HttpError {
         /// Why.
         reason: String,
     },
+    /// The audit trail's head could not be read to start the registry
+    /// watch.
+    #[error("mcp http: cannot start the registry watch: {0}")]
+    Watch(#[source] StoreError),
     /// Listening or accepting failed.
     #[error("mcp http: cannot listen on {addr}: {source}")]
     Listen {
@@ -200,7 +217,11 @@ impl HttpServer {
                 addr: config.addr.clone(),
                 source,
             })?;
+        let watch = RegistryWatch::start(forge.clone())
+            .await
+            .map_err(HttpError::Watch)?;
         let state = Arc::new(State {
+            watch,
             forge,
             base_agent: base.agent_id.clone(),
             loopback,
@@ -222,6 +243,23 @@ impl HttpServer {
     pub async fn run(self) -> Result<(), HttpError> {
         let state = self.state;
         tokio::spawn(reap_idle_sessions(Arc::downgrade(&state)));
+        if let Some(every) = state.config.registry_poll {
+            let weak = Arc::downgrade(&state);
+            tokio::spawn(watch::poll_loop(
+                state.watch.clone(),
+                every,
+                move |changes| {
+                    let Some(state) = weak.upgrade() else {
+                        return false;
+                    };
+                    let note = jsonrpc::notification(LIST_CHANGED, serde_json::json!({}));
+                    for s in state.sessions_reached(&changes) {
+                        s.push(&note);
+                    }
+                    true
+                },
+            ));
+        }
         loop {
             let permit = state
                 .connections
@@ -263,6 +301,8 @@ impl HttpServer {
 
 struct State {
     forge: Forge,
+    /// The server's cursor into the audit trail (shared by its sessions).
+    watch: RegistryWatch,
     base_agent: String,
     loopback: bool,
     tokens: Option<TokenSource>,
@@ -376,10 +416,11 @@ impl State {
         s.discard(why);
     }
 
-    fn sessions_of_agent(&self, agent: &str) -> Vec<Arc<Session>> {
+    /// The sessions `changes` concern (by agent and tiers).
+    fn sessions_reached(&self, changes: &watch::Changes) -> Vec<Arc<Session>> {
         lock(&self.sessions)
             .values()
-            .filter(|s| s.handler.context().agent_id == agent)
+            .filter(|s| changes.reaches(&s.handler.context().agent_id, s.handler.access()))
             .cloned()
             .collect()
     }

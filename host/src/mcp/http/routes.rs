@@ -4,6 +4,7 @@
 use crate::forge::ForgeContext;
 use crate::mcp::handler::{Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS};
 use crate::mcp::jsonrpc::{self, Incoming, Rejected, RpcError};
+use crate::mcp::watch::Changes;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
@@ -124,12 +125,11 @@ impl Notifier for HttpNotes {
         }
     }
 
-    fn agent_note(&self, message: Value) {
-        self.session_note(message.clone());
-        for s in self
-            .state
-            .sessions_of_agent(&self.session.handler.context().agent_id)
-        {
+    fn registry_note(&self, changes: &Changes, caller_reached: bool, message: Value) {
+        if caller_reached {
+            self.session_note(message.clone());
+        }
+        for s in self.state.sessions_reached(changes) {
             if s.id != self.session.id {
                 s.push(&message);
             }
@@ -365,7 +365,7 @@ pub(super) fn initialize(
             Arc::new(Session {
                 id: sid.clone(),
                 owner: p.key.clone(),
-                handler: Handler::new(state.forge.clone(), ctx, p.access),
+                handler: Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone()),
                 stream: Mutex::new(None),
                 last_active: Mutex::new(Instant::now()),
                 in_flight: AtomicUsize::new(0),

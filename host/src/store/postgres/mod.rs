@@ -488,6 +488,10 @@ impl RegistryBackend for PostgresBackend {
         })
     }
 
+    fn audit_head_seq(&self) -> Result<i64, StoreError> {
+        self.run("audit_head_seq", ops::audit_head_seq)
+    }
+
     fn verify_audit(&self) -> Result<AuditReport, AuditError> {
         // Read in one snapshot on the backend's runtime, verified here.
         let (head, rows) = self.run("verify_audit", ops::audit_snapshot)?;

@@ -230,6 +230,17 @@ pub(super) async fn audit_entries(
     rows.iter().map(|r| raw_from(r).into_entry(OP)).collect()
 }
 
+/// The head record's count: the seq of the last entry (0 when empty).
+pub(super) async fn audit_head_seq(pool: Pool, loc: Arc<str>) -> Result<i64, StoreError> {
+    const OP: &str = "audit_head_seq";
+    let c = client(&pool, OP, &loc).await?;
+    let row = c
+        .query_one("SELECT count FROM audit_head WHERE id = 1", &[])
+        .await
+        .map_err(pg(OP))?;
+    Ok(row.get(0))
+}
+
 /// The head record and the whole chain, in `seq` order, from one snapshot.
 pub(super) async fn audit_snapshot(
     pool: Pool,

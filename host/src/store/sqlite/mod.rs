@@ -435,6 +435,10 @@ impl RegistryBackend for SqliteBackend {
         audit::read_entries(&self.conn(), after_seq, limit)
     }
 
+    fn audit_head_seq(&self) -> Result<i64, StoreError> {
+        Ok(audit::read_head(&self.conn(), "audit_head_seq")?.0)
+    }
+
     fn verify_audit(&self) -> Result<AuditReport, AuditError> {
         let mut conn = self.conn();
         let tx = conn

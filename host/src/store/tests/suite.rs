@@ -142,6 +142,7 @@ suite!(
     approve_and_promote_is_one_transaction,
     register_promoted_carries_session_stats,
     delete_removes_row_and_appends_audit,
+    audit_head_seq_is_the_last_entry,
     stats_counts_rate_avg_and_windowed_p95,
     canonical_json_hash_ignores_key_order,
     audit_is_append_only_through_sql_triggers,
@@ -499,6 +500,24 @@ fn delete_removes_row_and_appends_audit(fx: &Fixture) {
         .unwrap();
     assert_eq!(store.stats("d", "alice").unwrap().total_calls, 0);
     assert_eq!(fx.scalar("SELECT count(*) FROM invocations"), 0);
+}
+
+fn audit_head_seq_is_the_last_entry(fx: &Fixture) {
+    let store = fx.open();
+    assert_eq!(store.audit_head_seq().unwrap(), 0, "an empty chain");
+    let id = store.put_artifact(b"h").unwrap();
+    store
+        .register(record("h", Some("alice"), Tier::Agent, &id))
+        .unwrap();
+    store
+        .append_audit(AuditKind::Approval, "h", Some("alice"), &json!({}))
+        .unwrap();
+    store.delete("h", "alice").unwrap();
+    let entries = store.audit_entries(0, 100).unwrap();
+    assert_eq!(entries.len(), 3);
+    assert_eq!(store.audit_head_seq().unwrap(), entries[2].seq);
+    // Another connection (another host) reads the same head.
+    assert_eq!(fx.open().audit_head_seq().unwrap(), 3);
 }
 
 fn stats_counts_rate_avg_and_windowed_p95(fx: &Fixture) {
