@@ -575,8 +575,16 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     let stats = forge.tool_stats("add_numbers", &c).unwrap();
     assert_eq!((stats.total_calls, stats.successes), (6, 5));
 
-    // One reviewer rejects: no promotion, the decision is audited.
-    let err = forge.promote("add_numbers", &c, None).await.unwrap_err();
+    // One reviewer rejects: no promotion, the decision is audited, and the
+    // hook that would run right before a registration never runs.
+    let hooked = std::sync::atomic::AtomicBool::new(false);
+    let err = forge
+        .promote_with("add_numbers", &c, None, async {
+            hooked.store(true, std::sync::atomic::Ordering::SeqCst)
+        })
+        .await
+        .unwrap_err();
+    assert!(!hooked.load(std::sync::atomic::Ordering::SeqCst));
     let PromoteError::PanelRejected { panel, .. } = &err else {
         panic!("{err}")
     };
@@ -615,7 +623,14 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     let Implementation::Sandbox { code, .. } = &seed("add_numbers").implementation else {
         unreachable!()
     };
-    let info = forge2.promote("add_numbers", &c, Some(code)).await.unwrap();
+    // Approved: the hook runs after the review, before the registration.
+    let (info, registered_when_hooked) = forge2
+        .promote_with("add_numbers", &c, Some(code), async {
+            forge2.agent_tools("agent-1").unwrap().len()
+        })
+        .await
+        .unwrap();
+    assert_eq!(registered_when_hooked, 0);
     assert_eq!(info.tier, Tier::Agent);
     assert!(forge2.session_tools(&c).is_empty());
     let agent_tools = forge2.agent_tools("agent-1").unwrap();

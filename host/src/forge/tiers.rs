@@ -116,6 +116,21 @@ impl Forge {
         ctx: &ForgeContext,
         source: Option<&str>,
     ) -> Result<ToolInfo, PromoteError> {
+        let (info, ()) = self.promote_with(name, ctx, source, async {}).await?;
+        Ok(info)
+    }
+
+    /// [`Forge::promote`], awaiting `before_register` once the panel has
+    /// approved, right before the registration, and returning its output
+    /// with the result (e.g. a lock that must cover the registration but
+    /// not the review). On a refusal before that point it is never awaited.
+    pub async fn promote_with<G>(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+        source: Option<&str>,
+        before_register: impl Future<Output = G>,
+    ) -> Result<(ToolInfo, G), PromoteError> {
         let store_err = |source| PromoteError::Store {
             stage: Stage::Promote,
             source,
@@ -226,6 +241,7 @@ impl Forge {
             manifest: serde_json::to_value(&tool.manifest).expect("a manifest serializes"),
             created_seq: 0,
         };
+        let hooked = before_register.await;
         let mut sessions = lock(&self.inner.sessions);
         // The counters as of now: calls may have run during the review.
         let counters = sessions
@@ -263,7 +279,7 @@ impl Forge {
             s.remove(name);
         }
         drop(sessions);
-        Self::info_of(record).map_err(store_err)
+        Ok((Self::info_of(record).map_err(store_err)?, hooked))
     }
 
     /// A human's approval: moves `agent`'s agent-tier tool `name` to the

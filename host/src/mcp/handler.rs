@@ -313,11 +313,15 @@ impl Handler {
             return tools::tool_error("promote", "promote_tool: arguments.name must be a string");
         };
         let source = arguments.get("source").and_then(Value::as_str);
-        // Held from before the change until it is read back: no poll
-        // announces it meanwhile.
-        let change = self.watch.local_change().await;
-        match self.forge.promote(name, &self.ctx, source).await {
-            Ok(info) => {
+        // The cursor is held from right before the registration (after the
+        // panel's review) until the change is read back: no poll announces
+        // it meanwhile.
+        let promoted = self
+            .forge
+            .promote_with(name, &self.ctx, source, self.watch.local_change())
+            .await;
+        match promoted {
+            Ok((info, change)) => {
                 eprintln!(
                     "temper mcp: {} promoted {name} to its agent tier",
                     self.ctx.agent_id
