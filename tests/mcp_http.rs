@@ -1275,6 +1275,14 @@ async fn shared_tier_and_promotion_notices() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // The approval ran in another process: the server's poll of the audit
+    // trail (every second by default) announces it to Alice's session.
+    let note = tokio::time::timeout(Duration::from_secs(30), a2_stream.recv())
+        .await
+        .expect("list_changed after an approval made by another process")
+        .unwrap();
+    assert_eq!(note["method"], "notifications/tools/list_changed");
+
     // Carol may use the shared tier: she sees and calls it.
     let mut carol = server.client(Some("carol-t"));
     carol.open().await;
