@@ -23,6 +23,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::Digest;
 use support::cache_dir;
+use support::sse::{sse_messages, sse_receiver};
 use temper::store::{AuditKind, Registry};
 
 /// Only a safety net against a hung server; no assertion depends on it.
@@ -184,14 +185,6 @@ impl Answer {
     }
 }
 
-fn sse_messages(text: &str) -> Vec<Value> {
-    text.split("\n\n")
-        .flat_map(|event| event.lines())
-        .filter_map(|l| l.strip_prefix("data: "))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
-
 /// A raw Streamable HTTP client (reqwest), one session at a time.
 struct Http {
     client: reqwest::Client,
@@ -322,27 +315,14 @@ impl Http {
 
     /// Opens the GET stream; its messages arrive on the returned channel.
     async fn open_stream(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
-        let mut resp = self
+        let resp = self
             .request(reqwest::Method::GET)
             .header("accept", "text/event-stream")
             .send()
             .await
             .unwrap();
         assert_eq!(resp.status().as_u16(), 200);
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut buf = String::new();
-            while let Ok(Some(chunk)) = resp.chunk().await {
-                buf.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buf.find("\n\n") {
-                    let event: String = buf.drain(..end + 2).collect();
-                    for m in sse_messages(&event) {
-                        let _ = tx.send(m);
-                    }
-                }
-            }
-        });
-        rx
+        sse_receiver(resp)
     }
 }
 

@@ -1027,7 +1027,7 @@ impl Mcp {
     /// Opens the session's GET stream; the JSON-RPC messages it carries
     /// arrive on the returned channel.
     async fn open_stream(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
-        let mut resp = self
+        let resp = self
             .client
             .get(&self.url)
             .header("accept", "text/event-stream")
@@ -1036,20 +1036,7 @@ impl Mcp {
             .await
             .unwrap();
         assert_eq!(resp.status().as_u16(), 200);
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut buf = String::new();
-            while let Ok(Some(chunk)) = resp.chunk().await {
-                buf.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buf.find("\n\n") {
-                    let event: String = buf.drain(..end + 2).collect();
-                    for data in event.lines().filter_map(|l| l.strip_prefix("data: ")) {
-                        let _ = tx.send(serde_json::from_str(data).unwrap());
-                    }
-                }
-            }
-        });
-        rx
+        support::sse::sse_receiver(resp)
     }
 
     /// One JSON-RPC request; the whole response object.
