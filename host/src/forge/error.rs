@@ -457,3 +457,12 @@ pub enum PromoteError {
         source: StoreError,
     },
 }
+
+/// The tier named by a store conflict (`agent` or `shared`).
+pub(super) fn conflict_tier(tier: &str) -> Tier {
+    if tier == Tier::Shared.as_str() {
+        Tier::Shared
+    } else {
+        Tier::Agent
+    }
+}

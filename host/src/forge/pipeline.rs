@@ -369,7 +369,7 @@ impl Forge {
                     Err(StoreError::Conflict { tier, .. }) => {
                         return Err(ValidateError::NameTaken {
                             name: m.name.clone(),
-                            tier: super::tiers::conflict_tier(tier),
+                            tier: super::error::conflict_tier(tier),
                         }
                         .into());
                     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
-use super::error::{InvokeError, PromoteError, Stage, ValidateError};
+use super::error::{InvokeError, PromoteError, Stage, ValidateError, conflict_tier};
 use super::judge::{PanelVerdict, ToolCandidate, panel};
 use super::manifest::{ToolInfo, ToolManifest};
 use super::pipeline::{composition_of, used_apis};
@@ -449,14 +449,5 @@ impl Forge {
             occupancy,
             &self.inner.config,
         )
-    }
-}
-
-/// The tier named by a store conflict (`agent` or `shared`).
-pub(super) fn conflict_tier(tier: &str) -> Tier {
-    if tier == Tier::Shared.as_str() {
-        Tier::Shared
-    } else {
-        Tier::Agent
     }
 }

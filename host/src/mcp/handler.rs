@@ -13,11 +13,11 @@
 
 use serde_json::{Value, json};
 
+use super::access::Access;
 use super::jsonrpc::{self, RpcError};
 use super::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
 use super::watch::{Changes, RegistryWatch};
 use crate::forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
-use crate::store::Tier;
 
 /// MCP protocol versions this server speaks, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
@@ -31,39 +31,6 @@ pub fn negotiate_version(requested: &str) -> &'static str {
         .find(|v| **v == requested)
         .copied()
         .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[0])
-}
-
-/// The tiers a caller may use. `session`: forge, and call session tools;
-/// `agent`: call its own agent-tier tools and promote session tools to
-/// them; `shared`: call shared tools. A tool in a tier the caller may not
-/// use is neither listed nor callable, and asking for it gets the same
-/// answer as for a tool that does not exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Access {
-    /// May use the session tier.
-    pub session: bool,
-    /// May use its agent tier.
-    pub agent: bool,
-    /// May use the shared tier.
-    pub shared: bool,
-}
-
-impl Access {
-    /// Every tier (stdio, and HTTP on loopback without tokens).
-    pub const ALL: Access = Access {
-        session: true,
-        agent: true,
-        shared: true,
-    };
-
-    /// Whether `tier` is allowed.
-    pub fn allows(&self, tier: Tier) -> bool {
-        match tier {
-            Tier::Session => self.session,
-            Tier::Agent => self.agent,
-            Tier::Shared => self.shared,
-        }
-    }
 }
 
 /// Where the notifications a request causes go.
@@ -471,17 +438,5 @@ mod tests {
             initialize(Some(&json!({}))).unwrap_err().code,
             jsonrpc::INVALID_PARAMS
         );
-    }
-
-    #[test]
-    fn access_allows_tiers() {
-        let a = Access {
-            session: true,
-            agent: false,
-            shared: true,
-        };
-        assert!(a.allows(Tier::Session) && a.allows(Tier::Shared));
-        assert!(!a.allows(Tier::Agent));
-        assert!(Access::ALL.allows(Tier::Agent));
     }
 }

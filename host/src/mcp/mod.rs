@@ -22,6 +22,7 @@
 //!   classification, error codes.
 //! - [`tools`]: the meta-tool definitions, registered tools as MCP tools,
 //!   `tools/call` results.
+//! - [`access`]: the tiers a caller may use.
 //! - [`handler`]: the methods (`initialize`, `ping`, `tools/list`,
 //!   `tools/call`) for one caller, transport-independent.
 //! - [`server`]: the stdio connection.
@@ -30,6 +31,7 @@
 //! - [`watch`]: registry changes made by other processes sharing the store,
 //!   read from the audit trail, for `notifications/tools/list_changed`.
 
+pub mod access;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
@@ -38,7 +40,8 @@ pub mod tokens;
 pub mod tools;
 pub mod watch;
 
-pub use handler::{Access, Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS, negotiate_version};
+pub use access::Access;
+pub use handler::{Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS, negotiate_version};
 pub use http::{HttpConfig, HttpError, HttpServer};
 pub use server::{McpError, connection_context, serve, serve_stdio};
 pub use watch::{Changes, DEFAULT_POLL, RegistryWatch};

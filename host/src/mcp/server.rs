@@ -29,7 +29,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::handler::{Access, Handler, LIST_CHANGED, Notifier};
+use super::access::Access;
+use super::handler::{Handler, LIST_CHANGED, Notifier};
 use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sha2::Digest;
 
-use super::handler::Access;
+use super::access::Access;
 
 /// Longest agent id accepted.
 pub const MAX_AGENT_LEN: usize = 128;

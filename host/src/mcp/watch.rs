@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::handler::Access;
+use super::access::Access;
 use crate::forge::Forge;
 use crate::store::{AuditEntry, AuditKind, StoreError};
 

@@ -165,7 +165,7 @@ impl StoreError {
     pub(crate) fn postgres(op: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
         move |source| StoreError::Postgres {
             op,
-            detail: super::postgres::describe(&source),
+            detail: describe(&source),
             source,
         }
     }
@@ -238,4 +238,27 @@ pub enum AuditError {
     /// Reading the chain failed.
     #[error("audit verify: {0}")]
     Store(#[from] StoreError),
+}
+
+/// A readable account of a client error: the server's severity, message,
+/// SQLSTATE and detail, or the client's error and its cause.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut s = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(detail) = db.detail() {
+            s.push_str("; ");
+            s.push_str(detail);
+        }
+        s
+    } else {
+        match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        }
+    }
 }

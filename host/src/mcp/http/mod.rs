@@ -55,7 +55,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::handler::{Access, LIST_CHANGED};
+use super::access::Access;
+use super::handler::LIST_CHANGED;
 use super::jsonrpc::{self};
 use super::tokens::TokensError;
 use super::watch::{self, RegistryWatch};

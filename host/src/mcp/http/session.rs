@@ -2,7 +2,8 @@
 //! maps to, the token file (re-read when it changes), per-token limits,
 //! sessions (each a session tier) and their idle reaping.
 
-use crate::mcp::handler::{Access, Handler};
+use crate::mcp::access::Access;
+use crate::mcp::handler::Handler;
 use crate::mcp::tokens::{Tokens, TokensError};
 use bytes::Bytes;
 use serde_json::Value;

@@ -75,6 +75,7 @@ use tokio_postgres::error::SqlState;
 
 use super::audit::{AuditEntry, AuditKind, AuditReport};
 use super::backend::{ArtifactForm, BackendKind, NewTool, RegistryBackend, ToolScope};
+pub(crate) use super::error::describe;
 use super::error::{AuditError, StoreError};
 use super::stats::ToolStats;
 use super::{Registry, ToolRecord};
@@ -140,29 +141,6 @@ impl Drop for PostgresBackend {
 /// How often a transaction the server rolled back for a serialization
 /// failure or a deadlock is tried again.
 const RETRIES: u32 = 5;
-
-/// A readable account of a client error: the server's severity, message,
-/// SQLSTATE and detail, or the client's error and its cause.
-pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        let mut s = format!(
-            "{}: {} (SQLSTATE {})",
-            db.severity(),
-            db.message(),
-            db.code().code()
-        );
-        if let Some(detail) = db.detail() {
-            s.push_str("; ");
-            s.push_str(detail);
-        }
-        s
-    } else {
-        match std::error::Error::source(e) {
-            Some(cause) => format!("{e}: {cause}"),
-            None => e.to_string(),
-        }
-    }
-}
 
 /// `url` for messages: a `postgres://` URL with its password (in the
 /// user-info or a `password` query parameter) replaced by `***`, or a
