@@ -230,23 +230,46 @@ impl RawEntry {
 
 /// Checks a whole chain, read in `seq` order from one snapshot, against the
 /// head record `(count, head hash)` of the same snapshot. Every backend
-/// verifies through this one function.
+/// verifies through [`ChainVerifier`]; this is it over an iterator.
 pub(crate) fn verify_chain(
     head: (i64, String),
     rows: impl IntoIterator<Item = Result<RawEntry, StoreError>>,
 ) -> Result<AuditReport, AuditError> {
-    let (head_count, head_hash) = head;
-    let mut expected = 1i64;
-    let mut prev = GENESIS_HASH.to_owned();
+    let mut verifier = ChainVerifier::new();
     for row in rows {
-        let e = row?;
+        verifier.push(row?)?;
+    }
+    verifier.finish(head)
+}
+
+/// Verifies a chain one entry at a time, in `seq` order, holding only the
+/// previous entry's hash: a chain of any length is checked in constant
+/// memory (the PostgreSQL backend feeds it page by page).
+pub(crate) struct ChainVerifier {
+    expected: i64,
+    prev: String,
+}
+
+impl ChainVerifier {
+    /// A verifier expecting entry 1.
+    pub(crate) fn new() -> Self {
+        Self {
+            expected: 1,
+            prev: GENESIS_HASH.to_owned(),
+        }
+    }
+
+    /// Checks the next entry: its seq, its link to the previous entry, its
+    /// hash and its kind.
+    pub(crate) fn push(&mut self, e: RawEntry) -> Result<(), AuditError> {
+        let expected = self.expected;
         if e.seq != expected {
             return Err(AuditError::SeqGap {
                 expected,
                 found: e.seq,
             });
         }
-        if e.prev_hash != prev {
+        if e.prev_hash != self.prev {
             return Err(AuditError::PrevHashMismatch { seq: e.seq });
         }
         let recomputed = entry_hash(
@@ -267,25 +290,37 @@ pub(crate) fn verify_chain(
                 detail: format!("unknown kind {:?}", e.kind),
             });
         }
-        prev = e.hash;
-        expected += 1;
+        self.prev = e.hash;
+        self.expected += 1;
+        Ok(())
     }
-    let last_seq = expected - 1;
-    if head_count > last_seq {
-        return Err(AuditError::Truncated {
-            head_count,
-            last_seq,
-        });
+
+    /// The seq of the last entry pushed (0 before any).
+    pub(crate) fn last_seq(&self) -> i64 {
+        self.expected - 1
     }
-    if head_count != last_seq || head_hash != prev {
-        return Err(AuditError::HeadMismatch {
-            seq: last_seq,
-            head_count,
-            head_hash,
-        });
+
+    /// Checks the entries pushed against the head record `(count, head
+    /// hash)` of the same snapshot.
+    pub(crate) fn finish(self, head: (i64, String)) -> Result<AuditReport, AuditError> {
+        let (head_count, head_hash) = head;
+        let last_seq = self.last_seq();
+        if head_count > last_seq {
+            return Err(AuditError::Truncated {
+                head_count,
+                last_seq,
+            });
+        }
+        if head_count != last_seq || head_hash != self.prev {
+            return Err(AuditError::HeadMismatch {
+                seq: last_seq,
+                head_count,
+                head_hash,
+            });
+        }
+        Ok(AuditReport {
+            entries: last_seq as u64,
+            head_hash: self.prev,
+        })
     }
-    Ok(AuditReport {
-        entries: last_seq as u64,
-        head_hash: prev,
-    })
 }

@@ -11,9 +11,9 @@ use tokio_postgres::{Client, IsolationLevel, Row, Transaction};
 
 use super::describe;
 use crate::id::ArtifactId;
-use crate::store::audit::{AuditEntry, AuditKind, RawEntry};
+use crate::store::audit::{AuditEntry, AuditKind, AuditReport, ChainVerifier, RawEntry};
 use crate::store::backend::ArtifactForm;
-use crate::store::error::StoreError;
+use crate::store::error::{AuditError, StoreError};
 use crate::store::stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 use crate::store::{Tier, ToolRecord, deletion_payload, promotion_payload};
 
@@ -241,11 +241,18 @@ pub(super) async fn audit_head_seq(pool: Pool, loc: Arc<str>) -> Result<i64, Sto
     Ok(row.get(0))
 }
 
-/// The head record and the whole chain, in `seq` order, from one snapshot.
-pub(super) async fn audit_snapshot(
+/// Entries fetched per round trip while verifying (fewer under test, so
+/// the suite's chains span several pages).
+const VERIFY_PAGE: i32 = if cfg!(test) { 7 } else { 4096 };
+
+/// Verifies the chain against the head record, both read in one snapshot:
+/// the entries come page by page through a portal ([`VERIFY_PAGE`] at a
+/// time) into a [`ChainVerifier`], so memory stays constant however long
+/// the chain. The outer error is the database's, the inner the chain's.
+pub(super) async fn audit_verify(
     pool: Pool,
     loc: Arc<str>,
-) -> Result<((i64, String), Vec<RawEntry>), StoreError> {
+) -> Result<Result<AuditReport, AuditError>, StoreError> {
     const OP: &str = "verify_audit";
     let mut c = client(&pool, OP, &loc).await?;
     let tx = snapshot(&mut c, OP).await?;
@@ -253,15 +260,28 @@ pub(super) async fn audit_snapshot(
         .query_one("SELECT count, head_hash FROM audit_head WHERE id = 1", &[])
         .await
         .map_err(pg(OP))?;
-    let rows = tx
-        .query(&format!("{SELECT_RAW} ORDER BY seq"), &[])
+    let portal = tx
+        .bind(&format!("{SELECT_RAW} ORDER BY seq"), &[])
         .await
         .map_err(pg(OP))?;
+    let mut verifier = ChainVerifier::new();
+    loop {
+        let page = tx
+            .query_portal(&portal, VERIFY_PAGE)
+            .await
+            .map_err(pg(OP))?;
+        let last_page = page.len() < VERIFY_PAGE as usize;
+        for row in &page {
+            if let Err(broken) = verifier.push(raw_from(row)) {
+                return Ok(Err(broken));
+            }
+        }
+        if last_page {
+            break;
+        }
+    }
     tx.commit().await.map_err(pg(OP))?;
-    Ok((
-        (head.get(0), head.get(1)),
-        rows.iter().map(raw_from).collect(),
-    ))
+    Ok(verifier.finish((head.get(0), head.get(1))))
 }
 
 // ---- artifacts --------------------------------------------------------------

@@ -18,7 +18,7 @@ use super::record;
 mod audit_cases;
 use audit_cases::{
     audit_is_append_only_through_sql_triggers, verify_detects_edited_fields,
-    verify_detects_removed_reordered_and_truncated,
+    verify_detects_removed_reordered_and_truncated, verify_spans_pages,
 };
 
 /// A database to run a case on.
@@ -148,6 +148,7 @@ suite!(
     audit_is_append_only_through_sql_triggers,
     verify_detects_edited_fields,
     verify_detects_removed_reordered_and_truncated,
+    verify_spans_pages,
     concurrent_connections_register_record_and_append,
 );
 

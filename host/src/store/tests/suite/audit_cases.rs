@@ -176,3 +176,41 @@ pub(super) fn verify_detects_removed_reordered_and_truncated(fx: &Fixture) {
         "{err}"
     );
 }
+
+/// A chain longer than a verification page (the PostgreSQL backend reads 7
+/// entries per page under test): verified whole, and tampering on a later
+/// page, at a page's edge and at the tail is named by its seq.
+pub(super) fn verify_spans_pages(fx: &Fixture) {
+    let new_fx = same_kind(fx);
+    let store = chain(fx, 30);
+    assert_eq!(store.verify_audit().unwrap().entries, 30);
+    for (sql, seq) in [
+        ("UPDATE audit SET subject = 'x' WHERE seq = 23", 23),
+        ("UPDATE audit SET subject = 'x' WHERE seq = 14", 14),
+        ("UPDATE audit SET subject = 'x' WHERE seq = 15", 15),
+    ] {
+        let fx = new_fx();
+        let store = chain(&fx, 30);
+        fx.tamper(sql);
+        let err = store.verify_audit().unwrap_err();
+        assert!(
+            matches!(err, AuditError::HashMismatch { seq: s } if s == seq),
+            "{sql}: {err}"
+        );
+    }
+    let fx = new_fx();
+    let store = chain(&fx, 28);
+    // Exactly four pages, then the head says one more.
+    fx.tamper("DELETE FROM audit WHERE seq = 28");
+    let err = store.verify_audit().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AuditError::Truncated {
+                head_count: 28,
+                last_seq: 27
+            }
+        ),
+        "{err}"
+    );
+}
