@@ -226,6 +226,12 @@ impl Forge {
         &self.inner.store
     }
 
+    /// The registry as a shared handle, for work that outlives a borrow of
+    /// the forge (a registry watch, a blocking task).
+    pub fn store_handle(&self) -> Arc<Registry> {
+        self.inner.store.clone()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ForgeConfig {
         &self.inner.config

@@ -121,7 +121,7 @@ where
             source,
         })?;
 
-    let watch = RegistryWatch::start(forge.clone())
+    let watch = RegistryWatch::start(forge.store_handle())
         .await
         .map_err(McpError::Watch)?;
     let agent = ctx.agent_id.clone();

@@ -31,14 +31,14 @@ use serde_json::Value;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::access::Access;
-use crate::forge::Forge;
-use crate::store::{AuditEntry, AuditKind, StoreError};
+use crate::store::{AuditEntry, AuditKind, Registry, StoreError};
 
 /// How often a watch polls the audit trail by default.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
 
-/// Audit entries read per query while catching up.
-const PAGE: usize = 512;
+/// Audit entries read per query while catching up (fewer under test, so
+/// a catch-up spans pages).
+const PAGE: usize = if cfg!(test) { 4 } else { 512 };
 
 /// Whom a run of registry changes concerns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -84,24 +84,27 @@ impl Changes {
 /// A cursor into the audit trail (see the module docs). Cheap to share.
 #[derive(Clone)]
 pub struct RegistryWatch {
-    forge: Forge,
+    store: Arc<Registry>,
     /// The last audit seq read.
     cursor: Arc<Mutex<i64>>,
 }
 
 impl RegistryWatch {
-    /// A watch starting at the trail's current head: what happened before
-    /// it started is not announced.
-    pub async fn start(forge: Forge) -> Result<Self, StoreError> {
-        let reader = forge.clone();
-        let head = blocking(move || reader.store().audit_head_seq()).await?;
+    /// A watch on `store` (e.g. [`Forge::store_handle`](crate::forge::Forge::store_handle))
+    /// starting at the trail's current head: what happened before it
+    /// started is not announced.
+    pub async fn start(store: Arc<Registry>) -> Result<Self, StoreError> {
+        let reader = store.clone();
+        let head = blocking(move || reader.audit_head_seq()).await?;
         Ok(Self {
-            forge,
+            store,
             cursor: Arc::new(Mutex::new(head)),
         })
     }
 
-    /// The changes committed since the last read, by anyone.
+    /// The changes committed since the last read, by anyone. On an error
+    /// the cursor stays where it was: the next poll reads the same entries
+    /// again, so nothing is lost.
     pub async fn poll(&self) -> Result<Changes, StoreError> {
         let mut cursor = self.cursor.clone().lock_owned().await;
         self.read(&mut cursor).await
@@ -117,17 +120,21 @@ impl RegistryWatch {
         }
     }
 
+    /// Reads every entry after `cursor`, page by page; moves `cursor` to
+    /// the last one only when every page was read.
     async fn read(&self, cursor: &mut i64) -> Result<Changes, StoreError> {
         let mut changes = Changes::default();
+        let mut last = *cursor;
         loop {
-            let reader = self.forge.clone();
-            let after = *cursor;
-            let page = blocking(move || reader.store().audit_entries(after, PAGE)).await?;
+            let reader = self.store.clone();
+            let after = last;
+            let page = blocking(move || reader.audit_entries(after, PAGE)).await?;
             for entry in &page {
                 changes.add(entry);
-                *cursor = entry.seq;
+                last = entry.seq;
             }
             if page.len() < PAGE {
+                *cursor = last;
                 return Ok(changes);
             }
         }
@@ -220,6 +227,70 @@ mod tests {
             c.add(e);
         }
         c
+    }
+
+    /// Appends `n` entries that change no list, then an agent-tier
+    /// registration for `agent`.
+    fn append(store: &Registry, n: usize, agent: &str) {
+        for i in 0..n {
+            store
+                .append_audit(
+                    AuditKind::InvocationFailure,
+                    &format!("t{i}"),
+                    Some(agent),
+                    &json!({}),
+                )
+                .unwrap();
+        }
+        store
+            .append_audit(
+                AuditKind::Registration,
+                "t",
+                Some(agent),
+                &json!({"tier": "agent"}),
+            )
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_poll_reads_every_page_and_a_failed_one_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Registry::open(dir.path()).unwrap());
+        append(&store, 2, "before");
+        let watch = RegistryWatch::start(store.clone()).await.unwrap();
+        assert!(watch.poll().await.unwrap().is_empty(), "starts at the head");
+
+        // Three pages of noise, then the change: found across the pages.
+        append(&store, 3 * PAGE, "alice");
+        let changes = watch.poll().await.unwrap();
+        assert_eq!(changes.agents, BTreeSet::from(["alice".to_string()]));
+        assert!(watch.poll().await.unwrap().is_empty(), "read once");
+
+        // The trail cannot be read: the poll fails, the cursor stays, and
+        // the change is found once the trail is back.
+        append(&store, PAGE + 1, "bob");
+        let sql = rusqlite::Connection::open(dir.path().join("temper.db")).unwrap();
+        sql.execute_batch("ALTER TABLE audit RENAME TO audit_away")
+            .unwrap();
+        assert!(watch.poll().await.is_err());
+        sql.execute_batch("ALTER TABLE audit_away RENAME TO audit")
+            .unwrap();
+        let changes = watch.poll().await.unwrap();
+        assert_eq!(changes.agents, BTreeSet::from(["bob".to_string()]));
+
+        // A local change holds the cursor: a poll waits for it, and the
+        // change is read by the holder only.
+        let change = watch.local_change().await;
+        append(&store, 0, "carol");
+        let polled = tokio::spawn({
+            let watch = watch.clone();
+            async move { watch.poll().await.unwrap() }
+        });
+        tokio::task::yield_now().await;
+        assert!(!polled.is_finished());
+        let mine = change.finish().await.unwrap();
+        assert_eq!(mine.agents, BTreeSet::from(["carol".to_string()]));
+        assert!(polled.await.unwrap().is_empty());
     }
 
     #[test]

@@ -218,7 +218,7 @@ impl HttpServer {
                 addr: config.addr.clone(),
                 source,
             })?;
-        let watch = RegistryWatch::start(forge.clone())
+        let watch = RegistryWatch::start(forge.store_handle())
             .await
             .map_err(HttpError::Watch)?;
         let state = Arc::new(State {
