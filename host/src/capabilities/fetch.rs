@@ -1,5 +1,5 @@
 //! The `fetch` capability's transport: HTTP(S) done by the host, policed by
-//! [`FetchPolicy`](crate::policy::FetchPolicy). Policy stays in the policy
+//! [`FetchPolicy`]. Policy stays in the policy
 //! module; this file only moves bytes.
 //!
 //! - Every request and every redirect hop is checked with `check_url`.

@@ -20,7 +20,7 @@
 //!
 //! The session tier lives in the forge's memory ([`session`]); the agent
 //! and shared tiers, artifacts, stats and audit live in the
-//! [`Registry`](crate::store::Registry). Registry calls are synchronous
+//! [`Registry`]. Registry calls are synchronous
 //! SQLite transactions (with fsync); they run on the calling task.
 
 pub mod build;

@@ -10,7 +10,7 @@
 //!   (its module top level runs under the build's fixed clocks, as in the
 //!   build's snapshot), then `execute` runs. No per-tool component is ever
 //!   compiled: a tool costs its bytecode. For hot tools a few such instances
-//!   are made ahead of time, off the request path ([`crate::pool`]), so a
+//!   are made ahead of time, off the request path (`crate::pool`), so a
 //!   call only runs `execute`; each is used once and dropped.
 //! - **compiled**: an artifact the engine cannot run (built elsewhere, or a
 //!   Rust/Python tool) is compiled by Cranelift (cached on disk) and

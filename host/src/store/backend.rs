@@ -142,12 +142,12 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
 
     /// Deletes the tool [`RegistryBackend::get`] would return, with its
     /// stats, and appends a `deletion` entry
-    /// ([`super::deletion_payload`]) in the same transaction.
+    /// (`deletion_payload`) in the same transaction.
     fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError>;
 
     /// Moves `agent`'s agent-tier tool `name` to the shared tier with its
     /// stats, appending an `approval` entry with `approval` (if given) and
-    /// the `promotion` entry ([`super::promotion_payload`]) in the same
+    /// the `promotion` entry (`promotion_payload`) in the same
     /// transaction. [`StoreError::Conflict`] if a shared tool of that name
     /// exists.
     fn promote(
@@ -187,7 +187,7 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
     fn audit_head_seq(&self) -> Result<i64, StoreError>;
 
     /// Verifies the whole chain against the head record in one snapshot
-    /// (through [`super::audit::verify_chain`]).
+    /// (through the shared chain verifier in `store::audit`).
     fn verify_audit(&self) -> Result<AuditReport, AuditError>;
 }
 

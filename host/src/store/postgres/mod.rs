@@ -46,7 +46,7 @@
 //!
 //! Migrations are versioned in `temper_migrations` and applied under an
 //! advisory lock, once, however many hosts open a fresh database together
-//! (see [`schema`]). Connections come from a pool of
+//! (see `schema.rs`). Connections come from a pool of
 //! [`PostgresOptions::pool_size`] with a connect timeout, and each session
 //! runs with a `statement_timeout` and `synchronous_commit=on`, so a commit
 //! (and [`RegistryBackend::put_blob`]) returns once the server has flushed

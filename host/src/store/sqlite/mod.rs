@@ -9,7 +9,7 @@
 //!   processes share one store; every writing transaction is
 //!   `BEGIN IMMEDIATE`, so writers queue on the database lock, which is also
 //!   what serializes audit appends.
-//! - Artifact files are written atomically (see [`artifacts`]); a
+//! - Artifact files are written atomically (see `artifacts.rs`); a
 //!   registration first checks that the artifact is there and fsyncs it.
 
 pub(crate) mod artifacts;
