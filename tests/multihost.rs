@@ -1015,13 +1015,10 @@ impl Mcp {
         let headers = resp.headers().clone();
         let body = resp.text().await.unwrap();
         // A JSON body, or SSE events whose last is the response.
-        let last = body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .next_back()
-            .map(str::to_string)
-            .or_else(|| (!body.trim().is_empty()).then(|| body.clone()));
-        (headers, last.map(|t| serde_json::from_str(&t).unwrap()))
+        let last = support::sse::sse_messages(&body)
+            .pop()
+            .or_else(|| (!body.trim().is_empty()).then(|| serde_json::from_str(&body).unwrap()));
+        (headers, last)
     }
 
     /// Opens the session's GET stream; the JSON-RPC messages it carries

@@ -95,7 +95,7 @@ impl RegistryWatch {
     /// started is not announced.
     pub async fn start(store: Arc<Registry>) -> Result<Self, StoreError> {
         let reader = store.clone();
-        let head = blocking(move || reader.audit_head_seq()).await?;
+        let head = blocking("audit_head_seq", move || reader.audit_head_seq()).await?;
         Ok(Self {
             store,
             cursor: Arc::new(Mutex::new(head)),
@@ -128,7 +128,7 @@ impl RegistryWatch {
         loop {
             let reader = self.store.clone();
             let after = last;
-            let page = blocking(move || reader.audit_entries(after, PAGE)).await?;
+            let page = blocking("audit_entries", move || reader.audit_entries(after, PAGE)).await?;
             for entry in &page {
                 changes.add(entry);
                 last = entry.seq;
@@ -155,13 +155,14 @@ impl LocalChange {
     }
 }
 
-/// Runs a store call off the async workers.
+/// Runs the store call `op` off the async workers.
 async fn blocking<T: Send + 'static>(
+    op: &'static str,
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
         Err(StoreError::Invalid {
-            op: "audit_entries",
+            op,
             detail: format!("the registry watch's read failed: {e}"),
         })
     })
