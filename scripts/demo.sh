@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The main job on a fresh Debian machine: install what is missing, build
-# Temper (the JS shim is built from source by host/build.rs), then forge the
+# Temper (the JS shim is built from source by host/runtime/build.rs), then forge the
 # seed example tools, run their test cases, and run an example artifact.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
-cargo build --release --locked -p temper
+cargo build --release --locked -p temper-cli
 temper=target/release/temper
 out=target/demo
 mkdir -p "$out"

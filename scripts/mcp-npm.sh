@@ -2,7 +2,7 @@
 # Installs the official MCP TypeScript SDK (npm `@modelcontextprotocol/sdk`,
 # the version pinned in tests/mcp-ts/package-lock.json) into
 # tests/mcp-ts/node_modules for the TypeScript-client tests of `temper mcp`
-# (tests/mcp-ts/client.mjs, run by `cargo test --test mcp_http`).
+# (tests/mcp-ts/client.mjs, run by the `mcp_http` tests of `cargo test --test all`).
 # Idempotent: does nothing when the pinned SDK is already installed; installs
 # Debian's nodejs and npm first when they are missing. Packages come from the
 # npm registry through npm, nothing else.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates target/mcp-venv with the official MCP Python SDK (PyPI `mcp`, 2.x)
 # for the Python-client tests of `temper mcp` (tests/mcp_client.py, run by
-# `cargo test --test mcp` and `--test mcp_http`). Idempotent: does nothing when
+# the `mcp` and `mcp_http` tests of `cargo test --test all`). Idempotent: does nothing when
 # the venv already imports `mcp` 2.x; installs Debian's python3-venv first when `python3 -m venv`
 # cannot work. Packages come from PyPI through pip, nothing else.
 set -euo pipefail

@@ -34,7 +34,8 @@ bash scripts/oci-registry.sh ||
   echo "test: could not install docker-registry: the OCI registry tests will fail" >&2
 
 # Fetch every crate and build every test binary (and the JS shim, which
-# host/build.rs builds with its own cargo) while the network is there.
+# the build scripts of temper-runtime and temper-compose build with their own
+# cargo) while the network is there.
 cargo test --release --locked --workspace --no-run
 
 # How to enter a namespace with only loopback up, if the machine allows it.

@@ -3,7 +3,7 @@
 # on 127.0.0.1, its URL in TEMPER_TEST_PG_URL, and stops and removes the
 # cluster when the command ends (whatever its status, also on Ctrl-C).
 #
-#   scripts/with-postgres.sh cargo test --release -p temper --lib store::
+#   scripts/with-postgres.sh cargo test --release -p temper-store --features postgres
 #
 # Start it inside the tests' network namespace (scripts/test.sh does), so
 # that the tests reach the server on the namespace's own loopback.

@@ -1,0 +1,264 @@
+//! The forge: validate → build → test → judge → register, and [`Forge`],
+//! the one type an embedder drives to forge, call and move tools between
+//! tiers. Every decision lands in the registry's hash-chained audit trail.
+//!
+//! One module per concern:
+//! - [`validate`] (VALIDATE): every check that can refuse a request before a
+//!   build, including those that read the registry (compose steps, cycles,
+//!   occupancy) through a read-only view;
+//! - `pipeline`: the request's path through BUILD, TEST ([`crate::testcase`],
+//!   [`schema`]), JUDGE ([`judge`]) and REGISTER;
+//! - `invoke`: calling a registered tool with its grants, limits and schema
+//!   checks (compose steps linked per call);
+//! - `transfer`: import, export and bundles of `.wasm` artifacts;
+//! - `tiers`: listing, stats, promotion (session → agent → shared) and the
+//!   session tier's lifetime ([`session`]);
+//! - [`native`]: host-native tools the embedder registers;
+//! - `cache`: the bounded caches of loaded tools, schemas and manifests;
+//! - [`verify`]: rebuilding an artifact from its manifest and comparing bytes.
+//!
+//! Errors are typed per stage ([`error`]).
+//!
+//! The session tier lives in the forge's memory ([`session`]); the agent
+//! and shared tiers, artifacts, stats and audit live in the
+//! [`Registry`]. Registry calls are synchronous
+//! SQLite transactions (with fsync); they run on the calling task.
+
+pub mod build;
+mod cache;
+pub mod config;
+pub mod error;
+mod gate;
+mod invoke;
+pub mod judge;
+pub mod manifest;
+pub mod native;
+mod outcome;
+mod pipeline;
+pub mod schema;
+pub mod session;
+pub mod testcase;
+mod tiers;
+mod transfer;
+pub mod validate;
+pub mod verify;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use cache::CacheCapacity;
+pub use config::{ForgeConfig, PromotionThreshold};
+pub use error::{
+    ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
+};
+pub use invoke::MAX_COMPOSE_DEPTH;
+pub use manifest::{ToolInfo, ToolManifest};
+pub use native::{NativeTool, NativeToolSpec};
+pub use outcome::{Exported, ForgeResult, Forged, Invocation};
+
+use cache::ToolCache;
+use gate::Gate;
+use judge::{Judge, NoJudge};
+use session::SessionTools;
+use temper_runtime::runtime::Runtime;
+use temper_store::{ArtifactId, Registry, StoreError, StoredArtifact};
+
+/// Who is asking: the agent and its current session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ForgeContext {
+    /// The agent (owner of agent-tier tools).
+    pub agent_id: String,
+    /// The session (scope of session-tier tools).
+    pub session_id: String,
+}
+
+impl ForgeContext {
+    /// A context for `agent_id` in `session_id`.
+    pub fn new(agent_id: impl Into<String>, session_id: impl Into<String>) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            session_id: session_id.into(),
+        }
+    }
+
+    fn key(&self) -> (String, String) {
+        (self.agent_id.clone(), self.session_id.clone())
+    }
+}
+
+/// A codec that rebuilds compact records but makes none
+/// ([`ForgeConfig::compact_artifacts`] off).
+#[derive(Debug)]
+struct ExpandOnly(Arc<dyn temper_store::ArtifactCodec>);
+
+impl temper_store::ArtifactCodec for ExpandOnly {
+    fn compact(&self, _id: &temper_runtime::ArtifactId, _artifact: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn expand(&self, compact: &[u8]) -> Result<Vec<u8>, String> {
+        self.0.expand(compact)
+    }
+}
+
+/// Builder for [`Forge`]. Secure defaults: no judge ([`NoJudge`], every forge
+/// is rejected), the promotion panel is the configured judge twice, limits
+/// from [`ForgeConfig::default`].
+pub struct ForgeBuilder {
+    runtime: Runtime,
+    store: Arc<Registry>,
+    config: ForgeConfig,
+    judge: Arc<dyn Judge>,
+    panel: Option<(Arc<dyn Judge>, Arc<dyn Judge>)>,
+}
+
+impl ForgeBuilder {
+    /// Sets the forge configuration.
+    pub fn config(mut self, config: ForgeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the creation judge.
+    pub fn judge(mut self, judge: Arc<dyn Judge>) -> Self {
+        self.judge = judge;
+        self
+    }
+
+    /// Sets the promotion panel's safety and correctness reviewers (default:
+    /// the creation judge for both).
+    pub fn panel(mut self, safety: Arc<dyn Judge>, correctness: Arc<dyn Judge>) -> Self {
+        self.panel = Some((safety, correctness));
+        self
+    }
+
+    /// Builds the forge. The runtime becomes the store's artifact codec: it
+    /// rebuilds compact records, and makes them for new artifacts with
+    /// [`ForgeConfig::compact_artifacts`] (the default).
+    pub fn build(self) -> Forge {
+        // Compact records already in the store are expanded either way.
+        let codec = self.runtime.artifact_codec();
+        self.store.attach_codec(if self.config.compact_artifacts {
+            codec
+        } else {
+            Arc::new(ExpandOnly(codec))
+        });
+        let panel = self
+            .panel
+            .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
+        let cache = ToolCache::new(self.config.cache);
+        let forges = Gate::new(
+            "forges",
+            self.config.max_in_flight_forges,
+            self.config.max_queued,
+        );
+        let calls = Gate::new(
+            "calls",
+            self.config.max_in_flight_calls,
+            self.config.max_queued,
+        );
+        Forge {
+            inner: Arc::new(Inner {
+                runtime: self.runtime,
+                store: self.store,
+                config: self.config,
+                judge: self.judge,
+                panel,
+                sessions: Mutex::new(HashMap::new()),
+                cache,
+                forges,
+                calls,
+                natives: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+/// The forge: forges, calls and moves tools between tiers. Cheap to clone;
+/// safe to share between tasks.
+#[derive(Clone)]
+pub struct Forge {
+    inner: Arc<Inner>,
+}
+
+/// What every clone of a [`Forge`] shares.
+struct Inner {
+    runtime: Runtime,
+    store: Arc<Registry>,
+    config: ForgeConfig,
+    judge: Arc<dyn Judge>,
+    panel: (Arc<dyn Judge>, Arc<dyn Judge>),
+    /// The session tier, by (agent, session).
+    sessions: Mutex<HashMap<(String, String), SessionTools>>,
+    /// Loaded tools, adapters, manifests and schemas, bounded.
+    cache: ToolCache,
+    /// The bound on forges and imports in flight.
+    forges: Gate,
+    /// The bound on top-level calls in flight.
+    calls: Gate,
+    /// Host-native tools by name.
+    natives: Mutex<HashMap<String, Arc<NativeTool>>>,
+}
+
+/// Locks `m`, recovering the data of a poisoned lock (every critical
+/// section leaves its map consistent).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Forge {
+    /// A builder over `runtime` (its policy and limits apply to every test
+    /// and call) and `store`.
+    pub fn builder(runtime: Runtime, store: Arc<Registry>) -> ForgeBuilder {
+        ForgeBuilder {
+            runtime,
+            store,
+            config: ForgeConfig::default(),
+            judge: Arc::new(NoJudge),
+            panel: None,
+        }
+    }
+
+    /// The runtime tools run on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
+    }
+
+    /// The registry (agent and shared tiers, artifacts, stats, audit).
+    pub fn store(&self) -> &Registry {
+        &self.inner.store
+    }
+
+    /// The registry as a shared handle, for work that outlives a borrow of
+    /// the forge (a registry watch, a blocking task).
+    pub fn store_handle(&self) -> Arc<Registry> {
+        self.inner.store.clone()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ForgeConfig {
+        &self.inner.config
+    }
+
+    /// The artifact `id` from the store, checked against its id: a compact
+    /// record is rebuilt on this runtime (asynchronously, unlike
+    /// [`Registry::get_artifact`]'s codec, which needs a thread of its own).
+    pub async fn stored_artifact(&self, id: &ArtifactId) -> Result<Vec<u8>, StoreError> {
+        match self.inner.store.get_stored(id)? {
+            StoredArtifact::Wasm(bytes) => Ok(bytes),
+            StoredArtifact::Compact(record) => {
+                let bytes = self
+                    .inner
+                    .runtime
+                    .expand_compact(&record)
+                    .await
+                    .map_err(|e| StoreError::Compact {
+                        op: "get_artifact",
+                        id: id.clone(),
+                        detail: e.to_string(),
+                    })?;
+                temper_store::check_expanded(id, bytes)
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The session tier: tools that live in memory for one (agent, session) and
+//! are discarded with it, with their call statistics.
+//!
+//! A [`SessionSnapshot`] lets a host whose "session" outlives one process
+//! (the `temper` CLI keeps one per `--session`) save and restore the tier
+//! explicitly. It carries raw source only when the tool's manifest does
+//! (`persistSandboxSource`); otherwise source kept in memory is dropped from
+//! the snapshot and must be handed back for a promotion panel.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::manifest::ToolManifest;
+use temper_store::ArtifactId;
+pub use temper_store::CallCounters;
+
+/// One session-tier tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionTool {
+    /// Its artifact (already in the store's artifact directory).
+    pub artifact: ArtifactId,
+    /// Its manifest (source only with `persistSandboxSource`).
+    pub manifest: ToolManifest,
+    /// Source kept in memory for the promotion panel; never serialized.
+    #[serde(skip)]
+    pub source_in_memory: Option<String>,
+    /// Its calls.
+    pub counters: CallCounters,
+}
+
+/// The tools of one (agent, session), by name.
+pub type SessionTools = BTreeMap<String, SessionTool>;
+
+/// A saved session tier (see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSnapshot {
+    /// The agent.
+    pub agent_id: String,
+    /// The session.
+    pub session_id: String,
+    /// Its tools, by name.
+    pub tools: SessionTools,
+}
+
+impl SessionSnapshot {
+    /// Merges the changes `mine` made since `base` (the snapshot it started
+    /// from) into `current` (what is saved now, possibly changed by another
+    /// holder of the same session since `base`): tools `mine` added are
+    /// added, tools it removed (promoted, discarded) are removed, and the
+    /// calls it recorded are added to the saved counters. Tools another
+    /// holder added or changed stay. Each tool is keyed by name and artifact:
+    /// a name that now holds another artifact is the other holder's.
+    pub fn merged(
+        base: &SessionSnapshot,
+        current: SessionSnapshot,
+        mine: &SessionSnapshot,
+    ) -> Self {
+        let same = |a: &SessionTool, b: &SessionTool| a.artifact == b.artifact;
+        let mut out = current;
+        for (name, was) in &base.tools {
+            if !mine.tools.contains_key(name)
+                && out.tools.get(name).is_some_and(|now| same(now, was))
+            {
+                out.tools.remove(name);
+            }
+        }
+        for (name, tool) in &mine.tools {
+            match (base.tools.get(name), out.tools.get_mut(name)) {
+                (Some(was), Some(now)) if same(was, tool) && same(now, tool) => {
+                    now.counters.add_since(&was.counters, &tool.counters);
+                }
+                (None, None) => {
+                    out.tools.insert(name.clone(), tool.clone());
+                }
+                // Removed by the other holder since `base` (promoted or
+                // discarded there), or replaced: theirs stands.
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use temper_store::LATENCY_WINDOW;
+
+    fn tool(artifact: u8, calls: u64) -> SessionTool {
+        let mut counters = CallCounters::default();
+        for i in 0..calls {
+            counters.record(true, 1000 + i);
+        }
+        let m = temper_runtime::artifact::ArtifactManifest::sandbox(
+            "t",
+            "d",
+            &serde_json::json!({}),
+            &serde_json::json!({}),
+            &[],
+            &[],
+            "function execute() { return {}; }",
+            false,
+        );
+        SessionTool {
+            artifact: ArtifactId::of(&[artifact]),
+            manifest: super::super::manifest::ToolManifest {
+                artifact: m,
+                verdict: super::super::judge::Verdict::new(
+                    true,
+                    super::super::judge::Scores {
+                        safety: 1.0,
+                        correctness: 1.0,
+                        determinism: 1.0,
+                        confidence: 0.9,
+                    },
+                    vec![],
+                    "test",
+                ),
+                test_results: vec![],
+                repeat_run: None,
+            },
+            source_in_memory: None,
+            counters,
+        }
+    }
+
+    fn snapshot(tools: &[(&str, SessionTool)]) -> SessionSnapshot {
+        SessionSnapshot {
+            agent_id: "a".into(),
+            session_id: "s".into(),
+            tools: tools
+                .iter()
+                .map(|(n, t)| (n.to_string(), t.clone()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn two_holders_of_a_session_lose_neither_tools_nor_calls() {
+        let base = snapshot(&[("x", tool(1, 2))]);
+        // The other holder forged `y` and called `x` 3 times, and saved.
+        let current = snapshot(&[("x", tool(1, 5)), ("y", tool(2, 0))]);
+        // This holder forged `z` and called `x` once.
+        let mine = snapshot(&[("x", tool(1, 3)), ("z", tool(3, 1))]);
+        let merged = SessionSnapshot::merged(&base, current, &mine);
+        let names: Vec<&str> = merged.tools.keys().map(String::as_str).collect();
+        assert_eq!(names, ["x", "y", "z"]);
+        assert_eq!(merged.tools["x"].counters.total, 6);
+        assert_eq!(merged.tools["x"].counters.recent_us.len(), 6);
+        assert_eq!(merged.tools["z"].counters.total, 1);
+    }
+
+    #[test]
+    fn removals_are_merged_and_a_replaced_name_is_left_alone() {
+        let base = snapshot(&[("x", tool(1, 0)), ("y", tool(2, 0))]);
+        // The other holder promoted `y` (gone) and re-forged `x` as another
+        // artifact; this holder promoted `x` (its old artifact).
+        let current = snapshot(&[("x", tool(9, 0))]);
+        let mine = snapshot(&[("y", tool(2, 4))]);
+        let merged = SessionSnapshot::merged(&base, current, &mine);
+        assert_eq!(merged.tools.len(), 1);
+        assert_eq!(merged.tools["x"].artifact, ArtifactId::of(&[9]));
+        // A tool this holder removed that the other did not touch goes.
+        let base = snapshot(&[("x", tool(1, 0))]);
+        let merged = SessionSnapshot::merged(&base, base.clone(), &snapshot(&[]));
+        assert!(merged.tools.is_empty());
+    }
+
+    #[test]
+    fn counters_give_rate_mean_and_p95() {
+        let mut c = CallCounters::default();
+        for ms in 1..=100u64 {
+            c.record(ms % 10 != 0, ms * 1000);
+        }
+        let s = c.stats();
+        assert_eq!(s.total_calls, 100);
+        assert_eq!(s.successes, 90);
+        assert!((s.success_rate - 0.9).abs() < 1e-12);
+        assert!((s.avg_latency_ms - 50.5).abs() < 1e-9);
+        assert_eq!(s.p95_latency_ms, 95.0);
+        assert_eq!(CallCounters::default().stats().p95_latency_ms, 0.0);
+    }
+
+    #[test]
+    fn latency_window_is_bounded() {
+        let mut c = CallCounters::default();
+        for i in 0..(LATENCY_WINDOW as u64 + 10) {
+            c.record(true, i);
+        }
+        assert_eq!(c.recent_us.len(), LATENCY_WINDOW);
+        assert_eq!(c.recent_us.front(), Some(&10));
+        assert_eq!(c.total, LATENCY_WINDOW as u64 + 10);
+    }
+}

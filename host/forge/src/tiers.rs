@@ -1,0 +1,453 @@
+//! The tiers: what a caller sees (session, agent, shared), call stats,
+//! promotion (session → agent with a panel's review, agent → shared with a
+//! human's approval), and the session tier's lifetime.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::error::{InvokeError, PromoteError, Stage, ValidateError, conflict_tier};
+use super::judge::{PanelVerdict, ToolCandidate, panel};
+use super::manifest::{ToolInfo, ToolManifest};
+use super::pipeline::{composition_of, used_apis};
+use super::session::{SessionSnapshot, SessionTools};
+use super::validate::{self, Occupancy};
+use super::{Forge, ForgeContext, lock};
+use temper_runtime::artifact::Mode;
+use temper_runtime::id::blake3_hex;
+use temper_store::{AuditKind, StoreError, Tier, ToolRecord, ToolStats};
+
+impl Forge {
+    /// The tools of `ctx`'s session, by name.
+    pub fn session_tools(&self, ctx: &ForgeContext) -> Vec<ToolInfo> {
+        lock(&self.inner.sessions)
+            .get(&ctx.key())
+            .map(|s| {
+                s.values()
+                    .map(|t| {
+                        ToolInfo::new(
+                            &t.manifest,
+                            Tier::Session,
+                            t.artifact.as_str(),
+                            Some(ctx.agent_id.clone()),
+                            Some(ctx.session_id.clone()),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub(super) fn info_of(record: ToolRecord) -> Result<ToolInfo, StoreError> {
+        let manifest: ToolManifest =
+            serde_json::from_value(record.manifest).map_err(|source| StoreError::Json {
+                op: "manifest",
+                source,
+            })?;
+        Ok(ToolInfo::new(
+            &manifest,
+            record.tier,
+            record.artifact.as_str(),
+            record.agent_id,
+            record.session_id,
+        ))
+    }
+
+    /// The persisted tools `agent` can call: its own agent-tier tools, then
+    /// the shared tools it does not shadow, by name within each tier.
+    pub fn agent_tools(&self, agent: &str) -> Result<Vec<ToolInfo>, StoreError> {
+        let own = self.inner.store.tools_for_agent(agent)?;
+        let shared = self.inner.store.shared_tools()?;
+        let mut out = Vec::with_capacity(own.len() + shared.len());
+        for r in own {
+            out.push(Self::info_of(r)?);
+        }
+        for r in shared {
+            if !out.iter().any(|t| t.name == r.name) {
+                out.push(Self::info_of(r)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every tool `ctx` can call (session, agent, shared), each name once, as
+    /// [`Forge::invoke`] resolves it.
+    pub fn visible_tools(&self, ctx: &ForgeContext) -> Result<Vec<ToolInfo>, StoreError> {
+        let mut out = self.session_tools(ctx);
+        for t in self.agent_tools(&ctx.agent_id)? {
+            if !out.iter().any(|s| s.name == t.name) {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Call statistics of the tool `name` as `ctx` sees it.
+    pub fn tool_stats(&self, name: &str, ctx: &ForgeContext) -> Result<ToolStats, InvokeError> {
+        if let Some(t) = lock(&self.inner.sessions)
+            .get(&ctx.key())
+            .and_then(|s| s.get(name))
+        {
+            return Ok(t.counters.stats());
+        }
+        match self.inner.store.stats(name, &ctx.agent_id) {
+            Ok(s) => Ok(s),
+            Err(StoreError::NotFound { .. }) => Err(InvokeError::NotFound {
+                name: name.to_string(),
+                agent: ctx.agent_id.clone(),
+                session: ctx.session_id.clone(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Promotes the session tool `name` to `ctx.agent_id`'s agent tier. Needs
+    /// at least `promotionThreshold.uses` successful calls, a forge verdict
+    /// confidence above `promotionThreshold.confidence`, room under
+    /// `maxAgentTools`, and both panel reviewers (safety, correctness)
+    /// approving. The panel sees the source: the one kept in memory, or
+    /// `source` when given (it must hash to the recorded `sourceBlake3`).
+    /// The panel's decision is audited either way; on approval the tool
+    /// leaves the session tier and is registered for the agent with the
+    /// call statistics it had there (counted up to the moment it moves).
+    pub async fn promote(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+        source: Option<&str>,
+    ) -> Result<ToolInfo, PromoteError> {
+        let (info, ()) = self.promote_with(name, ctx, source, async {}).await?;
+        Ok(info)
+    }
+
+    /// [`Forge::promote`], awaiting `before_register` once the panel has
+    /// approved, right before the registration, and returning its output
+    /// with the result (e.g. a lock that must cover the registration but
+    /// not the review). On a refusal before that point it is never awaited.
+    pub async fn promote_with<G>(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+        source: Option<&str>,
+        before_register: impl Future<Output = G>,
+    ) -> Result<(ToolInfo, G), PromoteError> {
+        let store_err = |source| PromoteError::Store {
+            stage: Stage::Promote,
+            source,
+        };
+        let tool = lock(&self.inner.sessions)
+            .get(&ctx.key())
+            .and_then(|s| s.get(name))
+            .cloned()
+            .ok_or_else(|| PromoteError::NotFound {
+                stage: Stage::Promote,
+                tier: Tier::Session,
+                name: name.to_string(),
+                owner: ctx.session_id.clone(),
+            })?;
+        let threshold = self.inner.config.promotion_threshold;
+        if tool.counters.successes < threshold.uses {
+            return Err(PromoteError::NotEnoughUses {
+                name: name.to_string(),
+                have: tool.counters.successes,
+                need: threshold.uses,
+            });
+        }
+        let confidence = tool.manifest.verdict.confidence;
+        if confidence.is_nan() || confidence <= threshold.confidence {
+            return Err(PromoteError::LowConfidence {
+                name: name.to_string(),
+                have: confidence,
+                need: threshold.confidence,
+            });
+        }
+        let owned = self
+            .inner
+            .store
+            .agent_tool_count(&ctx.agent_id)
+            .map_err(store_err)?;
+        if owned >= self.inner.config.max_agent_tools {
+            return Err(PromoteError::AgentFull {
+                agent: ctx.agent_id.clone(),
+                limit: self.inner.config.max_agent_tools,
+            });
+        }
+        let compose = tool.manifest.artifact.mode == Mode::Compose;
+        let source = match (
+            source,
+            &tool.source_in_memory,
+            &tool.manifest.artifact.source,
+        ) {
+            // A compose tool's pipeline is in its manifest: nothing to pass.
+            _ if compose => None,
+            (Some(given), _, _) => {
+                let hash = blake3_hex(given.as_bytes());
+                if hash != tool.manifest.artifact.source_blake3 {
+                    return Err(PromoteError::Source(format!(
+                        "the given source hashes to {hash}, but {name:?} was built from {}",
+                        tool.manifest.artifact.source_blake3
+                    )));
+                }
+                Some(given.to_string())
+            }
+            (None, Some(kept), _) | (None, None, Some(kept)) => Some(kept.clone()),
+            (None, None, None) => {
+                return Err(PromoteError::Source(format!(
+                    "the panel needs {name:?}'s source, which was not kept (persistSandboxSource is off): pass it again"
+                )));
+            }
+        };
+        let m = &tool.manifest;
+        let candidate = ToolCandidate {
+            name: m.artifact.name.clone(),
+            description: m.artifact.description.clone(),
+            input_schema: m.artifact.input_schema.clone(),
+            output_schema: Some(m.artifact.output_schema.clone()),
+            used_apis: source.as_deref().map(used_apis).unwrap_or_default(),
+            source,
+            composition: composition_of(&m.artifact),
+            allowlist: m.artifact.capabilities.clone(),
+            test_results: m.test_results.clone(),
+            repeat_run: m.repeat_run.clone(),
+            bytecode_only: false,
+        };
+        let (safety, correctness) = &self.inner.panel;
+        let verdict: PanelVerdict = panel(safety.as_ref(), correctness.as_ref(), &candidate).await;
+        let payload = json!({
+            "from": "session",
+            "to": "agent",
+            "session": ctx.session_id,
+            "approved": verdict.approved,
+            "artifact": tool.artifact.as_str(),
+            "uses": tool.counters.successes,
+            "panel": verdict,
+        });
+        if !verdict.approved {
+            self.inner
+                .store
+                .append_audit(AuditKind::Promotion, name, Some(&ctx.agent_id), &payload)
+                .map_err(store_err)?;
+            return Err(PromoteError::PanelRejected {
+                name: name.to_string(),
+                panel: Box::new(verdict),
+            });
+        }
+        let record = ToolRecord {
+            name: name.to_string(),
+            agent_id: Some(ctx.agent_id.clone()),
+            session_id: Some(ctx.session_id.clone()),
+            tier: Tier::Agent,
+            artifact: tool.artifact.clone(),
+            manifest: serde_json::to_value(&tool.manifest).expect("a manifest serializes"),
+            created_seq: 0,
+        };
+        let hooked = before_register.await;
+        let mut sessions = lock(&self.inner.sessions);
+        // The counters as of now: calls may have run during the review.
+        let counters = sessions
+            .get(&ctx.key())
+            .and_then(|s| s.get(name))
+            .map_or_else(|| tool.counters.clone(), |t| t.counters.clone());
+        let record = match self
+            .inner
+            .store
+            .register_promoted(record, &payload, &counters)
+        {
+            Ok(record) => record,
+            // Another host registered the name for this agent first.
+            Err(StoreError::Conflict { tier, .. }) => {
+                return Err(PromoteError::NameTaken {
+                    stage: Stage::Promote,
+                    name: name.to_string(),
+                    tier: conflict_tier(tier),
+                });
+            }
+            Err(e) => return Err(store_err(e)),
+        };
+        // Other hosts may have filled the agent tier meanwhile: the tool
+        // stays in the session tier if this registration is over the limit.
+        if self
+            .withdraw_over_limit(&record, &ctx.agent_id)
+            .map_err(store_err)?
+        {
+            return Err(PromoteError::AgentFull {
+                agent: ctx.agent_id.clone(),
+                limit: self.inner.config.max_agent_tools,
+            });
+        }
+        if let Some(s) = sessions.get_mut(&ctx.key()) {
+            s.remove(name);
+        }
+        drop(sessions);
+        Ok((Self::info_of(record).map_err(store_err)?, hooked))
+    }
+
+    /// A human's approval: moves `agent`'s agent-tier tool `name` to the
+    /// shared tier. The `approval` (with `approver` and `note`) and the
+    /// promotion are audited in one transaction.
+    pub fn approve(
+        &self,
+        name: &str,
+        agent: &str,
+        approver: &str,
+        note: Option<&str>,
+    ) -> Result<ToolInfo, PromoteError> {
+        let store_err = |source| PromoteError::Store {
+            stage: Stage::Approve,
+            source,
+        };
+        if approver.trim().is_empty() {
+            return Err(PromoteError::NoApprover);
+        }
+        let payload = json!({"approver": approver, "note": note, "to": "shared"});
+        match self.inner.store.approve_and_promote(name, agent, &payload) {
+            Ok(record) => Self::info_of(record).map_err(store_err),
+            Err(StoreError::NotFound { .. }) => Err(PromoteError::NotFound {
+                stage: Stage::Approve,
+                tier: Tier::Agent,
+                name: name.to_string(),
+                owner: agent.to_string(),
+            }),
+            Err(StoreError::Conflict { tier, .. }) => Err(PromoteError::NameTaken {
+                stage: Stage::Approve,
+                name: name.to_string(),
+                tier: conflict_tier(tier),
+            }),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// Keeps `maxAgentTools` when several hosts register for one agent at
+    /// once. Each host checks the limit before registering, but two hosts
+    /// can both pass that check; so, after registering `record` in
+    /// `agent`'s tier, the agent's tools are counted again and, if there
+    /// are more than the limit, the ones registered last (by their
+    /// registration's audit seq, which orders commits across hosts) are
+    /// over it. If `record` is one of them it is deleted (audited as a
+    /// deletion) and `true` is returned: the caller refuses with its
+    /// agent-full error. The earliest registrations always stay, so
+    /// exactly the limit's worth of racing registrations survive.
+    pub(super) fn withdraw_over_limit(
+        &self,
+        record: &ToolRecord,
+        agent: &str,
+    ) -> Result<bool, StoreError> {
+        let limit = self.inner.config.max_agent_tools;
+        let store = &self.inner.store;
+        let mut tools = store.tools_for_agent(agent)?;
+        if tools.len() <= limit {
+            return Ok(false);
+        }
+        tools.sort_by_key(|t| t.created_seq);
+        let rank = tools
+            .iter()
+            .position(|t| t.name == record.name && t.created_seq == record.created_seq);
+        match rank {
+            Some(rank) if rank >= limit => {
+                store.delete(&record.name, agent)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Discards `ctx`'s session tier, appending a `deletion` audit entry per
+    /// tool; returns how many tools were discarded.
+    pub fn cleanup_session(&self, ctx: &ForgeContext) -> Result<usize, StoreError> {
+        let Some(tools) = lock(&self.inner.sessions).remove(&ctx.key()) else {
+            return Ok(0);
+        };
+        for (name, t) in &tools {
+            self.inner.store.append_audit(
+                AuditKind::Deletion,
+                name,
+                Some(&ctx.agent_id),
+                &json!({
+                    "tier": "session",
+                    "session": ctx.session_id,
+                    "artifact": t.artifact.as_str(),
+                    "reason": "session ended",
+                }),
+            )?;
+        }
+        Ok(tools.len())
+    }
+
+    /// A copy of `ctx`'s session tier (see [`SessionSnapshot`]).
+    pub fn snapshot_session(&self, ctx: &ForgeContext) -> SessionSnapshot {
+        SessionSnapshot {
+            agent_id: ctx.agent_id.clone(),
+            session_id: ctx.session_id.clone(),
+            tools: lock(&self.inner.sessions)
+                .get(&ctx.key())
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Replaces a session tier with `snapshot`. Every artifact it names must
+    /// be in the store (its hash is checked when the tool is loaded);
+    /// nothing changes otherwise.
+    pub fn restore_session(&self, snapshot: SessionSnapshot) -> Result<(), StoreError> {
+        let mut missing = None;
+        for t in snapshot.tools.values() {
+            if !self.inner.store.has_artifact(&t.artifact)? {
+                missing = Some(t);
+                break;
+            }
+        }
+        if let Some(t) = missing {
+            return Err(StoreError::Invalid {
+                op: "restore_session",
+                detail: format!(
+                    "artifact {} of {:?} is not in the store",
+                    t.artifact, t.manifest.artifact.name
+                ),
+            });
+        }
+        let key = (snapshot.agent_id, snapshot.session_id);
+        lock(&self.inner.sessions).insert(key, snapshot.tools);
+        Ok(())
+    }
+
+    /// How full `ctx`'s tiers are and where `name` is taken; `sessions`
+    /// is the session tier, locked by the caller.
+    pub(super) fn occupancy(
+        &self,
+        sessions: &HashMap<(String, String), SessionTools>,
+        name: &str,
+        ctx: &ForgeContext,
+    ) -> Result<Occupancy, StoreError> {
+        let session = sessions.get(&ctx.key());
+        let name_taken = if session.is_some_and(|s| s.contains_key(name)) {
+            Some(Tier::Session)
+        } else {
+            self.inner.store.get(name, &ctx.agent_id)?.map(|r| r.tier)
+        };
+        Ok(Occupancy {
+            session_tools: session.map_or(0, |s| s.len()),
+            agent_tools: self.inner.store.agent_tool_count(&ctx.agent_id)?,
+            name_taken,
+        })
+    }
+
+    /// The name is free and `tier` has room: the session limit applies to
+    /// the session tier, the agent limit to the session and agent tiers.
+    pub(super) fn check_occupancy(
+        &self,
+        sessions: &HashMap<(String, String), SessionTools>,
+        name: &str,
+        ctx: &ForgeContext,
+        tier: Tier,
+    ) -> Result<(), ValidateError> {
+        let occupancy = self.occupancy(sessions, name, ctx)?;
+        validate::check_occupancy(
+            name,
+            &ctx.agent_id,
+            &ctx.session_id,
+            tier,
+            occupancy,
+            &self.inner.config,
+        )
+    }
+}

@@ -1,0 +1,436 @@
+//! The MCP methods, independent of the transport: `initialize`, `ping`,
+//! `tools/list`, `tools/call` (the meta-tools `forge_tool`, `promote_tool`,
+//! `tool_stats`, and the registered tools), for one caller: a
+//! [`ForgeContext`] fixed by the transport (never taken from the client's
+//! messages) and the [`Access`] it has.
+//!
+//! Notifications a request causes (progress, `tools/list_changed`) go
+//! through the [`Notifier`] the transport passes in: stdio writes them to
+//! its one output, Streamable HTTP to the request's SSE stream or the
+//! session's GET stream. A change of the agent or shared tier is read back
+//! from the audit trail through the transport's [`RegistryWatch`], so the
+//! request that made it announces it once, to every session it concerns.
+
+use serde_json::{Value, json};
+
+use super::access::Access;
+use super::jsonrpc::{self, RpcError};
+use super::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
+use super::watch::{Changes, RegistryWatch};
+use temper_forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
+
+/// MCP protocol versions this server speaks, newest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
+    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The version to answer `initialize` with: the client's, when supported,
+/// else the newest this server supports (the client then decides).
+pub fn negotiate_version(requested: &str) -> &'static str {
+    SUPPORTED_PROTOCOL_VERSIONS
+        .iter()
+        .find(|v| **v == requested)
+        .copied()
+        .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[0])
+}
+
+/// Where the notifications a request causes go.
+pub trait Notifier: Send + Sync {
+    /// A notification about this request (`notifications/progress`).
+    fn request_note(&self, message: Value);
+    /// A notification for the caller's session
+    /// (`notifications/tools/list_changed` after a forge).
+    fn session_note(&self, message: Value);
+    /// The registry changed (`changes`, read back from the audit trail
+    /// after this request's promotion): the caller should hear `message`
+    /// when `caller_reached`, and so should every other session the
+    /// changes reach. By default only the caller does.
+    fn registry_note(&self, changes: &Changes, caller_reached: bool, message: Value) {
+        let _ = changes;
+        if caller_reached {
+            self.session_note(message)
+        }
+    }
+}
+
+/// One caller's view of the engine: what every request of a connection
+/// (stdio) or session (HTTP) shares.
+pub struct Handler {
+    forge: Forge,
+    ctx: ForgeContext,
+    access: Access,
+    watch: RegistryWatch,
+}
+
+impl Handler {
+    /// A handler acting as `ctx` with `access`; the registry changes it
+    /// makes are read back through `watch` (the transport's, shared by its
+    /// sessions).
+    pub fn new(forge: Forge, ctx: ForgeContext, access: Access, watch: RegistryWatch) -> Self {
+        Self {
+            forge,
+            ctx,
+            access,
+            watch,
+        }
+    }
+
+    /// The tiers this caller may use.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The context requests act in.
+    pub fn context(&self) -> &ForgeContext {
+        &self.ctx
+    }
+
+    /// The engine.
+    pub fn forge(&self) -> &Forge {
+        &self.forge
+    }
+
+    /// Answers one request.
+    pub async fn handle(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        notes: &dyn Notifier,
+    ) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => initialize(params),
+            "ping" => Ok(json!({})),
+            "tools/list" => self.list_tools(),
+            "tools/call" => self.call_tool(params, notes).await,
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    /// The registered tools this caller may see (tiers it may use).
+    fn visible(&self) -> Result<Vec<ToolInfo>, RpcError> {
+        let mut tools = self
+            .forge
+            .visible_tools(&self.ctx)
+            .map_err(|e| RpcError::internal(format!("cannot list the tools: {e}")))?;
+        tools.retain(|t| self.access.allows(t.tier));
+        Ok(tools)
+    }
+
+    fn list_tools(&self) -> Result<Value, RpcError> {
+        let allowed: Vec<_> = self
+            .forge
+            .runtime()
+            .policy()
+            .allowed
+            .iter()
+            .copied()
+            .collect();
+        let mut list = Vec::new();
+        if self.access.session {
+            list.push(tools::forge_tool_definition(&allowed));
+        }
+        if self.access.session && self.access.agent {
+            list.push(tools::promote_tool_definition());
+        }
+        list.push(tools::stats_tool_definition());
+        list.extend(
+            self.visible()?
+                .iter()
+                .map(tools::registered_tool_definition),
+        );
+        Ok(json!({ "tools": list }))
+    }
+
+    async fn call_tool(
+        &self,
+        params: Option<&Value>,
+        notes: &dyn Notifier,
+    ) -> Result<Value, RpcError> {
+        let params = params
+            .filter(|p| p.is_object())
+            .ok_or_else(|| RpcError::invalid_params("tools/call: params must be an object"))?;
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("tools/call: params.name must be a string"))?;
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(a @ Value::Object(_)) => a.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "tools/call: params.arguments must be an object",
+                ));
+            }
+        };
+        let progress = Progress {
+            notes,
+            token: params
+                .pointer("/_meta/progressToken")
+                .filter(|t| t.is_string() || t.is_number())
+                .cloned(),
+        };
+        match name {
+            FORGE_TOOL if self.access.session => self.forge_tool(&arguments, &progress).await,
+            PROMOTE_TOOL if self.access.session && self.access.agent => {
+                Ok(self.promote_tool(&arguments, notes).await)
+            }
+            STATS_TOOL => Ok(self.stats_tool(&arguments)),
+            _ => self.invoke(name, &arguments, &progress).await,
+        }
+    }
+
+    async fn forge_tool(
+        &self,
+        request: &Value,
+        progress: &Progress<'_>,
+    ) -> Result<Value, RpcError> {
+        let name = request
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("(unnamed)");
+        if let Some(refused) = self.compose_outside_access(request)? {
+            return Ok(refused);
+        }
+        // One step per stage (validate, build, test, judge, register), then done.
+        let report_stage = |stage: Stage| {
+            let step = match stage {
+                Stage::Validate => 0,
+                Stage::Build => 1,
+                Stage::Test => 2,
+                Stage::Judge => 3,
+                _ => 4,
+            };
+            progress.report(step, FORGE_STEPS, format!("{name}: {stage}"));
+        };
+        let outcome = self
+            .forge
+            .forge_json_with_progress(&request.to_string(), &self.ctx, &report_stage)
+            .await;
+        let result = ForgeResult::from(&outcome);
+        match &outcome {
+            Ok(forged) => {
+                tracing::info!(
+                    "{} forged {} ({})",
+                    self.ctx.agent_id,
+                    forged.tool.name,
+                    &forged.tool.id[..12]
+                );
+                progress.report(FORGE_STEPS, FORGE_STEPS, format!("{name}: registered"));
+                progress
+                    .notes
+                    .session_note(jsonrpc::notification(LIST_CHANGED, json!({})));
+            }
+            Err(e) => {
+                tracing::info!("{}'s forge of {name} refused: {e}", self.ctx.agent_id);
+                progress.report(
+                    FORGE_STEPS,
+                    FORGE_STEPS,
+                    format!("{name}: refused at the {} stage", e.stage()),
+                );
+            }
+        }
+        let value = serde_json::to_value(&result)
+            .map_err(|e| RpcError::internal(format!("cannot encode the forge result: {e}")))?;
+        // forge_tool declares no outputSchema: the ForgeResult is structured
+        // content on success and failure alike.
+        Ok(tools::tool_result(&value, !result.success))
+    }
+
+    /// A compose request whose steps name a tool in a tier this caller may
+    /// not use is refused here, as a forge refused at the validate stage
+    /// (the engine resolves steps by agent and session only, so without
+    /// this a caller limited to some tiers could reach the others through
+    /// a pipeline).
+    fn compose_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
+        if self.access == Access::ALL
+            || request
+                .pointer("/implementation/mode")
+                .and_then(Value::as_str)
+                != Some("compose")
+        {
+            return Ok(None);
+        }
+        let visible = self.visible()?;
+        let native = self.forge.native_tools();
+        let steps = request
+            .pointer("/implementation/steps")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for step in steps {
+            let Some(tool) = step.get("tool").and_then(Value::as_str) else {
+                continue; // the engine's validation names this
+            };
+            if !visible.iter().any(|t| t.name == tool) && !native.iter().any(|n| n.name == tool) {
+                let error = format!(
+                    "validate: compose step tool {tool:?}: {}",
+                    self.not_found(tool)
+                );
+                let result = json!({ "success": false, "errors": [error], "stage": "validate" });
+                return Ok(Some(tools::tool_result(&result, true)));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn promote_tool(&self, arguments: &Value, notes: &dyn Notifier) -> Value {
+        let Some(name) = arguments.get("name").and_then(Value::as_str) else {
+            return tools::tool_error("promote", "promote_tool: arguments.name must be a string");
+        };
+        let source = arguments.get("source").and_then(Value::as_str);
+        // The cursor is held from right before the registration (after the
+        // panel's review) until the change is read back: no poll announces
+        // it meanwhile.
+        let promoted = self
+            .forge
+            .promote_with(name, &self.ctx, source, self.watch.local_change())
+            .await;
+        match promoted {
+            Ok((info, change)) => {
+                tracing::info!("{} promoted {name} to its agent tier", self.ctx.agent_id);
+                let changes = change.finish().await.unwrap_or_else(|e| {
+                    tracing::warn!("cannot read the promotion back: {e}");
+                    // At least the caller's agent hears of it.
+                    let mut own = Changes::default();
+                    own.agents.insert(self.ctx.agent_id.clone());
+                    own
+                });
+                notes.registry_note(
+                    &changes,
+                    changes.reaches(&self.ctx.agent_id, self.access),
+                    jsonrpc::notification(LIST_CHANGED, json!({})),
+                );
+                match serde_json::to_value(&info) {
+                    Ok(v) => tools::tool_result(&v, false),
+                    Err(e) => tools::tool_error("promote", &format!("cannot encode: {e}")),
+                }
+            }
+            Err(e) => tools::tool_error("promote", &e.to_string()),
+        }
+    }
+
+    fn stats_tool(&self, arguments: &Value) -> Value {
+        let Some(name) = arguments.get("name").and_then(Value::as_str) else {
+            return tools::tool_error("stats", "tool_stats: arguments.name must be a string");
+        };
+        match self.visible() {
+            Ok(v) if v.iter().any(|t| t.name == name) => {}
+            Ok(_) => return tools::tool_error("stats", &self.not_found(name)),
+            Err(e) => return tools::tool_error("stats", &e.message),
+        }
+        match self.forge.tool_stats(name, &self.ctx) {
+            Ok(stats) => match serde_json::to_value(&stats) {
+                Ok(v) => tools::tool_result(&v, false),
+                Err(e) => tools::tool_error("stats", &format!("cannot encode: {e}")),
+            },
+            Err(e) => tools::tool_error("stats", &e.to_string()),
+        }
+    }
+
+    /// The answer for a tool this caller cannot see, whether it does not
+    /// exist or belongs to a tier or agent it may not use.
+    fn not_found(&self, name: &str) -> String {
+        format!("unknown tool {name:?}: no tool by that name is visible to this caller")
+    }
+
+    async fn invoke(
+        &self,
+        name: &str,
+        arguments: &Value,
+        progress: &Progress<'_>,
+    ) -> Result<Value, RpcError> {
+        // A tool this caller cannot see is a protocol error (`-32602`, as
+        // the MCP spec answers an unknown tool), the same whether it does
+        // not exist or is out of the caller's reach.
+        if self.access != Access::ALL && !self.visible()?.iter().any(|t| t.name == name) {
+            return Err(RpcError::invalid_params(self.not_found(name)));
+        }
+        progress.report(0, 1, format!("calling {name}"));
+        let outcome = self.forge.invoke(name, arguments, &self.ctx).await;
+        progress.report(1, 1, format!("{name}: done"));
+        if let Err(InvokeError::NotFound { name: missing, .. }) = &outcome
+            && missing == name
+        {
+            return Err(RpcError::invalid_params(self.not_found(name)));
+        }
+        Ok(match outcome {
+            Ok(invocation) => {
+                for line in &invocation.logs {
+                    tracing::info!(target: "temper_mcp::console", "[{name} console.{}] {}", line.level, line.message);
+                }
+                tools::tool_result(&invocation.output, false)
+            }
+            Err(e) => {
+                if let InvokeError::Run { failure, .. } = &e {
+                    for line in &failure.logs {
+                        tracing::info!(target: "temper_mcp::console", "[{name} console.{}] {}", line.level, line.message);
+                    }
+                }
+                tools::tool_error("invoke", &e.to_string())
+            }
+        })
+    }
+}
+
+/// The notification that a caller's tool list changed.
+pub(super) const LIST_CHANGED: &str = "notifications/tools/list_changed";
+
+/// Progress steps of a forge: the five stages, then done.
+const FORGE_STEPS: u32 = 5;
+
+/// Progress notifications for one request, when the client asked for them
+/// (`_meta.progressToken`).
+struct Progress<'n> {
+    notes: &'n dyn Notifier,
+    token: Option<Value>,
+}
+
+impl Progress<'_> {
+    fn report(&self, progress: u32, total: u32, message: String) {
+        if let Some(token) = &self.token {
+            self.notes.request_note(jsonrpc::notification(
+                "notifications/progress",
+                json!({ "progressToken": token, "progress": progress, "total": total, "message": message }),
+            ));
+        }
+    }
+}
+
+/// The `initialize` result for `params`.
+pub fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
+    let requested = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            RpcError::invalid_params("initialize: params.protocolVersion must be a string")
+        })?;
+    Ok(json!({
+        "protocolVersion": negotiate_version(requested),
+        "capabilities": { "tools": { "listChanged": true } },
+        "serverInfo": { "name": "temper", "version": env!("CARGO_PKG_VERSION") },
+        "instructions": "Call forge_tool to create a tool when none of the listed tools fits; \
+            once forged it is listed and callable for the rest of this session.",
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiates_the_clients_version_or_the_newest() {
+        assert_eq!(negotiate_version("2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate_version("2024-11-05"), "2024-11-05");
+        assert_eq!(
+            negotiate_version("1999-01-01"),
+            SUPPORTED_PROTOCOL_VERSIONS[0]
+        );
+        let r = initialize(Some(&json!({"protocolVersion": "2025-03-26"}))).unwrap();
+        assert_eq!(r["protocolVersion"], "2025-03-26");
+        assert_eq!(r["capabilities"]["tools"]["listChanged"], true);
+        assert_eq!(r["serverInfo"]["name"], "temper");
+        assert_eq!(
+            initialize(Some(&json!({}))).unwrap_err().code,
+            jsonrpc::INVALID_PARAMS
+        );
+    }
+}

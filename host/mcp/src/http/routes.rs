@@ -1,0 +1,389 @@
+//! The endpoint's methods: POST (JSON or SSE answers, with progress), GET
+//! (the session's stream for `list_changed`), DELETE, and `initialize`.
+
+use crate::handler::{Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::jsonrpc::{self, Incoming, Rejected, RpcError};
+use crate::watch::Changes;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming as IncomingBody;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use temper_forge::ForgeContext;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+
+use super::*;
+
+pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Response<Body> {
+    if req.uri().path() != ENDPOINT {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not found (the MCP endpoint is /mcp)",
+        );
+    }
+    if !state.origin_allowed(req.headers()) {
+        return plain(StatusCode::FORBIDDEN, "origin not allowed");
+    }
+    let Some(principal) = state.authenticate(req.headers()) else {
+        let mut r = empty(StatusCode::UNAUTHORIZED);
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    };
+    if let Some(v) = req.headers().get(VERSION_HEADER)
+        && !v
+            .to_str()
+            .is_ok_and(|v| SUPPORTED_PROTOCOL_VERSIONS.contains(&v))
+    {
+        return plain(StatusCode::BAD_REQUEST, "unsupported MCP-Protocol-Version");
+    }
+    match *req.method() {
+        Method::POST => post(state, principal, req).await,
+        Method::GET => get(&state, &principal, req.headers()),
+        Method::DELETE => match state.session(req.headers(), &principal) {
+            Ok(s) => {
+                state.end_session(&s.id, "ended by the client");
+                empty(StatusCode::NO_CONTENT)
+            }
+            Err(r) => r,
+        },
+        _ => {
+            let mut r = empty(StatusCode::METHOD_NOT_ALLOWED);
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            r
+        }
+    }
+}
+
+pub(super) fn get(state: &State, p: &Principal, headers: &HeaderMap) -> Response<Body> {
+    if !accepts(headers, "text/event-stream") {
+        return plain(
+            StatusCode::NOT_ACCEPTABLE,
+            "GET opens an SSE stream: Accept: text/event-stream",
+        );
+    }
+    let session = match state.session(headers, p) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    session.touch();
+    let (tx, rx) = mpsc::channel(64);
+    let weak = tx.downgrade();
+    *lock(&session.stream) = Some(tx);
+    // Keep-alive comments: they keep proxies from closing the stream and
+    // find a client that stopped reading (the channel fills, the stream is
+    // dropped). The task holds no sender: when the session drops the
+    // stream (DELETE, a newer GET), the stream ends at once.
+    let every = state.config.keep_alive;
+    let session = Arc::downgrade(&session);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let (Some(tx), Some(session)) = (weak.upgrade(), session.upgrade()) else {
+                return;
+            };
+            if tx
+                .try_send(Bytes::from_static(b": keep-alive\n\n"))
+                .is_err()
+            {
+                let mut stream = lock(&session.stream);
+                if stream.as_ref().is_some_and(|s| s.same_channel(&tx)) {
+                    *stream = None;
+                    drop(stream);
+                    session.touch();
+                }
+                return;
+            }
+        }
+    });
+    sse_response(rx)
+}
+
+/// Where a request's notifications go: progress to its own SSE stream
+/// (when it has one), `list_changed` to the session's GET stream, else to
+/// its own stream.
+pub(super) struct HttpNotes {
+    pub(super) state: Arc<State>,
+    pub(super) session: Arc<Session>,
+    pub(super) post: Option<mpsc::Sender<Bytes>>,
+}
+
+impl Notifier for HttpNotes {
+    fn request_note(&self, message: Value) {
+        if let Some(tx) = &self.post {
+            let _ = tx.try_send(sse_event(&message));
+        }
+    }
+
+    fn session_note(&self, message: Value) {
+        if !self.session.push(&message) {
+            self.request_note(message);
+        }
+    }
+
+    fn registry_note(&self, changes: &Changes, caller_reached: bool, message: Value) {
+        if caller_reached {
+            self.session_note(message.clone());
+        }
+        for s in self.state.sessions_reached(changes) {
+            if s.id != self.session.id {
+                s.push(&message);
+            }
+        }
+    }
+}
+
+pub(super) async fn post(
+    state: Arc<State>,
+    p: Principal,
+    req: Request<IncomingBody>,
+) -> Response<Body> {
+    let headers = req.headers().clone();
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !is_json {
+        return plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "POST a JSON-RPC message as application/json",
+        );
+    }
+    let cap = state.config.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cap as u64) {
+        return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
+    }
+    let body = Limited::new(req.into_body(), cap).collect();
+    let bytes = match tokio::time::timeout(state.config.body_timeout, body).await {
+        Err(_) => return plain(StatusCode::REQUEST_TIMEOUT, "request body too slow"),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
+        }
+        Ok(Err(_)) => return plain(StatusCode::BAD_REQUEST, "cannot read the request body"),
+        Ok(Ok(b)) => b.to_bytes(),
+    };
+    let message = match jsonrpc::parse_message(&bytes) {
+        Ok(m) => m,
+        Err(Rejected { id, error }) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &jsonrpc::error_response(&id, &error),
+            );
+        }
+    };
+    let sse_ok = accepts(&headers, "text/event-stream");
+    let json_ok = headers.get(header::ACCEPT).is_none() || accepts(&headers, "application/json");
+    if !sse_ok && !json_ok {
+        return plain(
+            StatusCode::NOT_ACCEPTABLE,
+            "Accept application/json and/or text/event-stream",
+        );
+    }
+    let (id, method, params) = match message {
+        Incoming::Request { id, method, params } => (id, method, params),
+        Incoming::Notification { .. } | Incoming::Response { .. } => {
+            return match state.session(&headers, &p) {
+                Ok(s) => {
+                    s.touch();
+                    empty(StatusCode::ACCEPTED)
+                }
+                Err(r) => r,
+            };
+        }
+    };
+    if method == "initialize" {
+        return initialize(&state, &p, &id, params.as_ref(), json_ok);
+    }
+    if !headers.contains_key(SESSION_HEADER) {
+        // A JSON-RPC error the client can read (SDKs probing a newer
+        // protocol's methods fall back to initialize on it).
+        let error = RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            format!("{method}: no session: send initialize first, then its Mcp-Session-Id"),
+        );
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &jsonrpc::error_response(&id, &error),
+        );
+    }
+    let session = match state.session(&headers, &p) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let limits = state.limits(&p);
+    if method == "tools/call"
+        && let Some(per_minute) = p.calls_per_minute
+        && let Err(retry) = limits.take_call(per_minute)
+    {
+        let error = RpcError::new(
+            -32000,
+            format!(
+                "quota exceeded: this token may make {per_minute} tools/call requests per minute"
+            ),
+        );
+        let mut r = json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            &jsonrpc::error_response(&id, &error),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(retry));
+        return r;
+    }
+    let Ok(permit) = limits.in_flight.clone().try_acquire_owned() else {
+        let error = RpcError::new(
+            -32000,
+            format!(
+                "too many requests in flight: this token may have {} at once",
+                p.max_concurrent
+            ),
+        );
+        return json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            &jsonrpc::error_response(&id, &error),
+        );
+    };
+    let streaming = sse_ok && (method == "tools/call" || !json_ok);
+    let (tx, rx) = if streaming {
+        let (tx, rx) = mpsc::channel(64);
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
+    let task = answer(state.clone(), session, permit, id, method, params, tx);
+    match rx {
+        Some(rx) => {
+            tokio::spawn(task);
+            sse_response(rx)
+        }
+        None => match tokio::spawn(task).await {
+            Ok(Some(message)) => json_response(StatusCode::OK, &message),
+            _ => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
+        },
+    }
+}
+
+/// Runs one request to its end (even when the client has gone: a forge or
+/// call is bounded by the engine's limits and its audit trail stays whole).
+/// With `stream`, the answer goes there and `None` is returned.
+pub(super) async fn answer(
+    state: Arc<State>,
+    session: Arc<Session>,
+    permit: OwnedSemaphorePermit,
+    id: Value,
+    method: String,
+    params: Option<Value>,
+    stream: Option<mpsc::Sender<Bytes>>,
+) -> Option<Value> {
+    {
+        let in_flight = InFlight::new(session.clone());
+        let notes = HttpNotes {
+            state,
+            session: session.clone(),
+            post: stream.clone(),
+        };
+        let handled = {
+            let session = session.clone();
+            tokio::spawn(async move {
+                let r = session
+                    .handler
+                    .handle(&method, params.as_ref(), &notes)
+                    .await;
+                (r, notes)
+            })
+            .await
+        };
+        let message = match handled {
+            Ok((Ok(result), _)) => jsonrpc::response(&id, result),
+            Ok((Err(error), _)) => jsonrpc::error_response(&id, &error),
+            Err(e) => {
+                tracing::error!("request {id} failed: {e}");
+                jsonrpc::error_response(
+                    &id,
+                    &RpcError::internal(format!("the handler failed: {e}")),
+                )
+            }
+        };
+        // The request is done once its answer exists: a client that has
+        // read it may send the next one at once.
+        drop(in_flight);
+        drop(permit);
+        match stream {
+            Some(tx) => {
+                // Waits while the client reads slowly; a client that stopped
+                // reading has its connection closed by the write timeout,
+                // which drops the receiver and ends this.
+                let _ = tx.send(sse_event(&message)).await;
+                None
+            }
+            None => Some(message),
+        }
+    }
+}
+
+pub(super) fn initialize(
+    state: &Arc<State>,
+    p: &Principal,
+    id: &Value,
+    params: Option<&Value>,
+    json_ok: bool,
+) -> Response<Body> {
+    let result = match crate::handler::initialize(params) {
+        Ok(r) => r,
+        Err(e) => return json_response(StatusCode::OK, &jsonrpc::error_response(id, &e)),
+    };
+    let sid = format!("{:032x}", rand::random::<u128>());
+    {
+        let mut sessions = lock(&state.sessions);
+        if sessions.values().filter(|s| s.owner == p.key).count() >= state.config.max_sessions {
+            let error = RpcError::new(
+                -32000,
+                format!(
+                    "too many sessions: this token may have {} open (end one with DELETE)",
+                    state.config.max_sessions
+                ),
+            );
+            return json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                &jsonrpc::error_response(id, &error),
+            );
+        }
+        let ctx = ForgeContext::new(p.agent.clone(), format!("mcp-http/{sid}"));
+        sessions.insert(
+            sid.clone(),
+            Arc::new(Session {
+                id: sid.clone(),
+                owner: p.key.clone(),
+                handler: Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone()),
+                stream: Mutex::new(None),
+                last_active: Mutex::new(Instant::now()),
+                in_flight: AtomicUsize::new(0),
+                closed: AtomicBool::new(false),
+            }),
+        );
+    }
+    let message = jsonrpc::response(id, result);
+    let mut r = if json_ok {
+        json_response(StatusCode::OK, &message)
+    } else {
+        let (tx, rx) = mpsc::channel(1);
+        let _ = tx.try_send(sse_event(&message));
+        sse_response(rx)
+    };
+    r.headers_mut().insert(
+        SESSION_HEADER,
+        HeaderValue::from_str(&sid).expect("hex is a valid header value"),
+    );
+    r
+}

@@ -1,0 +1,218 @@
+//! Who is calling and their MCP sessions: the principal a bearer token
+//! maps to, the token file (re-read when it changes), per-token limits,
+//! sessions (each a session tier) and their idle reaping.
+
+use crate::access::Access;
+use crate::handler::Handler;
+use crate::tokens::{Tokens, TokensError};
+use bytes::Bytes;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, mpsc};
+
+use super::*;
+
+/// Who a request comes from.
+#[derive(Clone)]
+pub(super) struct Principal {
+    /// The token's key (`sha256:...`), or `local` without tokens.
+    pub(super) key: String,
+    pub(super) agent: String,
+    pub(super) access: Access,
+    pub(super) calls_per_minute: Option<u32>,
+    pub(super) max_concurrent: u32,
+}
+
+/// The tokens file, re-read when its content changes.
+pub(super) struct TokenSource {
+    pub(super) path: PathBuf,
+    pub(super) cache: Mutex<(Vec<u8>, Option<Arc<Tokens>>)>,
+}
+
+impl TokenSource {
+    pub(super) fn open(path: PathBuf) -> Result<Self, TokensError> {
+        let text = std::fs::read(&path).map_err(|source| TokensError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let tokens = Tokens::load(&path)?;
+        Ok(Self {
+            path,
+            cache: Mutex::new((text, Some(Arc::new(tokens)))),
+        })
+    }
+
+    /// The current tokens; `None` while the file is unreadable or invalid
+    /// (fail closed: every request is refused until it is fixed).
+    pub(super) fn current(&self) -> Option<Arc<Tokens>> {
+        let text = std::fs::read(&self.path);
+        let mut cache = lock(&self.cache);
+        match text {
+            Ok(text) if text == cache.0 => {}
+            Ok(text) => {
+                let parsed = std::str::from_utf8(&text)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| Tokens::parse(t).map_err(|e| e.to_string()));
+                match parsed {
+                    Ok(t) => {
+                        tracing::info!("reloaded {} ({} tokens)", self.path.display(), t.len());
+                        cache.1 = Some(Arc::new(t));
+                    }
+                    Err(e) => {
+                        tracing::error!(
+                            "{} is invalid, refusing every request until it is fixed: {e}",
+                            self.path.display()
+                        );
+                        cache.1 = None;
+                    }
+                }
+                cache.0 = text;
+            }
+            Err(e) => {
+                if cache.1.is_some() {
+                    tracing::error!(
+                        "cannot read {}, refusing every request: {e}",
+                        self.path.display()
+                    );
+                }
+                cache.0.clear();
+                cache.1 = None;
+            }
+        }
+        cache.1.clone()
+    }
+}
+
+/// A token's quota bucket and in-flight cap.
+pub(super) struct Limits {
+    pub(super) in_flight: Arc<Semaphore>,
+    pub(super) cap: u32,
+    pub(super) bucket: Mutex<(f64, Instant)>,
+}
+
+impl Limits {
+    pub(super) fn new(cap: u32, per_minute: Option<u32>) -> Self {
+        Self {
+            in_flight: Arc::new(Semaphore::new(cap as usize)),
+            cap,
+            bucket: Mutex::new((per_minute.unwrap_or(0) as f64, Instant::now())),
+        }
+    }
+
+    /// Takes one call from a bucket of `per_minute` refilled continuously;
+    /// `Err(seconds)` until the next call is allowed.
+    pub(super) fn take_call(&self, per_minute: u32) -> Result<(), u64> {
+        let mut b = lock(&self.bucket);
+        let now = Instant::now();
+        let rate = per_minute as f64 / 60.0;
+        b.0 = (b.0 + now.duration_since(b.1).as_secs_f64() * rate).min(per_minute as f64);
+        b.1 = now;
+        if b.0 >= 1.0 {
+            b.0 -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - b.0) / rate).ceil().max(1.0) as u64)
+        }
+    }
+}
+
+/// One MCP session: its handler (the session tier lives in the engine under
+/// the handler's context), its GET stream, and what keeps it alive.
+pub(super) struct Session {
+    pub(super) id: String,
+    pub(super) owner: String,
+    pub(super) handler: Handler,
+    pub(super) stream: Mutex<Option<mpsc::Sender<Bytes>>>,
+    pub(super) last_active: Mutex<Instant>,
+    pub(super) in_flight: AtomicUsize,
+    pub(super) closed: AtomicBool,
+}
+
+impl Session {
+    pub(super) fn touch(&self) {
+        *lock(&self.last_active) = Instant::now();
+    }
+
+    /// Sends `message` on the GET stream; false when there is none (or it
+    /// is gone, or full: a client that does not read loses it).
+    pub(super) fn push(&self, message: &Value) -> bool {
+        let mut stream = lock(&self.stream);
+        let Some(tx) = stream.as_ref() else {
+            return false;
+        };
+        match tx.try_send(sse_event(message)) {
+            Ok(()) => true,
+            Err(_) => {
+                *stream = None;
+                false
+            }
+        }
+    }
+
+    pub(super) fn idle_for(&self) -> Option<Duration> {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        if lock(&self.stream).as_ref().is_some_and(|s| !s.is_closed()) {
+            return None;
+        }
+        Some(lock(&self.last_active).elapsed())
+    }
+
+    /// Discards the session tier (again, after a request that was in flight
+    /// when the session ended: what it forged goes too).
+    pub(super) fn discard(&self, why: &str) {
+        let ctx = self.handler.context();
+        match self.handler.forge().cleanup_session(ctx) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                "session of {} {why}: discarded {n} session tools",
+                ctx.agent_id
+            ),
+            Err(e) => tracing::warn!("cannot discard a session tier: {e}"),
+        }
+    }
+}
+
+/// Counts a request in flight on its session; when the session ended
+/// meanwhile, discards what the request added to the tier.
+pub(super) struct InFlight(Arc<Session>);
+
+impl InFlight {
+    pub(super) fn new(session: Arc<Session>) -> Self {
+        session.in_flight.fetch_add(1, Ordering::SeqCst);
+        session.touch();
+        Self(session)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if self.0.closed.load(Ordering::SeqCst) {
+            self.0.discard("ended");
+        }
+    }
+}
+
+pub(super) async fn reap_idle_sessions(state: std::sync::Weak<State>) {
+    loop {
+        let Some(s) = state.upgrade() else { return };
+        let idle = s.config.session_idle;
+        let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        let expired: Vec<String> = lock(&s.sessions)
+            .values()
+            .filter(|x| x.idle_for().is_some_and(|d| d >= idle))
+            .map(|x| x.id.clone())
+            .collect();
+        for id in expired {
+            s.end_session(&id, "idled out");
+        }
+        drop(s);
+        tokio::time::sleep(tick).await;
+    }
+}

@@ -1,0 +1,275 @@
+//! One MCP connection over a byte stream pair (stdin/stdout for `temper
+//! mcp`).
+//!
+//! A reader thread cuts the input into frames ([`jsonrpc::read_frame`]); a
+//! writer thread owns the output and writes one message per line, so
+//! messages never interleave and the output carries protocol messages only
+//! (diagnostics go to stderr). Every request runs in its own task: a slow
+//! forge or tool call does not hold up `ping` or `tools/list`. A handler that
+//! panics still gets its request answered (`-32603`). Bad input of any kind
+//! is answered and reading goes on; at the end of the input the server
+//! waits for the requests in flight, discards the connection's session tier
+//! ([`Forge::cleanup_session`]) and returns.
+//!
+//! Registry changes other processes make (a promotion, a deletion, an
+//! import into the agent or shared tier) are found by polling the audit
+//! trail ([`super::watch`]) and announced as `notifications/tools/list_changed`
+//! when they concern the connection's agent.
+//!
+//! Requests are served before `initialize` too (the server is lenient);
+//! `notifications/cancelled` is accepted and ignored (a forge or call runs
+//! to its end, bounded by the engine's limits, so the audit trail stays
+//! whole).
+
+use std::io::{self, BufReader, Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::access::Access;
+use super::handler::{Handler, LIST_CHANGED, Notifier};
+use super::jsonrpc::{
+    self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
+};
+use super::watch::{self, RegistryWatch};
+use temper_forge::{Forge, ForgeContext};
+use temper_store::StoreError;
+
+/// Why a connection ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// Reading the input failed (not: it ended).
+    #[error("mcp: cannot read the input: {0}")]
+    Read(#[source] io::Error),
+    /// A reader or writer thread could not be started.
+    #[error("mcp: cannot start the {what} thread: {source}")]
+    Thread {
+        /// `reader` or `writer`.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The audit trail's head could not be read to start the registry
+    /// watch.
+    #[error("mcp: cannot start the registry watch: {0}")]
+    Watch(#[source] StoreError),
+    /// Discarding the connection's session tier failed (its audit entries
+    /// could not be written).
+    #[error("mcp: cannot discard the connection's session tier: {0}")]
+    Cleanup(#[source] StoreError),
+}
+
+/// The context of one connection: `base`'s agent, and a session of its own,
+/// `BASE_SESSION/mcp-PID-MILLIS`, so that the connection starts with an
+/// empty session tier and what it forges is discarded when it closes
+/// (tools the CLI keeps in `base`'s session are not visible to it).
+pub fn connection_context(base: &ForgeContext) -> ForgeContext {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    ForgeContext::new(
+        base.agent_id.clone(),
+        format!("{}/mcp-{}-{millis}", base.session_id, std::process::id()),
+    )
+}
+
+/// Serves one connection on stdin/stdout (see [`serve`]).
+pub async fn serve_stdio(
+    forge: Forge,
+    ctx: ForgeContext,
+    registry_poll: Option<Duration>,
+) -> Result<usize, McpError> {
+    serve(forge, ctx, io::stdin(), io::stdout(), registry_poll).await
+}
+
+/// Serves one connection: reads messages from `input` until it ends, answers
+/// on `output`, then discards `ctx`'s session tier. Returns how many
+/// session tools were discarded. Every `registry_poll` (e.g.
+/// [`watch::DEFAULT_POLL`]; `None`: never) the audit trail is read for
+/// changes other processes made to the caller's agent tier or the shared
+/// tier.
+pub async fn serve<R, W>(
+    forge: Forge,
+    ctx: ForgeContext,
+    input: R,
+    output: W,
+    registry_poll: Option<Duration>,
+) -> Result<usize, McpError>
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<Value>();
+    let writer = std::thread::Builder::new()
+        .name("mcp-writer".into())
+        .spawn(move || write_loop(output, out_rx))
+        .map_err(|source| McpError::Thread {
+            what: "writer",
+            source,
+        })?;
+    let (frame_tx, mut frames) = mpsc::channel::<io::Result<Frame>>(4);
+    std::thread::Builder::new()
+        .name("mcp-reader".into())
+        .spawn(move || read_loop(input, frame_tx))
+        .map_err(|source| McpError::Thread {
+            what: "reader",
+            source,
+        })?;
+
+    let watch = RegistryWatch::start(forge.store_handle())
+        .await
+        .map_err(McpError::Watch)?;
+    let agent = ctx.agent_id.clone();
+    let conn = Arc::new(Connection {
+        handler: Handler::new(forge, ctx, Access::ALL, watch.clone()),
+        out: out_tx,
+    });
+    let poller = registry_poll.map(|every| {
+        let out = conn.out.clone();
+        tokio::spawn(watch::poll_loop(watch, every, move |changes| {
+            if changes.reaches(&agent, Access::ALL) {
+                let note = jsonrpc::notification(LIST_CHANGED, serde_json::json!({}));
+                return out.send(note).is_ok();
+            }
+            !out.is_closed()
+        }))
+    });
+    let mut requests = JoinSet::new();
+    let ended = loop {
+        let frame = match frames.recv().await {
+            None | Some(Ok(Frame::Eof)) => break Ok(()),
+            Some(Err(e)) => break Err(McpError::Read(e)),
+            Some(Ok(frame)) => frame,
+        };
+        match frame {
+            Frame::Eof => unreachable!("handled above"),
+            Frame::TooLarge { bytes } => {
+                tracing::warn!("refused a message of {bytes} bytes");
+                let error = RpcError::new(
+                    INVALID_REQUEST,
+                    format!("message of {bytes} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
+                );
+                conn.send(jsonrpc::error_response(&Value::Null, &error));
+            }
+            Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Frame::Line(line) => match jsonrpc::parse_message(&line) {
+                Err(Rejected { id, error }) => {
+                    tracing::warn!("{error}");
+                    conn.send(jsonrpc::error_response(&id, &error));
+                }
+                Ok(Incoming::Request { id, method, params }) => {
+                    requests.spawn(conn.clone().answer(id, method, params));
+                }
+                Ok(Incoming::Notification { method, .. }) => {
+                    if !method.starts_with("notifications/") {
+                        tracing::warn!("ignoring unknown notification {method:?}");
+                    }
+                }
+                Ok(Incoming::Response { id }) => {
+                    tracing::warn!("ignoring a response (id {id}): this server sends no requests");
+                }
+            },
+        }
+        while requests.try_join_next().is_some() {}
+    };
+    while requests.join_next().await.is_some() {}
+    if let Some(poller) = poller {
+        poller.abort();
+        let _ = poller.await;
+    }
+    let discarded = conn.handler.forge().cleanup_session(conn.handler.context());
+    // The last sender: the writer drains what is queued, then ends.
+    drop(conn);
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    ended?;
+    discarded.map_err(McpError::Cleanup)
+}
+
+fn read_loop<R: Read>(input: R, frames: mpsc::Sender<io::Result<Frame>>) {
+    let mut reader = BufReader::with_capacity(64 << 10, input);
+    loop {
+        let frame = jsonrpc::read_frame(&mut reader, MAX_MESSAGE_BYTES);
+        let last = matches!(frame, Ok(Frame::Eof) | Err(_));
+        if frames.blocking_send(frame).is_err() || last {
+            return;
+        }
+    }
+}
+
+fn write_loop<W: Write>(mut output: W, mut messages: mpsc::UnboundedReceiver<Value>) {
+    while let Some(message) = messages.blocking_recv() {
+        let written = serde_json::to_writer(&mut output, &message)
+            .map_err(io::Error::from)
+            .and_then(|()| output.write_all(b"\n"))
+            .and_then(|()| output.flush());
+        if let Err(e) = written {
+            tracing::warn!("cannot write to the client: {e}");
+            return;
+        }
+    }
+}
+
+/// What every request handler shares.
+struct Connection {
+    handler: Handler,
+    out: mpsc::UnboundedSender<Value>,
+}
+
+impl Notifier for Connection {
+    fn request_note(&self, message: Value) {
+        self.send(message);
+    }
+    fn session_note(&self, message: Value) {
+        self.send(message);
+    }
+}
+
+impl Connection {
+    fn send(&self, message: Value) {
+        // Fails only once the writer gave up (the client is gone).
+        let _ = self.out.send(message);
+    }
+
+    /// Handles one request in a task of its own and sends the answer.
+    async fn answer(self: Arc<Self>, id: Value, method: String, params: Option<Value>) {
+        let conn = self.clone();
+        let handler = tokio::spawn(async move {
+            conn.handler
+                .handle(&method, params.as_ref(), conn.as_ref())
+                .await
+        });
+        let message = match handler.await {
+            Ok(Ok(result)) => jsonrpc::response(&id, result),
+            Ok(Err(error)) => jsonrpc::error_response(&id, &error),
+            Err(e) => {
+                tracing::error!("request {id} failed: {e}");
+                jsonrpc::error_response(
+                    &id,
+                    &RpcError::internal(format!("the handler failed: {e}")),
+                )
+            }
+        };
+        self.send(message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_connection_gets_its_own_session() {
+        let base = ForgeContext::new("a", "s");
+        let ctx = connection_context(&base);
+        assert_eq!(ctx.agent_id, "a");
+        assert!(
+            ctx.session_id
+                .starts_with(&format!("s/mcp-{}-", std::process::id()))
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The MCP view of Temper's tools: the `forge_tool` meta-tool (its
+//! description, adapted from the seed's `ForgeToolMetaTool`, and its input
+//! schema, the forge request), registered tools as MCP tool definitions, and
+//! `tools/call` results.
+
+use serde_json::{Value, json};
+
+use temper_forge::ToolInfo;
+use temper_forge::config::{MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_TEST_CASES};
+use temper_policy::Capability;
+
+/// The meta-tool's name.
+pub const FORGE_TOOL: &str = "forge_tool";
+/// The meta-tool that promotes a session tool to the caller's agent tier.
+pub const PROMOTE_TOOL: &str = "promote_tool";
+/// The meta-tool that reports a visible tool's call statistics.
+pub const STATS_TOOL: &str = "tool_stats";
+
+/// The `promote_tool` definition.
+pub fn promote_tool_definition() -> Value {
+    json!({
+        "name": PROMOTE_TOOL,
+        "title": "Promote Tool",
+        "description": "Promote a tool you forged in this session to your agent tier, so that \
+            your later sessions can call it too. It needs enough successful calls, a confident \
+            forge verdict and the review panel's approval. `source` (optional) is the tool's \
+            JavaScript when the host did not keep it.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": { "type": "string", "description": "The session tool to promote" },
+                "source": { "type": "string", "description": "Its source, if the host asks for it" },
+            },
+            "required": ["name"],
+        },
+    })
+}
+
+/// The `tool_stats` definition.
+pub fn stats_tool_definition() -> Value {
+    json!({
+        "name": STATS_TOOL,
+        "title": "Tool Statistics",
+        "description": "Call statistics of a tool you can call: total calls, successes, success \
+            rate, mean and p95 latency (ms).",
+        "inputSchema": {
+            "type": "object",
+            "properties": { "name": { "type": "string", "description": "The tool" } },
+            "required": ["name"],
+        },
+    })
+}
+
+/// The `forge_tool` definition. `host_allows` are the capabilities the host
+/// policy allows; the description names them so an agent does not ask for
+/// others.
+pub fn forge_tool_definition(host_allows: &[Capability]) -> Value {
+    let allowed = if host_allows.is_empty() {
+        "none".to_string()
+    } else {
+        host_allows
+            .iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let description = format!(
+        "Create a new tool at runtime when no existing tool fits the task. Provide: name \
+         (snake_case), description, inputSchema and outputSchema (JSON Schema), implementation \
+         and testCases. implementation.mode \"sandbox\": JavaScript defining `function \
+         execute(input) {{ ... }}` (sync or async) returning JSON; it runs in a fresh \
+         WebAssembly sandbox per call with no capabilities except those in `allowlist` that the \
+         host also allows (here: {allowed}); eval, Function, require, import and process are \
+         refused. implementation.mode \"compose\": `steps` [{{name, tool, inputMapping}}] chaining \
+         tools this agent can already call; inputMapping values may reference $input, $input.x, \
+         $prev, $prev.x, $steps.NAME.x (a whole-string reference keeps its JSON type, references \
+         inside text are interpolated, $$ is a literal $); a compose tool gets no capability of \
+         its own. The tool is \
+         built, its test cases run twice, a judge reviews safety, correctness and determinism, \
+         and if approved it is registered for this session and appears in tools/list. Returns \
+         the ForgeResult: success, tool, verdict, errors and the refusing stage."
+    );
+    json!({
+        "name": FORGE_TOOL,
+        "title": "Forge Tool",
+        "description": description,
+        "inputSchema": forge_request_schema(),
+    })
+}
+
+/// JSON Schema of a forge request (the seed's `ForgeToolInput`).
+pub fn forge_request_schema() -> Value {
+    let capabilities: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "name": {
+                "type": "string",
+                "description": "snake_case name the tool will be called by",
+                "pattern": "^[a-z][a-z0-9_]*$",
+                "maxLength": MAX_NAME_LEN,
+            },
+            "description": {
+                "type": "string",
+                "description": "What the tool does, for the agents that will call it",
+                "maxLength": MAX_DESCRIPTION_BYTES,
+            },
+            "inputSchema": {
+                "type": "object",
+                "description": "JSON Schema of the tool's input",
+            },
+            "outputSchema": {
+                "type": "object",
+                "description": "JSON Schema of the tool's output (checked on every call)",
+            },
+            "implementation": {
+                "type": "object",
+                "properties": {
+                    "mode": { "type": "string", "enum": ["sandbox", "compose"] },
+                    "code": {
+                        "type": "string",
+                        "description": "sandbox: JavaScript defining function execute(input) { ... }",
+                    },
+                    "allowlist": {
+                        "type": "array",
+                        "items": { "type": "string", "enum": capabilities },
+                        "description": "sandbox: capabilities the code uses",
+                    },
+                    "steps": {
+                        "type": "array",
+                        "items": { "type": "object" },
+                        "description": "compose: the pipeline, [{name, tool, inputMapping}], run in order; the last step's output is the result",
+                    },
+                },
+                "required": ["mode"],
+            },
+            "testCases": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_TEST_CASES,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "input": { "description": "The tool's input" },
+                        "expectedOutput": { "description": "The output it must produce" },
+                    },
+                    "required": ["input"],
+                },
+            },
+        },
+        "required": ["name", "description", "inputSchema", "outputSchema", "implementation", "testCases"],
+    })
+}
+
+/// A registered tool as an MCP tool definition: name, description,
+/// inputSchema and, when the tool's output is always an object, its
+/// outputSchema (the engine checks every output against it, so
+/// `structuredContent` always conforms).
+pub fn registered_tool_definition(info: &ToolInfo) -> Value {
+    let mut def = json!({
+        "name": info.name,
+        "description": info.description,
+        "inputSchema": object_schema(&info.input_schema),
+    });
+    if is_object_schema(&info.output_schema) {
+        def["outputSchema"] = info.output_schema.clone();
+    }
+    def
+}
+
+fn is_object_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
+/// MCP wants `"type": "object"` at the top of an input schema (arguments
+/// are always an object): a schema without a `type` gets it, `true` becomes
+/// `{"type": "object"}`; anything else is shown as is.
+fn object_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Bool(true) => json!({ "type": "object" }),
+        Value::Object(o) if !o.contains_key("type") => {
+            let mut o = o.clone();
+            o.insert("type".into(), json!("object"));
+            Value::Object(o)
+        }
+        other => other.clone(),
+    }
+}
+
+/// A `tools/call` result carrying `value`: as JSON text content, and as
+/// `structuredContent` when it is an object (MCP requires one there).
+pub fn tool_result(value: &Value, is_error: bool) -> Value {
+    let mut result = json!({
+        "content": [{ "type": "text", "text": value.to_string() }],
+        "isError": is_error,
+    });
+    if value.is_object() {
+        result["structuredContent"] = value.clone();
+    }
+    result
+}
+
+/// A failed call as a tool result (`isError: true`): `{stage, error}` as
+/// JSON text content only. `error` is the typed error's message, which
+/// starts with the stage (`invoke NAME: run: timed out after ...`).
+///
+/// No `structuredContent`: a tool's `outputSchema` describes its output,
+/// not its errors, and clients check structured content against it (the
+/// official TypeScript SDK throws `-32602` on a mismatch), so an error
+/// result carries the error as text.
+pub fn tool_error(stage: &str, error: &str) -> Value {
+    let error = json!({ "stage": stage, "error": error });
+    json!({
+        "content": [{ "type": "text", "text": error.to_string() }],
+        "isError": true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_schemas_are_object_schemas() {
+        assert_eq!(object_schema(&json!(true)), json!({"type": "object"}));
+        assert_eq!(
+            object_schema(&json!({"properties": {"a": {}}})),
+            json!({"properties": {"a": {}}, "type": "object"})
+        );
+        let given = json!({"type": "object", "required": ["a"]});
+        assert_eq!(object_schema(&given), given);
+    }
+
+    #[test]
+    fn results_carry_text_and_structured_content() {
+        let r = tool_result(&json!({"slug": "a-b"}), false);
+        assert_eq!(r["content"][0]["text"], r#"{"slug":"a-b"}"#);
+        assert_eq!(r["structuredContent"], json!({"slug": "a-b"}));
+        assert_eq!(r["isError"], false);
+        let r = tool_result(&json!([1, 2]), false);
+        assert!(r.get("structuredContent").is_none());
+        let e = tool_error("invoke", "invoke t: run: timed out after 10 ms");
+        assert_eq!(e["isError"], true);
+        assert!(e.get("structuredContent").is_none(), "{e}");
+        let text: Value = serde_json::from_str(e["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text["stage"], "invoke");
+    }
+
+    #[test]
+    fn forge_tool_names_the_host_capabilities() {
+        let d = forge_tool_definition(&[Capability::Crypto]);
+        assert!(
+            d["description"]
+                .as_str()
+                .unwrap()
+                .contains("(here: crypto)")
+        );
+        let d = forge_tool_definition(&[]);
+        assert!(d["description"].as_str().unwrap().contains("(here: none)"));
+        assert_eq!(d["inputSchema"]["required"].as_array().unwrap().len(), 6);
+    }
+}

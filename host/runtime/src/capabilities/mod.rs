@@ -1,0 +1,6 @@
+//! Host capabilities a tool may be granted: one module each. Policy (what
+//! is allowed) lives in [`temper_policy`]; these modules do the work.
+
+pub mod cassette;
+pub mod crypto;
+pub mod fetch;

@@ -1,0 +1,326 @@
+//! Calling: one fresh instance per call (pre-warmed for hot tools), the
+//! deadline, trap classification and the output cap.
+
+use crate::error::RunError;
+use crate::host_state::{HostState, LogLine};
+use crate::limits::Limits;
+use crate::pool::{Ready, WarmKey};
+use std::sync::Arc;
+use std::time::Instant;
+use temper_policy::Grants;
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use super::*;
+
+/// How a guest call under the deadline ended: the deadline passed, the
+/// guest trapped, or it returned.
+pub type CallOutcome =
+    Result<Result<Result<String, RunError>, wasmtime::Error>, tokio::time::error::Elapsed>;
+
+/// The call envelope, first half (tools and compose adapters alike): a
+/// passed deadline is a [`RunError::Timeout`], a trap is classified
+/// ([`classify_trap_with`]), else what the guest returned.
+pub fn settle(outcome: CallOutcome, memory_hit: bool, limits: &Limits) -> Result<String, RunError> {
+    match outcome {
+        Err(_elapsed) => Err(RunError::Timeout {
+            limit_ms: limits.timeout.as_millis() as u64,
+        }),
+        Ok(Err(trap)) => Err(classify_trap_with(memory_hit, &trap, limits)),
+        Ok(Ok(result)) => result,
+    }
+}
+
+/// The call envelope, second half: the output cap, the memory limit named
+/// in a memory error, and the console lines with either outcome.
+pub fn deliver(
+    result: Result<String, RunError>,
+    logs: Vec<LogLine>,
+    limits: &Limits,
+    compiled: bool,
+) -> Result<CallOutput, CallFailure> {
+    match result {
+        Ok(output) if output.len() > limits.output_bytes => Err(CallFailure {
+            error: RunError::OutputTooLarge {
+                actual_bytes: output.len(),
+                limit_bytes: limits.output_bytes,
+            },
+            logs,
+        }),
+        Ok(output) => Ok(CallOutput {
+            output,
+            logs,
+            compiled,
+        }),
+        Err(RunError::Memory { detail, .. }) => Err(CallFailure {
+            error: RunError::Memory {
+                limit_bytes: limits.memory_bytes,
+                detail,
+            },
+            logs,
+        }),
+        Err(error) => Err(CallFailure { error, logs }),
+    }
+}
+
+/// Interrupts the store's guest once `timeout` has passed (the engine's
+/// epoch ticker drives the check; the guest yields between ticks).
+pub fn arm_deadline<T>(store: &mut Store<T>, timeout: std::time::Duration) {
+    let deadline = Instant::now() + timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+}
+
+/// An instantiation that failed before any guest code ran (e.g. every
+/// pool slot taken: more instances at once than the runtime was built
+/// for): [`RunError::Instantiate`], not a trap.
+pub fn instantiate_failed(err: &wasmtime::Error) -> RunError {
+    RunError::Instantiate {
+        message: format!("{err:#}"),
+    }
+}
+
+pub(super) fn classify_trap(
+    store: &Store<HostState>,
+    err: &wasmtime::Error,
+    limits: &Limits,
+) -> RunError {
+    classify_trap_with(store.data().memory.hit, err, limits)
+}
+
+/// What a trap means: the timeout, the memory cap (when `memory_hit`), or
+/// a plain trap.
+pub(crate) fn classify_trap_with(
+    memory_hit: bool,
+    err: &wasmtime::Error,
+    limits: &Limits,
+) -> RunError {
+    if matches!(err.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        return RunError::Timeout {
+            limit_ms: limits.timeout.as_millis() as u64,
+        };
+    }
+    if memory_hit {
+        return RunError::Memory {
+            limit_bytes: limits.memory_bytes,
+            detail: "linear memory growth refused at the cap".into(),
+        };
+    }
+    let message = match err.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => format!("{err:#}"),
+    };
+    RunError::Trap { message }
+}
+
+pub(super) fn describe_trap(
+    store: &Store<HostState>,
+    err: &wasmtime::Error,
+    limits: &Limits,
+) -> String {
+    match classify_trap(store, err, limits) {
+        RunError::Timeout { limit_ms } => format!("ran past the {limit_ms} ms limit"),
+        RunError::Memory { limit_bytes, .. } => format!("ran out of memory ({limit_bytes} bytes)"),
+        other => format!("trapped: {other}"),
+    }
+}
+
+impl Runtime {
+    /// Calls `tool` with a JSON `input` in a fresh instance under the limits:
+    /// a pre-warmed one when the tool is hot, else one made now.
+    pub async fn call(&self, tool: &Tool, input: &str) -> Result<CallOutput, CallFailure> {
+        let limits = &self.inner.limits;
+        let fail = |error| CallFailure {
+            error,
+            logs: Vec::new(),
+        };
+        self.check_input(input).map_err(fail)?;
+        let deadline = Instant::now() + limits.timeout;
+        match &tool.inner.form {
+            ToolForm::Engine { bytecode } => {
+                self.call_engine(tool, bytecode, input, deadline).await
+            }
+            ToolForm::Component { artifact } => {
+                let compiled = self.compiled(&tool.inner.id, artifact).await.map_err(|e| {
+                    fail(RunError::Instantiate {
+                        message: e.to_string(),
+                    })
+                })?;
+                self.call_compiled(tool, &compiled, input, deadline).await
+            }
+            ToolForm::Pinned { compiled, .. } => {
+                self.call_compiled(tool, compiled, input, deadline).await
+            }
+        }
+    }
+
+    pub(super) async fn call_compiled(
+        &self,
+        tool: &Tool,
+        compiled: &Compiled,
+        input: &str,
+        deadline: Instant,
+    ) -> Result<CallOutput, CallFailure> {
+        let limits = &self.inner.limits;
+        let granted = self.granted(&tool.grants, deadline);
+        let mut store = self
+            .new_store_granted(self.call_clocks(), false, granted)
+            .map_err(|message| CallFailure {
+                error: RunError::Instantiate { message },
+                logs: Vec::new(),
+            })?;
+        let outcome = tokio::time::timeout(limits.timeout, async {
+            let instance = match compiled.pre.instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) => return Ok(Err(instantiate_failed(&e))),
+            };
+            let run = compiled.run.load(&mut store, &instance)?;
+            run.call_call(&mut store, input)
+                .await
+                .map(|r| r.map_err(RunError::from))
+        })
+        .await;
+        self.finish(store, outcome, true)
+    }
+
+    /// A call on the shared engine: a pre-warmed instance of the tool if one
+    /// waits, else a fresh engine instance into which the bytecode is loaded
+    /// now (under the build's fixed clocks, as the build's snapshot was);
+    /// then `execute`, on the call's clocks. Afterwards the tool's
+    /// pre-warmed instances are topped up in the background.
+    pub(super) async fn call_engine(
+        &self,
+        tool: &Tool,
+        bytecode: &Arc<Vec<u8>>,
+        input: &str,
+        deadline: Instant,
+    ) -> Result<CallOutput, CallFailure> {
+        let limits = &self.inner.limits;
+        let engine = self.engine_rt().await.map_err(|e| CallFailure {
+            error: RunError::Instantiate {
+                message: e.to_string(),
+            },
+            logs: Vec::new(),
+        })?;
+        let key = tool.warm_key();
+        let (mut store, ready) = match self.inner.warm.take(&key) {
+            Some(Ready { mut store, run }) => {
+                arm_deadline(&mut store, limits.timeout);
+                store.data_mut().set_deadline(deadline);
+                (store, Some(run))
+            }
+            None => {
+                let granted = self.granted(&tool.grants, deadline);
+                let store = self
+                    .new_store_granted(self.call_clocks(), true, granted)
+                    .map_err(|message| CallFailure {
+                        error: RunError::Instantiate { message },
+                        logs: Vec::new(),
+                    })?;
+                (store, None)
+            }
+        };
+        let outcome = tokio::time::timeout(limits.timeout, async {
+            let run = match ready {
+                Some(run) => run,
+                None => {
+                    let instance = match engine.pre.instantiate_async(&mut store).await {
+                        Ok(instance) => instance,
+                        Err(e) => return Ok(Err(instantiate_failed(&e))),
+                    };
+                    let shim = engine.shim.load(&mut store, &instance)?;
+                    if let Err(e) = shim.call_load(&mut store, &[], bytecode).await? {
+                        return Ok(Err(RunError::from(e)));
+                    }
+                    store.data_mut().reset_after_load();
+                    engine.run.load(&mut store, &instance)?
+                }
+            };
+            store.data().fixed.set_fixed(false);
+            run.call_call(&mut store, input)
+                .await
+                .map(|r| r.map_err(RunError::from))
+        })
+        .await;
+        let result = self.finish(store, outcome, false);
+        self.refill(key, bytecode.clone(), tool.grants);
+        result
+    }
+
+    /// Tops up the pre-warmed instances of a tool (making it hot), in a
+    /// background task, unless one runs already or the pool is off.
+    pub(super) fn refill(&self, key: WarmKey, bytecode: Arc<Vec<u8>>, grants: Grants) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.inner.warm.start_refill(&key) {
+            return;
+        }
+        let rt = self.clone();
+        handle.spawn(async move {
+            while rt.inner.warm.reserve(&key) {
+                match rt.prepare(&bytecode, &grants).await {
+                    Some(ready) => rt.inner.warm.put(&key, ready),
+                    None => {
+                        rt.inner.warm.abort(&key);
+                        break;
+                    }
+                }
+            }
+        });
+    }
+
+    /// One pre-warmed instance: a fresh engine instance with the bytecode
+    /// loaded under the build's fixed clocks (still on; the call switches
+    /// them), never called. `None` when it cannot be made (no pool slot
+    /// free, or the load failed): calls then make their own.
+    pub(super) async fn prepare(&self, bytecode: &[u8], grants: &Grants) -> Option<Ready> {
+        let engine = self.engine_rt().await.ok()?;
+        let limits = &self.inner.limits;
+        let granted = self.granted(grants, Instant::now() + limits.timeout);
+        let mut store = self
+            .new_store_granted(self.call_clocks(), true, granted)
+            .ok()?;
+        let loaded = tokio::time::timeout(limits.timeout, async {
+            let instance = engine.pre.instantiate_async(&mut store).await?;
+            let shim = engine.shim.load(&mut store, &instance)?;
+            let loaded = shim.call_load(&mut store, &[], bytecode).await?;
+            Ok::<_, wasmtime::Error>(loaded.ok().map(|()| instance))
+        })
+        .await;
+        let Ok(Ok(Some(instance))) = loaded else {
+            return None;
+        };
+        // The export is looked up here, not on the call.
+        let run = engine.run.load(&mut store, &instance).ok()?;
+        store.data_mut().reset_after_load();
+        Some(Ready { store, run })
+    }
+
+    /// Drops a used store off the request path (resetting its instance's
+    /// memory slot costs about as much as the call): on the reaper thread,
+    /// or here when the reaper is behind.
+    pub(super) fn retire(&self, store: Store<HostState>) {
+        self.inner.reaper.retire(store);
+    }
+
+    /// Turns a tool call's outcome and its store into what the caller gets
+    /// (see [`settle`] and [`deliver`]); the store goes to the reaper.
+    pub(super) fn finish(
+        &self,
+        mut store: Store<HostState>,
+        outcome: CallOutcome,
+        compiled: bool,
+    ) -> Result<CallOutput, CallFailure> {
+        let limits = &self.inner.limits;
+        let result = settle(outcome, store.data().memory.hit, limits);
+        let logs = std::mem::take(&mut store.data_mut().console).into_lines();
+        self.retire(store);
+        deliver(result, logs, limits, compiled)
+    }
+}

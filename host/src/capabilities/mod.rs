@@ -1,6 +1,0 @@
-//! Host capabilities a tool may be granted: one module each. Policy (what
-//! is allowed) lives in [`crate::policy`]; these modules do the work.
-
-pub mod cassette;
-pub mod crypto;
-pub mod fetch;

@@ -1,0 +1,210 @@
+//! The registry backend trait: what a database behind a [`Registry`] must
+//! do, and the one place where the two implementations (SQLite, the
+//! embedded default, and PostgreSQL, shared by several hosts) meet.
+//!
+//! The [`Registry`] façade owns the rules that do not depend on the
+//! database: which tier needs an owner, what the registration entry says,
+//! how an artifact's bytes are checked against its id and how a compact form
+//! is expanded. A backend owns transactions: every method that changes
+//! rows and appends audit entries does both in one transaction, and the
+//! audit chain's head is read and moved under a lock that serializes
+//! appends from every connection (and every host) on that database.
+//!
+//! [`Registry`]: super::Registry
+
+use serde_json::Value;
+
+use super::audit::{AuditEntry, AuditKind, AuditReport};
+use super::error::{AuditError, StoreError};
+use super::stats::{CallCounters, ToolStats};
+use super::{Tier, ToolRecord};
+use temper_runtime::id::ArtifactId;
+
+/// Which database a backend runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// A store directory: `temper.db` (SQLite) and `artifacts/`.
+    Sqlite,
+    /// A PostgreSQL database, shared by any number of hosts.
+    Postgres,
+}
+
+impl BackendKind {
+    /// `sqlite` or `postgres`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Postgres => "postgres",
+        }
+    }
+}
+
+/// The form in which an artifact's bytes are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArtifactForm {
+    /// The self-contained component, exactly the bytes its id hashes.
+    Wasm,
+    /// A compact record (bytecode + manifest) from which an
+    /// [`ArtifactCodec`](super::ArtifactCodec) rebuilds the component byte
+    /// for byte; the id is still the blake3 of the rebuilt bytes.
+    Compact,
+}
+
+impl ArtifactForm {
+    /// `wasm` or `compact`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArtifactForm::Wasm => "wasm",
+            ArtifactForm::Compact => "compact",
+        }
+    }
+}
+
+/// What [`RegistryBackend::register`] inserts, prepared by the façade.
+#[derive(Debug, Clone, Copy)]
+pub struct NewTool<'a> {
+    /// The record; its `created_seq` is ignored.
+    pub record: &'a ToolRecord,
+    /// The owning agent for [`Tier::Agent`], `""` for [`Tier::Shared`].
+    pub owner: &'a str,
+    /// The manifest as canonical JSON (what is stored).
+    pub manifest: &'a str,
+    /// An entry appended before the registration entry (a promotion from a
+    /// session, an import's forge decision), in the same transaction.
+    pub first: Option<(AuditKind, &'a Value)>,
+    /// The registration entry's payload.
+    pub registration: &'a Value,
+    /// Counters the tool brings with it (its session-tier calls), written
+    /// as its first statistics in the same transaction.
+    pub carried: Option<&'a CallCounters>,
+}
+
+/// Which tools [`RegistryBackend::tools`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolScope<'a> {
+    /// The agent-tier tools owned by this agent.
+    Agent(&'a str),
+    /// The shared-tier tools.
+    Shared,
+}
+
+/// A registry database. Implementations are `Send + Sync` and synchronous:
+/// they are called from async code the way file I/O is, and each call is
+/// one short transaction.
+///
+/// Contract (the store test suite runs against every implementation):
+/// - name uniqueness per (tier, owner) holds under concurrent writers:
+///   the loser of a race gets [`StoreError::Conflict`];
+/// - changes and their audit entries commit together or not at all;
+/// - audit appends are serialized across all connections to the database,
+///   so the chain has no gap and no fork;
+/// - [`RegistryBackend::put_blob`] returns once the bytes are durable, and
+///   [`RegistryBackend::register`] refuses a record whose artifact is in
+///   no form ([`StoreError::MissingArtifact`]).
+pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
+    /// Which database this is.
+    fn kind(&self) -> BackendKind;
+
+    /// Where it is, for messages: the store directory, or the database URL
+    /// without its password.
+    fn location(&self) -> String;
+
+    /// Stores `bytes` as the `form` of artifact `id`, durably. Idempotent;
+    /// a different blob already stored under (id, form) is replaced (the
+    /// façade has checked that these bytes belong to `id`).
+    fn put_blob(&self, id: &ArtifactId, form: ArtifactForm, bytes: &[u8])
+    -> Result<(), StoreError>;
+
+    /// The `form` of artifact `id`, or `None` if not stored in that form.
+    /// A [`ArtifactForm::Wasm`] blob that does not hash to `id` is
+    /// [`StoreError::Corrupt`].
+    fn get_blob(&self, id: &ArtifactId, form: ArtifactForm) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Whether artifact `id` is stored in `form` (content not checked).
+    fn has_blob(&self, id: &ArtifactId, form: ArtifactForm) -> Result<bool, StoreError>;
+
+    /// The ids of all stored artifacts (any form), sorted, without duplicates.
+    fn artifact_ids(&self) -> Result<Vec<ArtifactId>, StoreError>;
+
+    /// Inserts a tool row and its audit entries in one transaction; returns
+    /// the registration entry's seq (the record's `created_seq`).
+    fn register(&self, new: NewTool<'_>) -> Result<i64, StoreError>;
+
+    /// The tools in `scope`, by name.
+    fn tools(&self, scope: ToolScope<'_>) -> Result<Vec<ToolRecord>, StoreError>;
+
+    /// How many agent-tier tools `agent` owns.
+    fn agent_tool_count(&self, agent: &str) -> Result<usize, StoreError>;
+
+    /// The tool `name` as `agent` sees it: its own agent-tier tool first,
+    /// else the shared one.
+    fn get(&self, name: &str, agent: &str) -> Result<Option<ToolRecord>, StoreError>;
+
+    /// Deletes the tool [`RegistryBackend::get`] would return, with its
+    /// stats, and appends a `deletion` entry
+    /// (`deletion_payload`) in the same transaction.
+    fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError>;
+
+    /// Moves `agent`'s agent-tier tool `name` to the shared tier with its
+    /// stats, appending an `approval` entry with `approval` (if given) and
+    /// the `promotion` entry (`promotion_payload`) in the same
+    /// transaction. [`StoreError::Conflict`] if a shared tool of that name
+    /// exists.
+    fn promote(
+        &self,
+        name: &str,
+        agent: &str,
+        approval: Option<&Value>,
+    ) -> Result<ToolRecord, StoreError>;
+
+    /// Records one call of the tool `name` as `agent` sees it.
+    fn record_invocation(
+        &self,
+        name: &str,
+        agent: &str,
+        ok: bool,
+        latency_us: u64,
+    ) -> Result<(), StoreError>;
+
+    /// Call statistics of the tool `name` as `agent` sees it, counters and
+    /// latencies from one snapshot.
+    fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError>;
+
+    /// Appends an audit entry in its own transaction.
+    fn append_audit(
+        &self,
+        kind: AuditKind,
+        subject: &str,
+        agent: Option<&str>,
+        payload: &Value,
+    ) -> Result<AuditEntry, StoreError>;
+
+    /// Up to `limit` entries with `seq > after_seq`, in order.
+    fn audit_entries(&self, after_seq: i64, limit: usize) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// The seq of the chain's last entry (0 when empty), from the head
+    /// record.
+    fn audit_head_seq(&self) -> Result<i64, StoreError>;
+
+    /// Verifies the whole chain against the head record in one snapshot
+    /// (through the shared chain verifier in `store::audit`).
+    fn verify_audit(&self) -> Result<AuditReport, AuditError>;
+}
+
+/// The owner column of a record: the agent for [`Tier::Agent`], `""` for
+/// [`Tier::Shared`]; session-tier records and agent-tier records without
+/// an agent are refused.
+pub(crate) fn owner_of(op: &'static str, record: &ToolRecord) -> Result<String, StoreError> {
+    match (record.tier, &record.agent_id) {
+        (Tier::Session, _) => Err(StoreError::Invalid {
+            op,
+            detail: "session-tier tools are kept in memory by the engine, not in the store".into(),
+        }),
+        (Tier::Agent, Some(agent)) => Ok(agent.clone()),
+        (Tier::Agent, None) => Err(StoreError::Invalid {
+            op,
+            detail: format!("agent-tier tool {:?} needs an agent_id", record.name),
+        }),
+        (Tier::Shared, _) => Ok(String::new()),
+    }
+}

@@ -1,0 +1,100 @@
+//! Schema migrations, tracked by `PRAGMA user_version`.
+//!
+//! `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`. They run in
+//! one IMMEDIATE transaction that re-reads `user_version` first, so several
+//! processes opening a fresh store at once migrate it exactly once. Never
+//! edit a released migration; append a new one.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::StoreError;
+
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: registry, stats, audit trail, head record.
+    r#"
+    CREATE TABLE tools (
+        id          INTEGER PRIMARY KEY,
+        tier        TEXT NOT NULL CHECK (tier IN ('agent', 'shared')),
+        owner       TEXT NOT NULL,          -- the agent for tier 'agent', '' for 'shared'
+        name        TEXT NOT NULL,
+        agent_id    TEXT,                   -- provenance: the agent that forged it
+        session_id  TEXT,
+        artifact    TEXT NOT NULL,
+        manifest    TEXT NOT NULL,
+        created_seq INTEGER NOT NULL,       -- seq of its registration audit entry
+        UNIQUE (tier, owner, name)
+    );
+    CREATE INDEX tools_by_owner ON tools (owner, tier);
+
+    CREATE TABLE tool_stats (
+        tool_id          INTEGER PRIMARY KEY REFERENCES tools (id) ON DELETE CASCADE,
+        total_calls      INTEGER NOT NULL,
+        successes        INTEGER NOT NULL,
+        total_latency_us INTEGER NOT NULL
+    );
+
+    CREATE TABLE invocations (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        tool_id    INTEGER NOT NULL REFERENCES tools (id) ON DELETE CASCADE,
+        ok         INTEGER NOT NULL,
+        latency_us INTEGER NOT NULL
+    );
+    CREATE INDEX invocations_by_tool ON invocations (tool_id, id);
+
+    CREATE TABLE audit (
+        seq       INTEGER PRIMARY KEY,
+        kind      TEXT NOT NULL,
+        subject   TEXT NOT NULL,
+        agent     TEXT,
+        payload   TEXT NOT NULL,            -- canonical JSON, hashed as stored
+        ts_ms     INTEGER NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash      TEXT NOT NULL
+    );
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+        BEGIN SELECT RAISE(ABORT, 'audit is append-only'); END;
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+        BEGIN SELECT RAISE(ABORT, 'audit is append-only'); END;
+
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value NOT NULL);
+    INSERT INTO meta (key, value) VALUES
+        ('audit_count', 0),
+        ('audit_head_hash', '0000000000000000000000000000000000000000000000000000000000000000');
+    "#,
+];
+
+/// The schema version this build migrates to.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the database to [`SCHEMA_VERSION`].
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    const OP: &str = "open";
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(StoreError::sqlite(OP))?;
+    let found: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(StoreError::sqlite(OP))?;
+    if found < 0 {
+        return Err(StoreError::Invalid {
+            op: OP,
+            detail: format!("database schema version {found} is negative"),
+        });
+    }
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    for migration in &MIGRATIONS[found as usize..] {
+        tx.execute_batch(migration)
+            .map_err(StoreError::sqlite(OP))?;
+    }
+    tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+        .map_err(StoreError::sqlite(OP))?;
+    tx.commit().map_err(StoreError::sqlite(OP))
+}

@@ -1,0 +1,47 @@
+//! Temper: a WebAssembly component-model host for forged tools, all of it
+//! under one name.
+//!
+//! This crate only re-exports the layers, each its own crate, so that a
+//! module has the same path here as in the crate that holds it:
+//!
+//! | path | crate | holds |
+//! |---|---|---|
+//! | [`policy`] | `temper-policy` | host policy, domain rules, IP checks |
+//! | [`runtime`], [`artifact`], [`capabilities`], … | `temper-runtime` | engine, shim, runtime, capabilities, artifacts |
+//! | [`compose`] | `temper-compose` | pipelines as generated adapter components |
+//! | [`store`] | `temper-store` | registry, backends, audit, stats |
+//! | [`forge`], [`testcase`], [`verify`] | `temper-forge` | the forge pipeline, tiers, invoke, transfer |
+//! | [`mcp`] | `temper-mcp` | the MCP server |
+//! | [`oci`] | `temper-oci` | OCI distribution |
+//!
+//! An embedder who wants only the sandbox depends on `temper-runtime`
+//! (no SQLite, PostgreSQL, HTTP server, OCI client or CLI parser).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = temper::Runtime::builder().build()?;
+//! let artifact = runtime
+//!     .build("function execute(input) { return { sum: input.a + input.b }; }")
+//!     .await?;
+//! let tool = runtime.tool(&artifact);
+//! let out = runtime.call(&tool, r#"{"a": 2, "b": 3}"#).await?;
+//! assert_eq!(out.output, r#"{"sum":5}"#);
+//! # Ok(()) }
+//! ```
+
+pub use temper_compose as compose;
+pub use temper_forge as forge;
+pub use temper_forge::{testcase, verify};
+pub use temper_mcp as mcp;
+pub use temper_oci as oci;
+pub use temper_policy as policy;
+pub use temper_runtime::{
+    artifact, canonical_json, capabilities, engine, error, fsutil, host_state, id, limits, request,
+    runtime, shim, static_check,
+};
+pub use temper_store as store;
+
+pub use temper_runtime::{
+    Artifact, ArtifactId, BuildError, CallFailure, CallOutput, JsLocation, Limits, LoadError,
+    LogLine, RunError, Runtime, RuntimeBuilder, Tool,
+};

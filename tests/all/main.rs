@@ -1,0 +1,21 @@
+//! Temper's integration tests, one binary (as wasmtime's `tests/all`): the
+//! CLI, the library through the `temper` facade, real servers on
+//! 127.0.0.1, and the official MCP SDK clients. One module per area.
+
+mod support;
+
+mod artifacts;
+mod bounds;
+mod bundle;
+mod capabilities;
+mod compose;
+mod forge;
+mod foundation;
+mod hardening;
+mod interop;
+mod mcp;
+mod mcp_http;
+mod multihost;
+mod oci;
+mod offline;
+mod properties;
