@@ -993,7 +993,7 @@ fn killed_forging_process_leaves_a_consistent_store() {
         agents.push(agent.clone());
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
-                "crash_child",
+                "forge::crash_child",
                 "--exact",
                 "--include-ignored",
                 "--nocapture",

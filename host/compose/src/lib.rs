@@ -115,7 +115,7 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use temper::compose::{compile_steps, Context};
+//! use temper_compose::{compile_steps, Context};
 //!
 //! let steps = json!([
 //!     {"name": "search", "tool": "web_search", "inputMapping": {"q": "$input.topic"}},
@@ -187,7 +187,7 @@ mod tests {
 
     fn fixture(name: &str) -> ForgeRequest {
         let path = format!(
-            "{}/../tests/fixtures/compose/{name}.json",
+            "{}/../../tests/fixtures/compose/{name}.json",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

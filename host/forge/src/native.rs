@@ -11,9 +11,9 @@
 //! blake3); a host that runs the tool must have a native tool of that name.
 //!
 //! ```no_run
-//! # async fn demo(forge: temper::forge::Forge) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(forge: temper_forge::Forge) -> Result<(), Box<dyn std::error::Error>> {
 //! use serde_json::json;
-//! use temper::forge::NativeToolSpec;
+//! use temper_forge::NativeToolSpec;
 //! forge.register_native(
 //!     NativeToolSpec {
 //!         name: "web_search".into(),

@@ -27,8 +27,8 @@
 //! auth file (TOML, [`OciAuth::from_file`]).
 //!
 //! ```no_run
-//! # async fn demo(bytes: Vec<u8>) -> Result<(), temper::oci::OciError> {
-//! use temper::oci::{OciOptions, OciReference, push_artifact, pull_artifact};
+//! # async fn demo(bytes: Vec<u8>) -> Result<(), temper_oci::OciError> {
+//! use temper_oci::{OciOptions, OciReference, push_artifact, pull_artifact};
 //! let reference = OciReference::parse("oci://127.0.0.1:5000/tools/slugify:1.0")?;
 //! let options = OciOptions { insecure: true, ..OciOptions::default() };
 //! let pushed = push_artifact(&bytes, &reference, &options).await?;

@@ -67,9 +67,9 @@ mod routes;
 mod session;
 mod wire;
 
-use routes::*;
-use session::*;
-use wire::*;
+use routes::route;
+use session::{Limits, Principal, Session, TokenSource, reap_idle_sessions};
+use wire::{Body, TimedIo, plain};
 
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
@@ -449,6 +449,7 @@ fn is_loopback_name(host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::wire::accepts;
     use super::*;
     use http::HeaderValue;
 

@@ -15,7 +15,9 @@ use std::time::Instant;
 use temper_forge::ForgeContext;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
-use super::*;
+use super::session::{InFlight, Principal, Session};
+use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_response};
+use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock};
 
 pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Response<Body> {
     if req.uri().path() != ENDPOINT {

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::*;
+use super::wire::sse_event;
+use super::{State, lock};
 
 /// Who a request comes from.
 #[derive(Clone)]
