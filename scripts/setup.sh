@@ -16,6 +16,12 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown
 fi
 
+# clippy for the lint step of scripts/test.sh.
+if ! cargo clippy --version >/dev/null 2>&1; then
+  echo "setup: adding the clippy component" >&2
+  rustup component add clippy
+fi
+
 need=()
 command -v clang-14 >/dev/null 2>&1 || need+=(clang-14)
 command -v llvm-ar-14 >/dev/null 2>&1 || need+=(llvm-14)

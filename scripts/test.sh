@@ -38,6 +38,13 @@ bash scripts/oci-registry.sh ||
 # cargo) while the network is there.
 cargo test --release --locked --workspace --no-run
 
+# Lints: clippy over every crate and target (tests, benches, examples),
+# warnings as errors; the workspace's lint levels are in Cargo.toml.
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
+
+# The book (docs/, mdBook) with its internal links and anchors checked.
+bash scripts/book.sh
+
 # How to enter a namespace with only loopback up, if the machine allows it.
 netns=()
 if [ "${TEMPER_TEST_OFFLINE:-1}" = 0 ]; then
@@ -74,6 +81,11 @@ fi
 offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
   TEMPER_REQUIRE_PG=1 bash scripts/with-postgres.sh \
   cargo test --release --locked --offline --workspace
+# The runnable examples (built with the tests above) run, offline too.
+offline cargo run --release --locked --offline --example embed_runtime
+example_store="$(mktemp -d)"
+offline cargo run --release --locked --offline --example embed_forge -- "$example_store"
+rm -rf "$example_store"
 if command -v node >/dev/null 2>&1; then
   offline node --test guest-js-shim/tests-js/
 else
