@@ -467,7 +467,8 @@ fn main() -> ExitCode {
         }
     };
     let result = rt.block_on(run(cli));
-    // Do not wait for background compiles of tools this process won't call.
+    // Do not wait for background work (refilling pre-warmed instances) that
+    // this process will not use.
     rt.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
