@@ -132,6 +132,10 @@
 //! );
 //! ```
 
+// Libraries report through `tracing` (the embedder routes it), never by
+// printing: the `temper` binary is the one that prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub use temper_compose_mapping::{deps, expr, mapping, spec};
 
 pub mod core;

@@ -24,6 +24,10 @@
 //! [`Registry`]. Registry calls are synchronous
 //! SQLite transactions (with fsync); they run on the calling task.
 
+// Libraries report through `tracing` (the embedder routes it), never by
+// printing: the `temper` binary is the one that prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub mod build;
 mod cache;
 pub mod config;

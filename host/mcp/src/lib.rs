@@ -31,6 +31,10 @@
 //! - [`watch`]: registry changes made by other processes sharing the store,
 //!   read from the audit trail, for `notifications/tools/list_changed`.
 
+// Libraries report through `tracing` (the embedder routes it), never by
+// printing: the `temper` binary is the one that prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub mod access;
 pub mod handler;
 pub mod http;

@@ -37,6 +37,10 @@
 //! # Ok(()) }
 //! ```
 
+// Libraries report through `tracing` (the embedder routes it), never by
+// printing: the `temper` binary is the one that prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

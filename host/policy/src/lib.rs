@@ -89,6 +89,10 @@
 //!   [`HostPolicy::with_determinism`] (the seed defaults to the policy
 //!   file's, else 0).
 
+// Libraries report through `tracing` (the embedder routes it), never by
+// printing: the `temper` binary is the one that prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub mod domain;
 mod ip;
 

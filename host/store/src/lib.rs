@@ -40,6 +40,10 @@
 //! calls; the p95 latency is exact over the last [`LATENCY_WINDOW`] calls of
 //! the tool, whose latencies are kept in a table pruned on every insert.
 
+// Libraries report through `tracing` (the embedder routes it), never by
+// printing: the `temper` binary is the one that prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 mod audit;
 mod backend;
 mod error;

@@ -29,6 +29,10 @@
 //! # Ok(()) }
 //! ```
 
+// Libraries report through `tracing` (the embedder routes it), never by
+// printing: the `temper` binary is the one that prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub use temper_compose as compose;
 pub use temper_forge as forge;
 pub use temper_forge::{testcase, verify};
