@@ -32,10 +32,16 @@ pub fn use_prebuilt(var: &str) -> bool {
     }
 }
 
-/// Watches a guest crate's sources, manifest and lock file.
+/// Watches a guest crate's sources, manifest and lock file. Only paths that
+/// exist are named: cargo treats a watched path that is missing as changed,
+/// so naming one (`compose-mapping` has no lock file of its own) would rerun
+/// the build script, and rebuild every crate above it, on every build.
 pub fn watch_crate(dir: &Path) {
     for watched in ["src", "Cargo.toml", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", dir.join(watched).display());
+        let path = dir.join(watched);
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
     }
 }
 
