@@ -45,8 +45,9 @@ use temper::forge::{
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
 use temper::store::{
-    ArtifactForm, ArtifactId, AuditEntry, AuditError, AuditKind, AuditReport, BackendKind, NewTool,
-    Registry, RegistryBackend, StoreError, StoreLocation, Tier, ToolRecord, ToolScope, ToolStats,
+    ArtifactForm, ArtifactId, AuditEntry, AuditError, AuditKind, AuditReport, BackendKind,
+    CallBatch, NewTool, Registry, RegistryBackend, StoreError, StoreLocation, Tier, ToolRecord,
+    ToolScope, ToolStats,
 };
 
 /// Only a safety net against a hung process; no assertion depends on it.
@@ -281,16 +282,8 @@ impl RegistryBackend for Interposed {
     ) -> Result<ToolRecord, StoreError> {
         self.inner.backend().promote(name, agent, approval)
     }
-    fn record_invocation(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .backend()
-            .record_invocation(name, agent, ok, latency_us)
+    fn record_calls(&self, batch: &[CallBatch]) -> Result<usize, StoreError> {
+        self.inner.backend().record_calls(batch)
     }
     fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
         self.inner.backend().stats(name, agent)

@@ -138,6 +138,8 @@ impl ForgeBuilder {
     pub fn build(self) -> Forge {
         // Compact records already in the store are expanded either way.
         let codec = self.runtime.artifact_codec();
+        self.store
+            .set_stats_flush(std::time::Duration::from_millis(self.config.stats_flush_ms));
         self.store.attach_codec(if self.config.compact_artifacts {
             codec
         } else {

@@ -1,0 +1,228 @@
+//! The call path of persisted tiers through `temper mcp` (issue 24): call
+//! counts are written behind, so a clean shutdown (stdin closed, SIGTERM,
+//! SIGINT) must write them all, and a SIGKILL may lose at most one flush
+//! interval of them while the store stays whole.
+
+use crate::support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::cache_dir;
+use temper::store::{Registry, Tier};
+
+/// Only a safety net against a hung server.
+const HANG: Duration = Duration::from_secs(600);
+
+fn seed(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/seeds")
+        .join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A `temper mcp` process over stdio; every line it writes, with when it
+/// was read.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<(Instant, Value)>,
+    next_id: i64,
+}
+
+impl Server {
+    fn start(store: &Path, extra: &[&str]) -> Server {
+        let config = store.join("forge.json");
+        std::fs::write(
+            &config,
+            r#"{"promotionThreshold": {"uses": 1, "confidence": 0.0}}"#,
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
+            .args(["mcp", "--judge", "rules", "--registry-poll-ms", "0"])
+            .arg("--store")
+            .arg(store)
+            .arg("--forge-config")
+            .arg(&config)
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn temper mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
+                if tx.send((Instant::now(), v)).is_err() {
+                    return;
+                }
+            }
+        });
+        Server {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            next_id: 0,
+        }
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> i64 {
+        self.next_id += 1;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
+        )
+        .unwrap();
+        line.push(b'\n');
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(&line).unwrap();
+        stdin.flush().unwrap();
+        self.next_id
+    }
+
+    /// The response to `id` (notifications skipped) and when it was read.
+    fn answer(&mut self, id: i64) -> (Instant, Value) {
+        loop {
+            let (at, m) = self.lines.recv_timeout(HANG).expect("an answer");
+            if m.get("id").is_some() {
+                assert_eq!(m["id"], id, "{m}");
+                return (at, m);
+            }
+        }
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        let id = self.send("tools/call", json!({"name": name, "arguments": arguments}));
+        let (_, m) = self.answer(id);
+        assert!(m.get("error").is_none(), "{m}");
+        m["result"].clone()
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as libc::pid_t, sig) },
+            0
+        );
+    }
+}
+
+/// Forges the slugify seed and promotes it to the agent tier of agent
+/// `default`; returns how many calls it has (the session-tier ones carry
+/// over).
+fn agent_tier_slugify(store: &Path) -> u64 {
+    let mut s = Server::start(store, &[]);
+    let forged = s.call("forge_tool", seed("slugify"));
+    assert_eq!(forged["isError"], false, "{forged}");
+    let r = s.call("slugify", json!({"text": "A B"}));
+    assert_eq!(r["isError"], false, "{r}");
+    let promoted = s.call("promote_tool", json!({"name": "slugify"}));
+    assert_eq!(promoted["isError"], false, "{promoted}");
+    drop(s.stdin.take());
+    assert!(s.child.wait().unwrap().success());
+    let rec = Registry::open(store)
+        .unwrap()
+        .get("slugify", "default")
+        .unwrap()
+        .expect("promoted");
+    assert_eq!(rec.tier, Tier::Agent);
+    1
+}
+
+fn stored_calls(store: &Path) -> (u64, u64) {
+    let s = Registry::open(store)
+        .unwrap()
+        .stats("slugify", "default")
+        .unwrap();
+    (s.total_calls, s.successes)
+}
+
+/// stdin closing, SIGTERM and SIGINT each end `temper mcp` with every
+/// counted call written, although the flush interval is an hour.
+#[test]
+fn clean_shutdown_writes_every_counted_call() {
+    const CALLS: u64 = 25;
+    let store = tempfile::tempdir().unwrap();
+    let mut expected = agent_tier_slugify(store.path());
+    assert_eq!(stored_calls(store.path()), (expected, expected));
+    for how in ["stdin", "SIGTERM", "SIGINT"] {
+        let mut s = Server::start(store.path(), &["--stats-flush-ms", "3600000"]);
+        for i in 0..CALLS {
+            // Every fifth input is refused by the schema: a failed call.
+            let input = if i % 5 == 0 {
+                json!({"nope": 1})
+            } else {
+                json!({"text": format!("Call {i}")})
+            };
+            s.call("slugify", input);
+        }
+        // Nothing written yet (an hour's interval) ...
+        assert_eq!(stored_calls(store.path()).0, expected, "{how}");
+        match how {
+            "stdin" => drop(s.stdin.take()),
+            "SIGTERM" => s.signal(libc::SIGTERM),
+            _ => s.signal(libc::SIGINT),
+        }
+        let status = s.child.wait().unwrap();
+        assert!(status.success(), "{how}: {status}");
+        // ... and everything once it is gone.
+        let ok_before = stored_calls(store.path()).1;
+        expected += CALLS;
+        assert_eq!(
+            stored_calls(store.path()),
+            (expected, ok_before),
+            "{how}: every call counted"
+        );
+    }
+    assert_eq!(stored_calls(store.path()).1, 1 + 3 * (CALLS - CALLS / 5));
+    Registry::open(store.path())
+        .unwrap()
+        .verify_audit()
+        .unwrap();
+}
+
+/// SIGKILL during a call storm: the store opens, the audit chain verifies,
+/// and every call answered more than one flush interval (plus slack for
+/// a busy machine) before the kill is counted; none is counted twice.
+#[test]
+fn sigkill_during_a_call_storm_loses_at_most_an_interval() {
+    const FLUSH_MS: u64 = 200;
+    let store = tempfile::tempdir().unwrap();
+    let before = agent_tier_slugify(store.path());
+    let mut s = Server::start(store.path(), &["--stats-flush-ms", &FLUSH_MS.to_string()]);
+    let mut answered = Vec::new();
+    let storm = Instant::now();
+    while storm.elapsed() < Duration::from_millis(8 * FLUSH_MS) {
+        let id = s.send(
+            "tools/call",
+            json!({"name": "slugify", "arguments": {"text": "Storm"}}),
+        );
+        let (at, m) = s.answer(id);
+        assert_eq!(m["result"]["isError"], false, "{m}");
+        answered.push(at);
+    }
+    s.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    assert!(!s.child.wait().unwrap().success());
+    let registry = Registry::open(store.path()).unwrap();
+    registry.verify_audit().unwrap();
+    let counted = registry.stats("slugify", "default").unwrap().total_calls - before;
+    // The flusher writes every FLUSH_MS; a batch in flight at the kill may
+    // be lost with the one being counted: two intervals, plus slack.
+    let bound = killed - Duration::from_millis(2 * FLUSH_MS + 300);
+    let surely = answered.iter().filter(|&&at| at < bound).count() as u64;
+    assert!(
+        (surely..=answered.len() as u64).contains(&counted),
+        "counted {counted} of {} answered; {surely} answered before the bound",
+        answered.len()
+    );
+    assert!(surely > 0, "the storm outlasted the bound");
+}
