@@ -226,3 +226,183 @@ fn sigkill_during_a_call_storm_loses_at_most_an_interval() {
     );
     assert!(surely > 0, "the storm outlasted the bound");
 }
+
+// ---- registry I/O off the async workers ------------------------------------
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use temper::forge::judge::RulesJudge;
+use temper::forge::{Forge, ForgeConfig, ForgeContext, PromotionThreshold};
+use temper::policy::HostPolicy;
+use temper::request::ForgeRequest;
+use temper::store::{
+    ArtifactForm, ArtifactId, AuditEntry, AuditError, AuditKind, AuditReport, BackendKind,
+    CallBatch, NewTool, RegistryBackend, RegistryOptions, SqliteBackend, StoreError, ToolRecord,
+    ToolScope, ToolStats,
+};
+
+/// How long each slowed registry operation takes.
+const SLOW: Duration = Duration::from_millis(700);
+
+/// A SQLite store whose tool lookups and writes (stats, audit) sleep for
+/// [`SLOW`] while armed: a slow disk or a far database.
+#[derive(Debug)]
+struct SlowStore {
+    inner: SqliteBackend,
+    armed: AtomicBool,
+}
+
+impl SlowStore {
+    fn pause(&self) {
+        if self.armed.load(Ordering::SeqCst) {
+            std::thread::sleep(SLOW);
+        }
+    }
+}
+
+impl RegistryBackend for SlowStore {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn put_blob(&self, id: &ArtifactId, form: ArtifactForm, bytes: &[u8]) -> Result<(), StoreError> {
+        self.inner.put_blob(id, form, bytes)
+    }
+    fn get_blob(&self, id: &ArtifactId, form: ArtifactForm) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get_blob(id, form)
+    }
+    fn has_blob(&self, id: &ArtifactId, form: ArtifactForm) -> Result<bool, StoreError> {
+        self.inner.has_blob(id, form)
+    }
+    fn artifact_ids(&self) -> Result<Vec<ArtifactId>, StoreError> {
+        self.inner.artifact_ids()
+    }
+    fn register(&self, new: NewTool<'_>) -> Result<i64, StoreError> {
+        self.inner.register(new)
+    }
+    fn tools(&self, scope: ToolScope<'_>) -> Result<Vec<ToolRecord>, StoreError> {
+        self.inner.tools(scope)
+    }
+    fn agent_tool_count(&self, agent: &str) -> Result<usize, StoreError> {
+        self.inner.agent_tool_count(agent)
+    }
+    fn get(&self, name: &str, agent: &str) -> Result<Option<ToolRecord>, StoreError> {
+        self.pause();
+        self.inner.get(name, agent)
+    }
+    fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError> {
+        self.inner.delete(name, agent)
+    }
+    fn promote(
+        &self,
+        name: &str,
+        agent: &str,
+        approval: Option<&Value>,
+    ) -> Result<ToolRecord, StoreError> {
+        self.inner.promote(name, agent, approval)
+    }
+    fn record_calls(&self, batch: &[CallBatch]) -> Result<usize, StoreError> {
+        self.pause();
+        self.inner.record_calls(batch)
+    }
+    fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
+        self.inner.stats(name, agent)
+    }
+    fn append_audit(
+        &self,
+        kind: AuditKind,
+        subject: &str,
+        agent: Option<&str>,
+        payload: &Value,
+    ) -> Result<AuditEntry, StoreError> {
+        self.pause();
+        self.inner.append_audit(kind, subject, agent, payload)
+    }
+    fn audit_entries(&self, after_seq: i64, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        self.inner.audit_entries(after_seq, limit)
+    }
+    fn audit_head_seq(&self) -> Result<i64, StoreError> {
+        self.inner.audit_head_seq()
+    }
+    fn verify_audit(&self) -> Result<AuditReport, AuditError> {
+        self.inner.verify_audit()
+    }
+}
+
+fn request(name: &str) -> ForgeRequest {
+    ForgeRequest::from_json(&serde_json::to_string(&seed(name)).unwrap()).unwrap()
+}
+
+/// On a runtime with a single thread for every task, an agent-tier call
+/// whose registry reads and writes are slow (stats written per call, so a
+/// write is on its path) does not stop session-tier calls or timers: the
+/// registry runs on the blocking pool. Holding the thread instead, the
+/// agent-tier call would finish first.
+#[test]
+fn a_slow_store_does_not_stall_other_calls() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let slow = Arc::new(SlowStore {
+            inner: SqliteBackend::open(dir.path(), RegistryOptions::default()).unwrap(),
+            armed: AtomicBool::new(false),
+        });
+        let runtime = support::runtime_builder()
+            .policy(HostPolicy::deny_all())
+            .build()
+            .unwrap();
+        let config = ForgeConfig {
+            promotion_threshold: PromotionThreshold {
+                uses: 0,
+                confidence: 0.5,
+            },
+            stats_flush_ms: 0,
+            ..ForgeConfig::default()
+        };
+        let forge = Forge::builder(runtime, Arc::new(Registry::with_backend(slow.clone())))
+            .judge(Arc::new(RulesJudge::standard()))
+            .config(config)
+            .build();
+        let ctx = ForgeContext::new("alice", "s1");
+        forge.forge(&request("slugify"), &ctx).await.unwrap();
+        forge.promote("slugify", &ctx, None).await.unwrap();
+        forge.forge(&request("add_numbers"), &ctx).await.unwrap();
+        let add = json!({"a": 2, "b": 3});
+        forge.invoke("add_numbers", &add, &ctx).await.unwrap();
+
+        slow.armed.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let agent_call = {
+            let (forge, ctx) = (forge.clone(), ctx.clone());
+            tokio::spawn(async move {
+                let out = forge
+                    .invoke("slugify", &json!({"text": "Slow Store"}), &ctx)
+                    .await;
+                (out, started.elapsed())
+            })
+        };
+        // Let it start and reach the store.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for _ in 0..20 {
+            let out = forge.invoke("add_numbers", &add, &ctx).await.unwrap();
+            assert_eq!(out.output, json!({"sum": 5}));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(
+            !agent_call.is_finished(),
+            "the session-tier calls waited for the slow agent-tier call"
+        );
+        let (out, took) = agent_call.await.unwrap();
+        assert_eq!(out.unwrap().output, json!({"slug": "slow-store"}));
+        // Its lookup and its stats write were both slow.
+        assert!(took >= SLOW * 2, "{took:?}");
+        slow.armed.store(false, Ordering::SeqCst);
+        assert_eq!(forge.tool_stats("slugify", &ctx).unwrap().total_calls, 1);
+    });
+}
