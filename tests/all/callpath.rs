@@ -268,7 +268,12 @@ impl RegistryBackend for SlowStore {
     fn location(&self) -> String {
         self.inner.location()
     }
-    fn put_blob(&self, id: &ArtifactId, form: ArtifactForm, bytes: &[u8]) -> Result<(), StoreError> {
+    fn put_blob(
+        &self,
+        id: &ArtifactId,
+        form: ArtifactForm,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
         self.inner.put_blob(id, form, bytes)
     }
     fn get_blob(&self, id: &ArtifactId, form: ArtifactForm) -> Result<Option<Vec<u8>>, StoreError> {
@@ -405,4 +410,76 @@ fn a_slow_store_does_not_stall_other_calls() {
         slow.armed.store(false, Ordering::SeqCst);
         assert_eq!(forge.tool_stats("slugify", &ctx).unwrap().total_calls, 1);
     });
+}
+
+// ---- invocation failures ---------------------------------------------------
+
+/// 10,000 bad calls: the trail gets the first failure with its error and
+/// one summary counting the rest by kind; the stats count all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_storm_gives_bounded_audit_entries_and_exact_counts() {
+    const BAD: u64 = 10_000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Registry::open(dir.path()).unwrap());
+    let runtime = support::runtime_builder()
+        .policy(HostPolicy::deny_all())
+        .build()
+        .unwrap();
+    let config = ForgeConfig {
+        promotion_threshold: PromotionThreshold {
+            uses: 0,
+            confidence: 0.5,
+        },
+        // One window for the whole storm.
+        stats_flush_ms: 3_600_000,
+        ..ForgeConfig::default()
+    };
+    let forge = Forge::builder(runtime, store.clone())
+        .judge(Arc::new(RulesJudge::standard()))
+        .config(config)
+        .build();
+    let ctx = ForgeContext::new("alice", "s1");
+    forge.forge(&request("add_numbers"), &ctx).await.unwrap();
+    forge.promote("add_numbers", &ctx, None).await.unwrap();
+    let failures = || {
+        store
+            .audit_entries(0, 1_000_000)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == AuditKind::InvocationFailure)
+            .collect::<Vec<_>>()
+    };
+    let head = store.audit_head_seq().unwrap();
+    for i in 0..BAD {
+        let bad = json!({"a": "not a number", "b": i});
+        assert!(forge.invoke("add_numbers", &bad, &ctx).await.is_err());
+    }
+    let ok = forge
+        .invoke("add_numbers", &json!({"a": 1, "b": 2}), &ctx)
+        .await
+        .unwrap();
+    assert_eq!(ok.output, json!({"sum": 3}));
+    // During the window: only the first failure, with its error.
+    let seen = failures();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].payload["error"]
+            .as_str()
+            .unwrap()
+            .contains("add_numbers")
+    );
+    assert_eq!(store.audit_head_seq().unwrap(), head + 1);
+    // The window closes: one summary counts the rest, by kind.
+    store.close_failure_windows().unwrap();
+    let seen = failures();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[1].payload["failures"], BAD - 1, "{}", seen[1].payload);
+    assert_eq!(seen[1].payload["kinds"], json!({"input": BAD - 1}));
+    let stats = forge.tool_stats("add_numbers", &ctx).unwrap();
+    assert_eq!((stats.total_calls, stats.successes), (BAD + 1, 1));
+    store.verify_audit().unwrap();
+    // A later failure opens a new window: audited at once.
+    store.set_stats_flush(Duration::ZERO);
+    assert!(forge.invoke("add_numbers", &json!({}), &ctx).await.is_err());
+    assert_eq!(failures().len(), 3);
 }

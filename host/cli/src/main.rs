@@ -810,10 +810,13 @@ async fn run(cli: Cli) -> Result<(), String> {
                     tracing::info!(signal = name, "temper mcp: shutting down");
                 }),
             };
-            let flushed = tokio::task::spawn_blocking(move || store.flush_stats())
-                .await
-                .map_err(|e| format!("stats flush: {e}"))?
-                .map_err(|e| format!("stats flush: {e}"));
+            let flushed = tokio::task::spawn_blocking(move || {
+                store.flush_stats()?;
+                store.close_failure_windows()
+            })
+            .await
+            .map_err(|e| format!("stats flush: {e}"))?
+            .map_err(|e| format!("stats flush: {e}"));
             result.and(flushed)
         }
         Command::Run {

@@ -24,7 +24,7 @@ use temper_runtime::artifact::{self, ArtifactManifest, Mode};
 use temper_runtime::host_state::LogLine;
 use temper_runtime::id::ArtifactId;
 use temper_runtime::runtime::Tool;
-use temper_store::{AuditKind, StoreError, StoredArtifact, Tier};
+use temper_store::{StoreError, StoredArtifact, Tier};
 
 /// What [`Forge::call_artifact`] returns: the output, its console lines and
 /// the call's latency (µs).
@@ -35,6 +35,23 @@ type CallFuture<'a> =
 /// compose tool is one level). Cycles are refused at forge time; this
 /// bounds the run even so.
 pub const MAX_COMPOSE_DEPTH: usize = 8;
+
+/// The kind a failure is counted under in an `invocation_failure`
+/// summary.
+fn failure_kind(e: &InvokeError) -> &'static str {
+    match e {
+        InvokeError::Busy(_) => "busy",
+        InvokeError::NotFound { .. } => "not_found",
+        InvokeError::Input { .. } => "input",
+        InvokeError::Run { .. } => "run",
+        InvokeError::Output { .. } => "output",
+        InvokeError::Capability { .. } => "capability",
+        InvokeError::Load { .. } => "load",
+        InvokeError::Store(_) => "store",
+        #[allow(unreachable_patterns)]
+        _ => "other",
+    }
+}
 
 /// A resolved tool: where it lives and what it is.
 pub(super) struct Target {
@@ -92,8 +109,11 @@ impl Forge {
     /// agent's, then shared) with `input`, under the runtime's limits and
     /// the tool's grants (its allowlist ∩ the host policy, as of now). The
     /// input must match `inputSchema` and the output `outputSchema`. Every
-    /// call is counted in the tool's stats; every failure is also appended
-    /// to the audit trail as an `invocation_failure`.
+    /// call is counted in the tool's stats; failures are also audited as
+    /// `invocation_failure` entries: the first of a window per tool with its
+    /// error, the rest as one summary ([`Registry::record_failure`]).
+    ///
+    /// [`Registry::record_failure`]: temper_store::Registry::record_failure
     pub async fn invoke(
         &self,
         name: &str,
@@ -105,9 +125,7 @@ impl Forge {
             Some(t) => t,
             None => {
                 let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
-                let record = self
-                    .with_store("get", move |s| s.get(&key, &agent))
-                    .await?;
+                let record = self.with_store("get", move |s| s.get(&key, &agent)).await?;
                 Self::target_of(name, ctx, record)?
             }
         };
@@ -163,8 +181,11 @@ impl Forge {
                     "error": e.to_string(),
                 });
                 let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
+                let kind = failure_kind(&e);
+                // The first failure of a window is audited with its error;
+                // later ones are summarized when the window closes.
                 self.with_store("append_audit", move |s| {
-                    s.append_audit(AuditKind::InvocationFailure, &key, Some(&agent), &payload)
+                    s.record_failure(&key, &agent, kind, &payload)
                 })
                 .await?;
                 Err(e)

@@ -25,12 +25,16 @@
 //! [`Registry::flush_stats`]: super::Registry::flush_stats
 //! [`Registry::stats`]: super::Registry::stats
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::audit::AuditKind;
 use super::backend::{CallBatch, RegistryBackend};
 use super::error::StoreError;
 use super::stats::CallCounters;
@@ -60,6 +64,22 @@ pub(crate) struct WriteBehind {
     stop: Mutex<bool>,
     wake: Condvar,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Open failure windows, by (agent, tool name).
+    failures: Mutex<HashMap<(String, String), FailureWindow>>,
+}
+
+/// One tool's failures since its window opened with an audited failure.
+#[derive(Debug)]
+struct FailureWindow {
+    opened: Instant,
+    /// Failures after the first, by kind.
+    kinds: BTreeMap<String, u64>,
+}
+
+impl FailureWindow {
+    fn later(&self) -> u64 {
+        self.kinds.values().sum()
+    }
 }
 
 impl WriteBehind {
@@ -72,6 +92,7 @@ impl WriteBehind {
             stop: Mutex::new(false),
             wake: Condvar::new(),
             flusher: Mutex::new(None),
+            failures: Mutex::new(HashMap::new()),
         })
     }
 
@@ -182,6 +203,93 @@ impl WriteBehind {
         }
     }
 
+    /// Audits a failed call of `name` by `agent`: the first failure of a
+    /// window (one flush interval) gets its own entry (`payload`) now;
+    /// later ones are counted by `kind` into one summary entry written
+    /// when the window closes. A zero interval audits every failure.
+    pub(crate) fn record_failure(
+        self: &Arc<Self>,
+        name: &str,
+        agent: &str,
+        kind: &str,
+        payload: &Value,
+    ) -> Result<(), StoreError> {
+        let interval = self.interval();
+        let expired = {
+            let mut open = lock(&self.failures);
+            let key = (agent.to_owned(), name.to_owned());
+            match open.get_mut(&key) {
+                Some(w) if !interval.is_zero() && w.opened.elapsed() < interval => {
+                    *w.kinds.entry(kind.to_owned()).or_default() += 1;
+                    return Ok(());
+                }
+                _ => {}
+            }
+            let fresh = FailureWindow {
+                opened: Instant::now(),
+                kinds: BTreeMap::new(),
+            };
+            if interval.is_zero() {
+                open.remove(&key).map(|w| (key, w))
+            } else {
+                open.insert(key.clone(), fresh).map(|w| (key, w))
+            }
+        };
+        if let Some((key, w)) = expired {
+            self.append_summary(&key, &w)?;
+        }
+        self.backend
+            .append_audit(AuditKind::InvocationFailure, name, Some(agent), payload)?;
+        if !interval.is_zero() {
+            self.ensure_flusher();
+        }
+        Ok(())
+    }
+
+    fn append_summary(&self, key: &(String, String), w: &FailureWindow) -> Result<(), StoreError> {
+        if w.later() == 0 {
+            return Ok(());
+        }
+        self.backend
+            .append_audit(
+                AuditKind::InvocationFailure,
+                &key.1,
+                Some(&key.0),
+                &json!({
+                    "failures": w.later(),
+                    "kinds": w.kinds,
+                    "window_ms": w.opened.elapsed().as_millis() as u64,
+                }),
+            )
+            .map(drop)
+    }
+
+    /// Closes the failure windows older than the interval (all of them
+    /// with `all`), appending their summaries. A summary that cannot be
+    /// appended is kept for the next try.
+    pub(crate) fn close_windows(&self, all: bool) -> Result<(), StoreError> {
+        let interval = self.interval();
+        let closing: Vec<_> = {
+            let mut open = lock(&self.failures);
+            let keys: Vec<_> = open
+                .iter()
+                .filter(|(_, w)| all || w.opened.elapsed() >= interval)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| open.remove(&k).map(|w| (k, w)))
+                .collect()
+        };
+        let mut result = Ok(());
+        for (key, w) in closing {
+            if let Err(e) = self.append_summary(&key, &w) {
+                lock(&self.failures).entry(key).or_insert(w);
+                result = Err(e);
+            }
+        }
+        result
+    }
+
     /// Stops the flusher (if any) and writes what is pending.
     pub(crate) fn shutdown(&self) {
         *lock(&self.stop) = true;
@@ -191,6 +299,9 @@ impl WriteBehind {
         }
         if let Err(e) = self.flush() {
             tracing::warn!(error = %e, "final stats flush failed: counted calls are lost");
+        }
+        if let Err(e) = self.close_windows(true) {
+            tracing::warn!(error = %e, "final failure summaries not audited");
         }
     }
 }
@@ -219,6 +330,9 @@ fn flusher_loop(weak: std::sync::Weak<WriteBehind>) {
         }
         if let Err(e) = shared.flush() {
             tracing::warn!(error = %e, "stats flush failed; retrying at the next interval");
+        }
+        if let Err(e) = shared.close_windows(false) {
+            tracing::warn!(error = %e, "failure summary not audited; retrying at the next interval");
         }
     }
 }

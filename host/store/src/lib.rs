@@ -512,6 +512,32 @@ impl Registry {
         self.calls.flush()
     }
 
+    /// Audits a failed call of `name` by `agent` without flooding the
+    /// trail: per tool, the first failure in a window (one
+    /// [`Registry::stats_flush`] interval) is appended now as an
+    /// `invocation_failure` entry with `payload`; later failures in the
+    /// window are counted by `kind` and appended as one summary entry
+    /// (`{"failures": N, "kinds": {kind: n}, "window_ms": ms}`) when the
+    /// window closes (at the next flush after it, at
+    /// [`Registry::close_failure_windows`] or when the registry is
+    /// dropped). The stats count every failure exactly either way; a zero
+    /// interval audits each one.
+    pub fn record_failure(
+        &self,
+        name: &str,
+        agent: &str,
+        kind: &str,
+        payload: &Value,
+    ) -> Result<(), StoreError> {
+        self.calls.record_failure(name, agent, kind, payload)
+    }
+
+    /// Closes every open failure window now, appending the summaries of
+    /// those that counted later failures (a clean shutdown calls this).
+    pub fn close_failure_windows(&self) -> Result<(), StoreError> {
+        self.calls.close_windows(true)
+    }
+
     /// Sets how often counted calls are written
     /// ([`DEFAULT_STATS_FLUSH`] until set). Zero writes every call at once,
     /// on the caller's thread.
