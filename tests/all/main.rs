@@ -7,6 +7,7 @@ mod support;
 mod artifacts;
 mod bounds;
 mod bundle;
+mod callpath;
 mod capabilities;
 mod compose;
 mod forge;

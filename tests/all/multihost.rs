@@ -45,8 +45,9 @@ use temper::forge::{
 use temper::policy::HostPolicy;
 use temper::request::{ForgeRequest, Implementation};
 use temper::store::{
-    ArtifactForm, ArtifactId, AuditEntry, AuditError, AuditKind, AuditReport, BackendKind, NewTool,
-    Registry, RegistryBackend, StoreError, StoreLocation, Tier, ToolRecord, ToolScope, ToolStats,
+    ArtifactForm, ArtifactId, AuditEntry, AuditError, AuditKind, AuditReport, BackendKind,
+    CallBatch, NewTool, Registry, RegistryBackend, StoreError, StoreLocation, Tier, ToolRecord,
+    ToolScope, ToolStats,
 };
 
 /// Only a safety net against a hung process; no assertion depends on it.
@@ -281,16 +282,8 @@ impl RegistryBackend for Interposed {
     ) -> Result<ToolRecord, StoreError> {
         self.inner.backend().promote(name, agent, approval)
     }
-    fn record_invocation(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .backend()
-            .record_invocation(name, agent, ok, latency_us)
+    fn record_calls(&self, batch: &[CallBatch]) -> Result<usize, StoreError> {
+        self.inner.backend().record_calls(batch)
     }
     fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
         self.inner.backend().stats(name, agent)
@@ -517,7 +510,11 @@ async fn forged_promoted_and_deleted_on_one_host_as_seen_on_the_other() {
         let out = b.invoke("add_numbers", &ab(3, 4), &bob).await.unwrap();
         assert_eq!((out.output, out.tier), (json!({"sum": 7}), Tier::Shared));
 
-        // The stats add up over both hosts, read on either.
+        // The stats add up over both hosts, read on either once each has
+        // written its counted calls (every interval; here, by hand).
+        for h in [&a, &b] {
+            h.store().flush_stats().unwrap();
+        }
         for (h, who) in [(&a, &alice), (&b, &bob)] {
             let s = h.tool_stats("add_numbers", who).unwrap();
             assert_eq!((s.total_calls, s.successes), (3, 3), "{label}");
@@ -587,8 +584,14 @@ async fn a_compose_tool_forged_on_one_host_runs_on_the_other() {
 async fn a_thousand_calls_over_two_hosts_add_up() {
     for shared in shared_stores("a_thousand_calls_over_two_hosts_add_up") {
         let label = shared.label;
-        let a = host(&shared, rules(), config());
-        let b = host(&shared, rules(), config());
+        // Each host writes its counted calls behind, every 100 ms.
+        let flush = Duration::from_millis(100);
+        let config = ForgeConfig {
+            stats_flush_ms: flush.as_millis() as u64,
+            ..config()
+        };
+        let a = host(&shared, rules(), config.clone());
+        let b = host(&shared, rules(), config);
         let ctx = ForgeContext::new("alice", "s1");
         a.forge(&seed("add_numbers"), &ctx).await.unwrap();
         a.promote("add_numbers", &ctx, None).await.unwrap();
@@ -617,17 +620,31 @@ async fn a_thousand_calls_over_two_hosts_add_up() {
         while let Some(r) = tasks.join_next().await {
             r.unwrap();
         }
+        // A host reads its own calls at once and the other's once that
+        // host has written them: after one interval (polled; the deadline
+        // only bounds a failure).
+        let deadline = std::time::Instant::now() + flush * 50;
         for h in [&a, &b] {
-            let s = h.tool_stats("add_numbers", &ctx).unwrap();
+            let mut s = h.tool_stats("add_numbers", &ctx).unwrap();
+            while s.total_calls < 1000 && std::time::Instant::now() < deadline {
+                tokio::time::sleep(flush / 4).await;
+                s = h.tool_stats("add_numbers", &ctx).unwrap();
+            }
             assert_eq!((s.total_calls, s.successes), (1000, 900), "{label}");
         }
-        let failures = a
+        // Every failure is in the trail: on its own (the first of a
+        // window) or counted in a window's summary.
+        for h in [&a, &b] {
+            h.store().close_failure_windows().unwrap();
+        }
+        let failures: u64 = a
             .store()
             .audit_entries(0, 1_000_000)
             .unwrap()
             .into_iter()
             .filter(|e| e.kind == AuditKind::InvocationFailure && e.subject == "add_numbers")
-            .count();
+            .map(|e| e.payload["failures"].as_u64().unwrap_or(1))
+            .sum();
         assert_eq!(failures, 100, "{label}");
         assert_consistent(b.store(), &["alice"]);
     }
@@ -1110,11 +1127,14 @@ async fn two_temper_mcp_processes_share_one_store() {
             r#"{"promotionThreshold": {"uses": 1, "confidence": 0.0}}"#,
         )
         .unwrap();
+        // Each process writes its counted calls every 100 ms.
         let extra = [
             "--forge-config",
             config.to_str().unwrap(),
             "--registry-poll-ms",
             "50",
+            "--stats-flush-ms",
+            "100",
         ];
         let (sa, sb) = (
             Server::start(&shared, &extra),
@@ -1166,13 +1186,22 @@ async fn two_temper_mcp_processes_share_one_store() {
         while let Some(r) = tasks.join_next().await {
             r.unwrap();
         }
-        // 1 call before the promotion (carried), 1 on B, then 1,000.
+        // 1 call before the promotion (carried), 1 on B, then 1,000: each
+        // process reads the other's calls once written (an interval; the
+        // deadline only bounds a failure).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
         for m in [&mut on_a, &mut on_b] {
-            let (err, stats) = m.call("tool_stats", json!({"name": "slugify"})).await;
-            assert!(!err, "{stats}");
-            let stats: Value = match stats {
-                Value::String(s) => serde_json::from_str(&s).unwrap(),
-                v => v,
+            let stats = loop {
+                let (err, stats) = m.call("tool_stats", json!({"name": "slugify"})).await;
+                assert!(!err, "{stats}");
+                let stats: Value = match stats {
+                    Value::String(s) => serde_json::from_str(&s).unwrap(),
+                    v => v,
+                };
+                if stats["total_calls"] == 1002 || std::time::Instant::now() > deadline {
+                    break stats;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
             };
             assert_eq!(stats["total_calls"], 1002, "{label}: {stats}");
             assert_eq!(stats["successes"], 1002, "{label}: {stats}");

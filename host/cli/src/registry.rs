@@ -42,6 +42,12 @@ pub struct Registry {
     /// persistSandboxSource).
     #[arg(long, value_name = "FILE")]
     forge_config: Option<PathBuf>,
+    /// Write the call counts of agent- and shared-tier tools to the store
+    /// at most this often (overrides the forge config's statsFlushMs;
+    /// default 1000). A crash loses at most one interval of counts; 0
+    /// writes each call as it ends.
+    #[arg(long, env = "TEMPER_STATS_FLUSH_MS", value_name = "MS")]
+    stats_flush_ms: Option<u64>,
 }
 
 /// Which judge reviews forges and promotions.
@@ -246,7 +252,7 @@ impl Opened {
                 .ok_or("no platform data directory for this host's state: pass --state-dir DIR")?,
         };
         let store = location.open().map_err(|e| e.to_string())?;
-        let config = match &registry.forge_config {
+        let mut config = match &registry.forge_config {
             None => ForgeConfig::default(),
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -255,6 +261,9 @@ impl Opened {
                     .map_err(|e| format!("{}: bad forge config: {e}", path.display()))?
             }
         };
+        if let Some(ms) = registry.stats_flush_ms {
+            config.stats_flush_ms = ms;
+        }
         let runtime = common.runtime()?;
         let mut builder = Forge::builder(runtime, Arc::new(store)).config(config);
         if let Some(j) = judges {
@@ -273,7 +282,12 @@ impl Opened {
     }
 
     /// Writes the session tier back.
+    /// Also writes the calls counted in memory to the store.
     pub fn save(&self) -> Result<(), String> {
+        self.forge
+            .store()
+            .flush_stats()
+            .map_err(|e| format!("stats flush: {e}"))?;
         self.session.save(&self.forge, &self.ctx)
     }
 }

@@ -28,6 +28,9 @@ pub const DEFAULT_IN_FLIGHT_FORGES: usize = 4;
 pub const DEFAULT_IN_FLIGHT_CALLS: usize = 256;
 /// Default `maxQueued` (for forges and for calls, each).
 pub const DEFAULT_QUEUED: usize = 1024;
+/// Default `statsFlushMs`: agent- and shared-tier call counts are written
+/// to the store at most this often (a crash loses at most this much).
+pub const DEFAULT_STATS_FLUSH_MS: u64 = 1000;
 
 /// What session → agent promotion requires (besides an approving panel).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -104,6 +107,16 @@ pub struct ForgeConfig {
     /// rebuild it (export first, or set this to false).
     #[serde(default = "default_true")]
     pub compact_artifacts: bool,
+    /// How often, in ms, the calls of agent- and shared-tier tools counted
+    /// in memory are written to the store, in one transaction (default
+    /// 1000). A clean shutdown writes them all; a crash loses at most one
+    /// interval. 0 writes each call as it ends (the call waits for it).
+    #[serde(default = "default_stats_flush_ms")]
+    pub stats_flush_ms: u64,
+}
+
+fn default_stats_flush_ms() -> u64 {
+    DEFAULT_STATS_FLUSH_MS
 }
 
 fn default_true() -> bool {
@@ -143,6 +156,7 @@ impl Default for ForgeConfig {
             max_in_flight_calls: DEFAULT_IN_FLIGHT_CALLS,
             max_queued: DEFAULT_QUEUED,
             compact_artifacts: true,
+            stats_flush_ms: DEFAULT_STATS_FLUSH_MS,
         }
     }
 }
@@ -165,6 +179,9 @@ mod tests {
             DEFAULT_PROMOTION_CONFIDENCE
         );
         assert!(cfg.persist_sandbox_source);
+        assert_eq!(cfg.stats_flush_ms, DEFAULT_STATS_FLUSH_MS);
+        let cfg: ForgeConfig = serde_json::from_str(r#"{"statsFlushMs": 0}"#).unwrap();
+        assert_eq!(cfg.stats_flush_ms, 0);
         let err = serde_json::from_str::<ForgeConfig>(r#"{"maxSesionTools": 3}"#).unwrap_err();
         assert!(
             err.to_string().contains("unknown field `maxSesionTools`"),

@@ -24,7 +24,7 @@ use temper_runtime::artifact::{self, ArtifactManifest, Mode};
 use temper_runtime::host_state::LogLine;
 use temper_runtime::id::ArtifactId;
 use temper_runtime::runtime::Tool;
-use temper_store::{AuditKind, StoreError, StoredArtifact, Tier};
+use temper_store::{StoreError, StoredArtifact, Tier};
 
 /// What [`Forge::call_artifact`] returns: the output, its console lines and
 /// the call's latency (µs).
@@ -35,6 +35,23 @@ type CallFuture<'a> =
 /// compose tool is one level). Cycles are refused at forge time; this
 /// bounds the run even so.
 pub const MAX_COMPOSE_DEPTH: usize = 8;
+
+/// The kind a failure is counted under in an `invocation_failure`
+/// summary.
+fn failure_kind(e: &InvokeError) -> &'static str {
+    match e {
+        InvokeError::Busy(_) => "busy",
+        InvokeError::NotFound { .. } => "not_found",
+        InvokeError::Input { .. } => "input",
+        InvokeError::Run { .. } => "run",
+        InvokeError::Output { .. } => "output",
+        InvokeError::Capability { .. } => "capability",
+        InvokeError::Load { .. } => "load",
+        InvokeError::Store(_) => "store",
+        #[allow(unreachable_patterns)]
+        _ => "other",
+    }
+}
 
 /// A resolved tool: where it lives and what it is.
 pub(super) struct Target {
@@ -92,8 +109,11 @@ impl Forge {
     /// agent's, then shared) with `input`, under the runtime's limits and
     /// the tool's grants (its allowlist ∩ the host policy, as of now). The
     /// input must match `inputSchema` and the output `outputSchema`. Every
-    /// call is counted in the tool's stats; every failure is also appended
-    /// to the audit trail as an `invocation_failure`.
+    /// call is counted in the tool's stats; failures are also audited as
+    /// `invocation_failure` entries: the first of a window per tool with its
+    /// error, the rest as one summary ([`Registry::record_failure`]).
+    ///
+    /// [`Registry::record_failure`]: temper_store::Registry::record_failure
     pub async fn invoke(
         &self,
         name: &str,
@@ -101,7 +121,14 @@ impl Forge {
         ctx: &ForgeContext,
     ) -> Result<Invocation, InvokeError> {
         let _slot = self.inner.calls.enter().await.map_err(InvokeError::Busy)?;
-        let target = self.resolve(name, ctx)?;
+        let target = match self.resolve_session(name, ctx) {
+            Some(t) => t,
+            None => {
+                let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
+                let record = self.with_store("get", move |s| s.get(&key, &agent)).await?;
+                Self::target_of(name, ctx, record)?
+            }
+        };
         let outcome = self
             .call_artifact(&target.artifact, &target.manifest.artifact, input, 0)
             .await;
@@ -118,11 +145,19 @@ impl Forge {
                     t.counters.record(ok, latency_us);
                 }
             }
-            _ => match self
-                .inner
-                .store
-                .record_invocation(name, &ctx.agent_id, ok, latency_us)
-            {
+            // Counted in memory and written behind; with a zero flush
+            // interval it is a transaction, off the async workers.
+            _ => match if self.inner.store.stats_flush().is_zero() {
+                let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
+                self.with_store("record_invocation", move |s| {
+                    s.record_invocation(&key, &agent, ok, latency_us)
+                })
+                .await
+            } else {
+                self.inner
+                    .store
+                    .record_invocation(name, &ctx.agent_id, ok, latency_us)
+            } {
                 // Deleted (here or on another host on the same store)
                 // while it ran: the call happened before the deletion,
                 // and its stats went with the tool.
@@ -139,17 +174,20 @@ impl Forge {
                 tool_id: target.artifact.to_string(),
             }),
             Err(e) => {
-                self.inner.store.append_audit(
-                    AuditKind::InvocationFailure,
-                    name,
-                    Some(&ctx.agent_id),
-                    &json!({
-                        "session": ctx.session_id,
-                        "tier": target.tier.as_str(),
-                        "artifact": target.artifact.as_str(),
-                        "error": e.to_string(),
-                    }),
-                )?;
+                let payload = json!({
+                    "session": ctx.session_id,
+                    "tier": target.tier.as_str(),
+                    "artifact": target.artifact.as_str(),
+                    "error": e.to_string(),
+                });
+                let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
+                let kind = failure_kind(&e);
+                // The first failure of a window is audited with its error;
+                // later ones are summarized when the window closes.
+                self.with_store("append_audit", move |s| {
+                    s.record_failure(&key, &agent, kind, &payload)
+                })
+                .await?;
                 Err(e)
             }
         }
@@ -267,26 +305,40 @@ impl Forge {
         Ok(linked)
     }
 
-    pub(super) fn resolve(&self, name: &str, ctx: &ForgeContext) -> Result<Target, InvokeError> {
-        if let Some(t) = lock(&self.inner.sessions)
+    /// `name` in `ctx`'s session tier, if it is there.
+    fn resolve_session(&self, name: &str, ctx: &ForgeContext) -> Option<Target> {
+        lock(&self.inner.sessions)
             .get(&ctx.key())
             .and_then(|s| s.get(name))
-        {
-            return Ok(Target {
+            .map(|t| Target {
                 tier: Tier::Session,
                 artifact: t.artifact.clone(),
                 manifest: t.manifest.clone(),
-            });
+            })
+    }
+
+    /// `name` as `ctx` sees it, the registry read on the calling thread
+    /// (for the forge's synchronous checks; [`Forge::invoke`] reads it on
+    /// the blocking pool).
+    pub(super) fn resolve(&self, name: &str, ctx: &ForgeContext) -> Result<Target, InvokeError> {
+        if let Some(t) = self.resolve_session(name, ctx) {
+            return Ok(t);
         }
-        let record =
-            self.inner
-                .store
-                .get(name, &ctx.agent_id)?
-                .ok_or_else(|| InvokeError::NotFound {
-                    name: name.to_string(),
-                    agent: ctx.agent_id.clone(),
-                    session: ctx.session_id.clone(),
-                })?;
+        let record = self.inner.store.get(name, &ctx.agent_id)?;
+        Self::target_of(name, ctx, record)
+    }
+
+    /// The target of a registry row `name` read for `ctx`.
+    fn target_of(
+        name: &str,
+        ctx: &ForgeContext,
+        record: Option<temper_store::ToolRecord>,
+    ) -> Result<Target, InvokeError> {
+        let record = record.ok_or_else(|| InvokeError::NotFound {
+            name: name.to_string(),
+            agent: ctx.agent_id.clone(),
+            session: ctx.session_id.clone(),
+        })?;
         let manifest: ToolManifest =
             serde_json::from_value(record.manifest).map_err(|e| InvokeError::Load {
                 tool: name.to_string(),
@@ -350,10 +402,10 @@ impl Forge {
         }
         let load_err = Self::load_error(&m.name);
         let runtime = &self.inner.runtime;
+        let key = id.clone();
         let stored = self
-            .inner
-            .store
-            .get_stored(id)
+            .with_store("get_artifact", move |s| s.get_stored(&key))
+            .await
             .map_err(|e| load_err(e.to_string()))?;
         let base = match stored {
             StoredArtifact::Wasm(bytes) => runtime.load(bytes).await.map_err(|e| e.to_string()),

@@ -21,8 +21,11 @@
 //!
 //! The session tier lives in the forge's memory ([`session`]); the agent
 //! and shared tiers, artifacts, stats and audit live in the
-//! [`Registry`]. Registry calls are synchronous
-//! SQLite transactions (with fsync); they run on the calling task.
+//! [`Registry`]. Registry calls are synchronous (SQLite transactions with
+//! fsync, or PostgreSQL round trips): on the call path ([`Forge::invoke`])
+//! each runs on tokio's blocking pool ([`Forge::with_store`]), so a slow
+//! disk or database never holds an async worker; call counts are written
+//! behind by the registry.
 
 // Libraries report through `tracing` (the embedder routes it), never by
 // printing: the `temper` binary is the one that prints.
@@ -142,6 +145,8 @@ impl ForgeBuilder {
     pub fn build(self) -> Forge {
         // Compact records already in the store are expanded either way.
         let codec = self.runtime.artifact_codec();
+        self.store
+            .set_stats_flush(std::time::Duration::from_millis(self.config.stats_flush_ms));
         self.store.attach_codec(if self.config.compact_artifacts {
             codec
         } else {
@@ -239,6 +244,26 @@ impl Forge {
         self.inner.store.clone()
     }
 
+    /// Runs `f` with the registry on tokio's blocking pool and waits for
+    /// it without holding an async worker (as the registry watch does): a
+    /// slow disk or database delays only the calls that need it. A panic
+    /// in `f` is resumed here.
+    pub async fn with_store<T, F>(&self, op: &'static str, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Registry) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.inner.store.clone();
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(StoreError::Blocking {
+                op,
+                detail: e.to_string(),
+            }),
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &ForgeConfig {
         &self.inner.config
@@ -248,7 +273,11 @@ impl Forge {
     /// record is rebuilt on this runtime (asynchronously, unlike
     /// [`Registry::get_artifact`]'s codec, which needs a thread of its own).
     pub async fn stored_artifact(&self, id: &ArtifactId) -> Result<Vec<u8>, StoreError> {
-        match self.inner.store.get_stored(id)? {
+        let key = id.clone();
+        let stored = self
+            .with_store("get_artifact", move |s| s.get_stored(&key))
+            .await?;
+        match stored {
             StoredArtifact::Wasm(bytes) => Ok(bytes),
             StoredArtifact::Compact(record) => {
                 let bytes = self

@@ -79,6 +79,19 @@ pub struct NewTool<'a> {
     pub carried: Option<&'a CallCounters>,
 }
 
+/// Calls of one tool counted in memory since the last flush: what
+/// [`RegistryBackend::record_calls`] adds to the tool's counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallBatch {
+    /// The tool's name, resolved as `agent` sees it when flushed.
+    pub name: String,
+    /// The calling agent.
+    pub agent: String,
+    /// The calls: counts and latency sum to add, and up to
+    /// [`LATENCY_WINDOW`](super::LATENCY_WINDOW) latencies, oldest first.
+    pub counters: CallCounters,
+}
+
 /// Which tools [`RegistryBackend::tools`] lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolScope<'a> {
@@ -157,14 +170,11 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
         approval: Option<&Value>,
     ) -> Result<ToolRecord, StoreError>;
 
-    /// Records one call of the tool `name` as `agent` sees it.
-    fn record_invocation(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError>;
+    /// Adds a batch of calls counted in memory (see [`CallBatch`]) to the
+    /// tools' statistics, all in one transaction; returns how many entries
+    /// named a tool that no longer exists (their calls are dropped, as the
+    /// tool's stats went with it).
+    fn record_calls(&self, batch: &[CallBatch]) -> Result<usize, StoreError>;
 
     /// Call statistics of the tool `name` as `agent` sees it, counters and
     /// latencies from one snapshot.

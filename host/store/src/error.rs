@@ -137,6 +137,15 @@ pub enum StoreError {
         /// What went wrong.
         detail: String,
     },
+    /// A registry call moved off the async workers (onto a blocking
+    /// thread) did not run: the runtime is shutting down.
+    #[error("store {op}: the blocking task did not run: {detail}")]
+    Blocking {
+        /// The store operation.
+        op: &'static str,
+        /// Why (the runtime's join error).
+        detail: String,
+    },
     /// The PostgreSQL URL cannot be used (never repeats its password).
     #[error("store open: invalid PostgreSQL URL {location}: {detail}")]
     InvalidUrl {

@@ -38,7 +38,10 @@
 //!
 //! Call counts, successes and the latency sum are exact counters over all
 //! calls; the p95 latency is exact over the last [`LATENCY_WINDOW`] calls of
-//! the tool, whose latencies are kept in a table pruned on every insert.
+//! the tool, whose latencies are kept in a table pruned on every write.
+//! Calls are counted in memory and written behind, in batches, at most
+//! every [`Registry::stats_flush`] ([`DEFAULT_STATS_FLUSH`]): see
+//! [`Registry::record_invocation`] for what that guarantees.
 
 // Libraries report through `tracing` (the embedder routes it), never by
 // printing: the `temper` binary is the one that prints.
@@ -46,6 +49,7 @@
 
 mod audit;
 mod backend;
+mod behind;
 mod error;
 mod location;
 pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
@@ -65,7 +69,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use audit::{AuditEntry, AuditKind, AuditReport, GENESIS_HASH};
-pub use backend::{ArtifactForm, BackendKind, NewTool, RegistryBackend, ToolScope};
+pub use backend::{ArtifactForm, BackendKind, CallBatch, NewTool, RegistryBackend, ToolScope};
+pub use behind::DEFAULT_STATS_FLUSH;
+use behind::WriteBehind;
 pub use error::{AuditError, StoreError};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresBackend;
@@ -184,6 +190,8 @@ pub fn check_expanded(id: &ArtifactId, bytes: Vec<u8>) -> Result<Vec<u8>, StoreE
 #[derive(Debug)]
 pub struct Registry {
     backend: Arc<dyn RegistryBackend>,
+    /// Call counts not yet written, and their flusher.
+    calls: Arc<WriteBehind>,
     codec: OnceLock<Arc<dyn ArtifactCodec>>,
     removed_temp_files: usize,
 }
@@ -240,6 +248,7 @@ impl Registry {
     /// A registry on any backend.
     pub fn with_backend(backend: Arc<dyn RegistryBackend>) -> Registry {
         Registry {
+            calls: WriteBehind::new(backend.clone()),
             backend,
             codec: OnceLock::new(),
             removed_temp_files: 0,
@@ -397,6 +406,7 @@ impl Registry {
         carried: Option<&CallCounters>,
     ) -> Result<ToolRecord, StoreError> {
         let owner = backend::owner_of("register", &record)?;
+        self.flush_stats()?;
         let manifest = canonical_json(&record.manifest);
         let registration = registration_payload(&record, &manifest);
         let created_seq = self.backend.register(NewTool {
@@ -438,6 +448,7 @@ impl Registry {
     /// appends a `deletion` audit entry by `agent` in the same transaction;
     /// returns the deleted record. The artifact is kept.
     pub fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError> {
+        self.flush_stats()?;
         self.backend.delete(name, agent)
     }
 
@@ -453,6 +464,7 @@ impl Registry {
         to_tier: Tier,
     ) -> Result<ToolRecord, StoreError> {
         check_promotion(to_tier)?;
+        self.flush_stats()?;
         self.backend.promote(name, agent, None)
     }
 
@@ -466,12 +478,27 @@ impl Registry {
         agent: &str,
         payload: &Value,
     ) -> Result<ToolRecord, StoreError> {
+        self.flush_stats()?;
         self.backend.promote(name, agent, Some(payload))
     }
 
     /// Records one call of the tool `name` as `agent` sees it (see
     /// [`Registry::get`]). Failure details belong in an `invocation_failure`
     /// audit entry ([`Registry::append_audit`]).
+    ///
+    /// The call is counted in memory and written behind: a flusher thread
+    /// adds the calls counted since its last write to the database in one
+    /// transaction, every [`Registry::stats_flush`]. So:
+    /// - this never waits on the database (unless the interval is zero:
+    ///   then the call is written at once, and errors are returned);
+    /// - [`Registry::stats`], [`Registry::delete`], the promotions and
+    ///   registrations flush first: this registry's reads and changes see
+    ///   every call counted here;
+    /// - [`Registry::flush_stats`] and dropping the registry write what is
+    ///   pending (a clean shutdown loses nothing); a crash loses at most
+    ///   the calls of one interval;
+    /// - a call whose tool is gone when the batch is written (deleted by
+    ///   another host meanwhile) is dropped with the tool's stats.
     pub fn record_invocation(
         &self,
         name: &str,
@@ -479,11 +506,58 @@ impl Registry {
         ok: bool,
         latency_us: u64,
     ) -> Result<(), StoreError> {
-        self.backend.record_invocation(name, agent, ok, latency_us)
+        self.calls.record(name, agent, ok, latency_us)
     }
 
-    /// Call statistics of the tool `name` as `agent` sees it.
+    /// Writes every call counted in memory to the database now (see
+    /// [`Registry::record_invocation`]). On an error the counts are kept
+    /// for the next flush.
+    pub fn flush_stats(&self) -> Result<(), StoreError> {
+        self.calls.flush()
+    }
+
+    /// Audits a failed call of `name` by `agent` without flooding the
+    /// trail: per tool, the first failure in a window (one
+    /// [`Registry::stats_flush`] interval) is appended now as an
+    /// `invocation_failure` entry with `payload`; later failures in the
+    /// window are counted by `kind` and appended as one summary entry
+    /// (`{"failures": N, "kinds": {kind: n}, "window_ms": ms}`) when the
+    /// window closes (at the next flush after it, at
+    /// [`Registry::close_failure_windows`] or when the registry is
+    /// dropped). The stats count every failure exactly either way; a zero
+    /// interval audits each one.
+    pub fn record_failure(
+        &self,
+        name: &str,
+        agent: &str,
+        kind: &str,
+        payload: &Value,
+    ) -> Result<(), StoreError> {
+        self.calls.record_failure(name, agent, kind, payload)
+    }
+
+    /// Closes every open failure window now, appending the summaries of
+    /// those that counted later failures (a clean shutdown calls this).
+    pub fn close_failure_windows(&self) -> Result<(), StoreError> {
+        self.calls.close_windows(true)
+    }
+
+    /// Sets how often counted calls are written
+    /// ([`DEFAULT_STATS_FLUSH`] until set). Zero writes every call at once,
+    /// on the caller's thread.
+    pub fn set_stats_flush(&self, interval: Duration) {
+        self.calls.set_interval(interval);
+    }
+
+    /// How often counted calls are written.
+    pub fn stats_flush(&self) -> Duration {
+        self.calls.interval()
+    }
+
+    /// Call statistics of the tool `name` as `agent` sees it, this
+    /// registry's unflushed calls included (they are flushed first).
     pub fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
+        self.flush_stats()?;
         self.backend.stats(name, agent)
     }
 
@@ -522,6 +596,13 @@ impl Registry {
     /// entry, and a truncated tail; the error names the seq where it breaks.
     pub fn verify_audit(&self) -> Result<AuditReport, AuditError> {
         self.backend.verify_audit()
+    }
+}
+
+impl Drop for Registry {
+    /// Stops the stats flusher and writes the calls still pending.
+    fn drop(&mut self) {
+        self.calls.shutdown();
     }
 }
 

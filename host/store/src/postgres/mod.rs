@@ -74,7 +74,7 @@ use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
 use super::audit::{AuditEntry, AuditKind, AuditReport};
-use super::backend::{ArtifactForm, BackendKind, NewTool, RegistryBackend, ToolScope};
+use super::backend::{ArtifactForm, BackendKind, CallBatch, NewTool, RegistryBackend, ToolScope};
 pub(crate) use super::error::describe;
 use super::error::{AuditError, StoreError};
 use super::stats::ToolStats;
@@ -419,16 +419,10 @@ impl RegistryBackend for PostgresBackend {
         })
     }
 
-    fn record_invocation(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError> {
-        let (name, agent) = (name.to_owned(), agent.to_owned());
-        self.run("record_invocation", move |pool, loc| {
-            ops::record_invocation(pool, loc, name.clone(), agent.clone(), ok, latency_us)
+    fn record_calls(&self, batch: &[CallBatch]) -> Result<usize, StoreError> {
+        let batch = Arc::new(batch.to_vec());
+        self.run("record_calls", move |pool, loc| {
+            ops::record_calls(pool, loc, batch.clone())
         })
     }
 

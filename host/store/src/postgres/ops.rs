@@ -11,7 +11,7 @@ use tokio_postgres::{Client, IsolationLevel, Row, Transaction};
 
 use super::describe;
 use crate::audit::{AuditEntry, AuditKind, AuditReport, ChainVerifier, RawEntry};
-use crate::backend::ArtifactForm;
+use crate::backend::{ArtifactForm, CallBatch};
 use crate::error::{AuditError, StoreError};
 use crate::stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 use crate::{Tier, ToolRecord, deletion_payload, promotion_payload};
@@ -659,54 +659,75 @@ pub(super) async fn promote(
 
 // ---- statistics -------------------------------------------------------------
 
-pub(super) async fn record_invocation(
+pub(super) async fn record_calls(
     pool: Pool,
     loc: Arc<str>,
-    name: String,
-    agent: String,
-    ok: bool,
-    latency_us: u64,
-) -> Result<(), StoreError> {
-    const OP: &str = "record_invocation";
-    let latency = clamp(latency_us);
+    batch: Arc<Vec<CallBatch>>,
+) -> Result<usize, StoreError> {
+    const OP: &str = "record_calls";
     let mut c = client(&pool, OP, &loc).await?;
     let tx = begin(&mut c, OP).await?;
-    // KEY SHARE: a concurrent delete or promotion of the tool waits for this
-    // call to be recorded (or this call finds the tool gone).
-    let row = tx
-        .query_opt(&format!("{RESOLVE} FOR KEY SHARE"), &[&name, &agent])
+    let mut dropped = 0;
+    for entry in batch.iter() {
+        let counts = &entry.counters;
+        if counts.total == 0 {
+            continue;
+        }
+        // KEY SHARE, as for one call: a concurrent delete or promotion waits
+        // for the batch (or the batch finds the tool gone).
+        let Some(row) = tx
+            .query_opt(
+                &format!("{RESOLVE} FOR KEY SHARE"),
+                &[&entry.name, &entry.agent],
+            )
+            .await
+            .map_err(pg(OP))?
+        else {
+            dropped += 1;
+            continue;
+        };
+        let tool_id: i64 = row.get(0);
+        tx.execute(
+            "INSERT INTO tool_stats (tool_id, total_calls, successes, total_latency_us)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (tool_id) DO UPDATE SET
+                total_calls = tool_stats.total_calls + EXCLUDED.total_calls,
+                successes = tool_stats.successes + EXCLUDED.successes,
+                total_latency_us = tool_stats.total_latency_us + EXCLUDED.total_latency_us",
+            &[
+                &tool_id,
+                &clamp(counts.total),
+                &clamp(counts.successes),
+                &clamp(counts.latency_sum_us),
+            ],
+        )
         .await
-        .map_err(pg(OP))?
-        .ok_or_else(|| not_found(OP, &name, &agent))?;
-    let tool_id: i64 = row.get(0);
-    // The upsert's row lock serializes the insert-and-prune below per tool.
-    tx.execute(
-        "INSERT INTO tool_stats (tool_id, total_calls, successes, total_latency_us)
-         VALUES ($1, 1, $2, $3)
-         ON CONFLICT (tool_id) DO UPDATE SET
-            total_calls = tool_stats.total_calls + 1,
-            successes = tool_stats.successes + EXCLUDED.successes,
-            total_latency_us = tool_stats.total_latency_us + EXCLUDED.total_latency_us",
-        &[&tool_id, &i64::from(ok), &latency],
-    )
-    .await
-    .map_err(pg(OP))?;
-    tx.execute(
-        "INSERT INTO invocations (tool_id, ok, latency_us) VALUES ($1, $2, $3)",
-        &[&tool_id, &ok, &latency],
-    )
-    .await
-    .map_err(pg(OP))?;
-    tx.execute(
-        "DELETE FROM invocations WHERE tool_id = $1 AND id <= (
-            SELECT id FROM invocations WHERE tool_id = $1
-            ORDER BY id DESC LIMIT 1 OFFSET $2)",
-        &[&tool_id, &(LATENCY_WINDOW as i64)],
-    )
-    .await
-    .map_err(pg(OP))?;
+        .map_err(pg(OP))?;
+        let skip = counts.recent_us.len().saturating_sub(LATENCY_WINDOW);
+        let latencies: Vec<i64> = counts
+            .recent_us
+            .iter()
+            .skip(skip)
+            .map(|l| clamp(*l))
+            .collect();
+        tx.execute(
+            "INSERT INTO invocations (tool_id, ok, latency_us)
+             SELECT $1, true, l FROM unnest($2::bigint[]) WITH ORDINALITY AS t(l, n) ORDER BY n",
+            &[&tool_id, &latencies],
+        )
+        .await
+        .map_err(pg(OP))?;
+        tx.execute(
+            "DELETE FROM invocations WHERE tool_id = $1 AND id <= (
+                SELECT id FROM invocations WHERE tool_id = $1
+                ORDER BY id DESC LIMIT 1 OFFSET $2)",
+            &[&tool_id, &(LATENCY_WINDOW as i64)],
+        )
+        .await
+        .map_err(pg(OP))?;
+    }
     tx.commit().await.map_err(pg(OP))?;
-    Ok(())
+    Ok(dropped)
 }
 
 pub(super) async fn stats(

@@ -215,6 +215,10 @@ fn a_tool_forged_on_one_host_is_served_by_another_and_stats_add_up() {
         b.record_invocation("fmt", "alice", i % 2 == 0, 2000 + i)
             .unwrap();
     }
+    // Each host reads its own calls at once, the other's once written
+    // (one flush interval; here, flushed by hand).
+    assert_eq!(a.stats("fmt", "alice").unwrap().total_calls, 10);
+    b.flush_stats().unwrap();
     let (sa, sb) = (
         a.stats("fmt", "alice").unwrap(),
         b.stats("fmt", "alice").unwrap(),

@@ -25,7 +25,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use serde_json::Value;
 
 use super::audit::{AuditEntry, AuditKind, AuditReport};
-use super::backend::{ArtifactForm, BackendKind, NewTool, RegistryBackend, ToolScope};
+use super::backend::{ArtifactForm, BackendKind, CallBatch, NewTool, RegistryBackend, ToolScope};
 use super::error::{AuditError, StoreError};
 use super::stats::ToolStats;
 use super::{RegistryOptions, Tier, ToolRecord, deletion_payload, promotion_payload};
@@ -404,14 +404,8 @@ impl RegistryBackend for SqliteBackend {
         })
     }
 
-    fn record_invocation(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError> {
-        self.record_invocation_sql(name, agent, ok, latency_us)
+    fn record_calls(&self, batch: &[CallBatch]) -> Result<usize, StoreError> {
+        self.record_calls_sql(batch)
     }
 
     fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {

@@ -4,6 +4,7 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{SqliteBackend, not_found, resolve};
+use crate::backend::CallBatch;
 use crate::error::StoreError;
 use crate::stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 
@@ -43,40 +44,55 @@ pub(super) fn insert_counts(
 }
 
 impl SqliteBackend {
-    pub(super) fn record_invocation_sql(
-        &self,
-        name: &str,
-        agent: &str,
-        ok: bool,
-        latency_us: u64,
-    ) -> Result<(), StoreError> {
-        const OP: &str = "record_invocation";
-        let latency = i64::try_from(latency_us).unwrap_or(i64::MAX);
+    pub(super) fn record_calls_sql(&self, batch: &[CallBatch]) -> Result<usize, StoreError> {
+        const OP: &str = "record_calls";
+        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.write(OP, |tx| {
-            let row = resolve(tx, OP, name, agent)?.ok_or_else(|| not_found(OP, name, agent))?;
-            tx.execute(
-                "INSERT INTO tool_stats (tool_id, total_calls, successes, total_latency_us)
-                 VALUES (?1, 1, ?2, ?3)
-                 ON CONFLICT (tool_id) DO UPDATE SET
-                    total_calls = total_calls + 1,
-                    successes = successes + excluded.successes,
-                    total_latency_us = total_latency_us + excluded.total_latency_us",
-                params![row.id, ok as i64, latency],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            tx.execute(
-                "INSERT INTO invocations (tool_id, ok, latency_us) VALUES (?1, ?2, ?3)",
-                params![row.id, ok as i64, latency],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            tx.execute(
-                "DELETE FROM invocations WHERE tool_id = ?1 AND id <= (
-                    SELECT id FROM invocations WHERE tool_id = ?1
-                    ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-                params![row.id, LATENCY_WINDOW as i64],
-            )
-            .map_err(StoreError::sqlite(OP))?;
-            Ok(())
+            let mut dropped = 0;
+            for entry in batch {
+                let c = &entry.counters;
+                if c.total == 0 {
+                    continue;
+                }
+                let Some(row) = resolve(tx, OP, &entry.name, &entry.agent)? else {
+                    dropped += 1;
+                    continue;
+                };
+                tx.execute(
+                    "INSERT INTO tool_stats (tool_id, total_calls, successes, total_latency_us)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (tool_id) DO UPDATE SET
+                        total_calls = total_calls + excluded.total_calls,
+                        successes = successes + excluded.successes,
+                        total_latency_us = total_latency_us + excluded.total_latency_us",
+                    params![
+                        row.id,
+                        clamp(c.total),
+                        clamp(c.successes),
+                        clamp(c.latency_sum_us)
+                    ],
+                )
+                .map_err(StoreError::sqlite(OP))?;
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO invocations (tool_id, ok, latency_us) VALUES (?1, 1, ?2)",
+                    )
+                    .map_err(StoreError::sqlite(OP))?;
+                let skip = c.recent_us.len().saturating_sub(LATENCY_WINDOW);
+                for latency in c.recent_us.iter().skip(skip) {
+                    insert
+                        .execute(params![row.id, clamp(*latency)])
+                        .map_err(StoreError::sqlite(OP))?;
+                }
+                tx.execute(
+                    "DELETE FROM invocations WHERE tool_id = ?1 AND id <= (
+                        SELECT id FROM invocations WHERE tool_id = ?1
+                        ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                    params![row.id, LATENCY_WINDOW as i64],
+                )
+                .map_err(StoreError::sqlite(OP))?;
+            }
+            Ok(dropped)
         })
     }
 

@@ -150,6 +150,9 @@ suite!(
     verify_detects_removed_reordered_and_truncated,
     verify_spans_pages,
     concurrent_connections_register_record_and_append,
+    stats_are_written_behind_and_exact_after_flush_or_drop,
+    stats_zero_interval_writes_each_call,
+    two_hosts_stats_sums_exact_after_an_interval,
 );
 
 fn artifact_roundtrip_and_missing(fx: &Fixture) {
@@ -487,13 +490,9 @@ fn delete_removes_row_and_appends_audit(fx: &Fixture) {
         store.stats("d", "alice"),
         Err(StoreError::NotFound { op: "stats", .. })
     ));
-    assert!(matches!(
-        store.record_invocation("d", "alice", true, 1),
-        Err(StoreError::NotFound {
-            op: "record_invocation",
-            ..
-        })
-    ));
+    // A call counted for a deleted tool is dropped when written.
+    store.record_invocation("d", "alice", true, 1).unwrap();
+    store.flush_stats().unwrap();
     assert_eq!(store.verify_audit().unwrap().entries, 2);
     // Its stats went with it: a new tool of that name starts from zero.
     store
@@ -671,4 +670,95 @@ fn concurrent_connections_register_record_and_append(fx: &Fixture) {
     seqs.sort_unstable();
     seqs.dedup();
     assert_eq!(seqs.len(), THREADS * PER_THREAD);
+}
+
+/// Total calls of `name` as stored, read through a registry that has
+/// counted nothing itself (another host).
+fn stored_total(fx: &Fixture, name: &str, agent: &str) -> u64 {
+    fx.open().stats(name, agent).unwrap().total_calls
+}
+
+fn stats_are_written_behind_and_exact_after_flush_or_drop(fx: &Fixture) {
+    let store = fx.open();
+    store.set_stats_flush(Duration::from_secs(3600));
+    let id = store.put_artifact(b"wb").unwrap();
+    store
+        .register(record("wb", Some("a"), Tier::Agent, &id))
+        .unwrap();
+    for i in 0..100u64 {
+        store
+            .record_invocation("wb", "a", i % 10 != 0, 100)
+            .unwrap();
+    }
+    // Nothing is written yet: another host reads zero ...
+    assert_eq!(stored_total(fx, "wb", "a"), 0);
+    // ... and this one reads its own calls (stats flush first).
+    let s = store.stats("wb", "a").unwrap();
+    assert_eq!((s.total_calls, s.successes), (100, 90));
+    assert_eq!(stored_total(fx, "wb", "a"), 100);
+    // An explicit flush writes them; a flush with nothing pending is free.
+    store.record_invocation("wb", "a", true, 100).unwrap();
+    store.flush_stats().unwrap();
+    store.flush_stats().unwrap();
+    assert_eq!(stored_total(fx, "wb", "a"), 101);
+    // Dropping the registry (a clean shutdown) writes what is pending.
+    for _ in 0..7 {
+        store.record_invocation("wb", "a", false, 100).unwrap();
+    }
+    drop(store);
+    let s = fx.open().stats("wb", "a").unwrap();
+    assert_eq!((s.total_calls, s.successes), (108, 91));
+    assert!((s.avg_latency_ms - 0.1).abs() < 1e-9);
+    // A promotion moves the pending calls with the tool.
+    let store = fx.open();
+    store.set_stats_flush(Duration::from_secs(3600));
+    store.record_invocation("wb", "a", true, 100).unwrap();
+    store.promote("wb", "a", Tier::Shared).unwrap();
+    assert_eq!(stored_total(fx, "wb", "anyone"), 109);
+}
+
+fn stats_zero_interval_writes_each_call(fx: &Fixture) {
+    let store = fx.open();
+    store.set_stats_flush(Duration::ZERO);
+    assert_eq!(store.stats_flush(), Duration::ZERO);
+    let id = store.put_artifact(b"z").unwrap();
+    store
+        .register(record("z", Some("a"), Tier::Agent, &id))
+        .unwrap();
+    store.record_invocation("z", "a", true, 5).unwrap();
+    assert_eq!(stored_total(fx, "z", "a"), 1);
+    // Written at once, so a tool that is gone is not an error either.
+    store.record_invocation("nope", "a", true, 5).unwrap();
+}
+
+fn two_hosts_stats_sums_exact_after_an_interval(fx: &Fixture) {
+    const INTERVAL: Duration = Duration::from_millis(200);
+    let (a, b) = (fx.open(), fx.open());
+    let id = a.put_artifact(b"two").unwrap();
+    a.register(record("two", Some("x"), Tier::Shared, &id))
+        .unwrap();
+    for host in [&a, &b] {
+        host.set_stats_flush(INTERVAL);
+    }
+    std::thread::scope(|s| {
+        for (h, host) in [&a, &b].into_iter().enumerate() {
+            s.spawn(move || {
+                for i in 0..500u64 {
+                    let agent = format!("agent{}", (i + h as u64) % 3);
+                    host.record_invocation("two", &agent, true, 10).unwrap();
+                }
+            });
+        }
+    });
+    // Both hosts keep running (nothing dropped, nothing read through
+    // them): their flushers write the sums within an interval or so.
+    let deadline = Instant::now() + INTERVAL * 25;
+    let mut total = stored_total(fx, "two", "y");
+    while total < 1000 && Instant::now() < deadline {
+        std::thread::sleep(INTERVAL / 4);
+        total = stored_total(fx, "two", "y");
+    }
+    assert_eq!(total, 1000);
+    drop((a, b));
+    assert_eq!(stored_total(fx, "two", "y"), 1000, "nothing counted twice");
 }

@@ -1,0 +1,338 @@
+//! Call statistics written behind: [`Registry::record_invocation`] counts a
+//! call in memory, and a flusher thread adds what was counted to the
+//! database in one transaction ([`RegistryBackend::record_calls`]) at most
+//! every flush interval ([`DEFAULT_STATS_FLUSH`] unless set). No call waits
+//! on a disk flush or a database round trip for its stats.
+//!
+//! Guarantees:
+//! - the counts are exact after [`Registry::flush_stats`] and when the
+//!   [`Registry`] is dropped (both flush what is pending);
+//! - a crash loses at most the calls counted since the last flush: one
+//!   interval;
+//! - reads and changes through this [`Registry`] see this host's unflushed
+//!   calls: [`Registry::stats`], registration, deletion and promotion flush
+//!   first, so a promotion threshold counts every call and a deleted tool's
+//!   calls go with it;
+//! - several hosts on one database each add their own counts, so the sums
+//!   are exact once each host has flushed (one interval).
+//!
+//! Memory is bounded by the tools called in one interval: one
+//! [`CallCounters`] per (agent, tool name) called, each with at most
+//! [`LATENCY_WINDOW`](super::LATENCY_WINDOW) latencies.
+//!
+//! [`Registry`]: super::Registry
+//! [`Registry::record_invocation`]: super::Registry::record_invocation
+//! [`Registry::flush_stats`]: super::Registry::flush_stats
+//! [`Registry::stats`]: super::Registry::stats
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::audit::AuditKind;
+use super::backend::{CallBatch, RegistryBackend};
+use super::error::StoreError;
+use super::stats::CallCounters;
+
+/// How often counted calls are written to the database unless set
+/// otherwise ([`Registry::set_stats_flush`](super::Registry::set_stats_flush)).
+pub const DEFAULT_STATS_FLUSH: Duration = Duration::from_millis(1000);
+
+/// Calls counted and not yet written, by agent, then tool name.
+type Pending = HashMap<String, HashMap<String, CallCounters>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the registry and its flusher thread share.
+#[derive(Debug)]
+pub(crate) struct WriteBehind {
+    backend: Arc<dyn RegistryBackend>,
+    pending: Mutex<Pending>,
+    /// Held while a batch is taken and written, so flushes do not overlap
+    /// (and a caller that flushes knows earlier calls are written).
+    flushing: Mutex<()>,
+    /// The flush interval in ms; 0 writes every call at once.
+    interval_ms: AtomicU64,
+    /// Set when the registry is dropped; the flusher's wake-up.
+    stop: Mutex<bool>,
+    wake: Condvar,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+    /// Open failure windows, by (agent, tool name).
+    failures: Mutex<HashMap<(String, String), FailureWindow>>,
+}
+
+/// One tool's failures since its window opened with an audited failure.
+#[derive(Debug)]
+struct FailureWindow {
+    opened: Instant,
+    /// Failures after the first, by kind.
+    kinds: BTreeMap<String, u64>,
+}
+
+impl FailureWindow {
+    fn later(&self) -> u64 {
+        self.kinds.values().sum()
+    }
+}
+
+impl WriteBehind {
+    pub(crate) fn new(backend: Arc<dyn RegistryBackend>) -> Arc<WriteBehind> {
+        Arc::new(WriteBehind {
+            backend,
+            pending: Mutex::new(HashMap::new()),
+            flushing: Mutex::new(()),
+            interval_ms: AtomicU64::new(DEFAULT_STATS_FLUSH.as_millis() as u64),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            flusher: Mutex::new(None),
+            failures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn set_interval(&self, interval: Duration) {
+        let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+        self.interval_ms.store(ms, Ordering::Relaxed);
+        // The flusher re-reads the interval when it wakes.
+        self.wake.notify_all();
+    }
+
+    pub(crate) fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
+    }
+
+    /// Counts one call; with a zero interval, writes it at once.
+    pub(crate) fn record(
+        self: &Arc<Self>,
+        name: &str,
+        agent: &str,
+        ok: bool,
+        latency_us: u64,
+    ) -> Result<(), StoreError> {
+        if self.interval_ms.load(Ordering::Relaxed) == 0 {
+            let mut counters = CallCounters::default();
+            counters.record(ok, latency_us);
+            let batch = [CallBatch {
+                name: name.to_owned(),
+                agent: agent.to_owned(),
+                counters,
+            }];
+            return self.backend.record_calls(&batch).map(drop);
+        }
+        {
+            let mut pending = lock(&self.pending);
+            let by_name = match pending.get_mut(agent) {
+                Some(m) => m,
+                None => pending.entry(agent.to_owned()).or_default(),
+            };
+            match by_name.get_mut(name) {
+                Some(c) => c.record(ok, latency_us),
+                None => by_name
+                    .entry(name.to_owned())
+                    .or_default()
+                    .record(ok, latency_us),
+            }
+        }
+        self.ensure_flusher();
+        Ok(())
+    }
+
+    /// Starts the flusher thread on the first counted call.
+    fn ensure_flusher(self: &Arc<Self>) {
+        let mut slot = lock(&self.flusher);
+        if slot.is_some() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("temper-stats-flush".into())
+            .spawn(move || flusher_loop(weak));
+        match spawned {
+            Ok(handle) => *slot = Some(handle),
+            // Without a thread the counts still reach the database at the
+            // next read, change or drop.
+            Err(e) => tracing::warn!(error = %e, "stats flusher thread did not start"),
+        }
+    }
+
+    /// Writes every pending count. On a database error the batch is kept
+    /// (merged back) for the next flush and the error returned.
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        let _one = lock(&self.flushing);
+        let taken = std::mem::take(&mut *lock(&self.pending));
+        if taken.is_empty() {
+            return Ok(());
+        }
+        let batch: Vec<CallBatch> = taken
+            .into_iter()
+            .flat_map(|(agent, by_name)| {
+                by_name.into_iter().map(move |(name, counters)| CallBatch {
+                    name,
+                    agent: agent.clone(),
+                    counters,
+                })
+            })
+            .collect();
+        match self.backend.record_calls(&batch) {
+            Ok(dropped) => {
+                if dropped > 0 {
+                    tracing::debug!(dropped, "stats flush: calls of tools deleted meanwhile");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let mut pending = lock(&self.pending);
+                for entry in batch {
+                    let slot = pending
+                        .entry(entry.agent)
+                        .or_default()
+                        .entry(entry.name)
+                        .or_default();
+                    // The kept batch is older than what was counted since.
+                    let newer = std::mem::replace(slot, entry.counters);
+                    slot.add_since(&CallCounters::default(), &newer);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Audits a failed call of `name` by `agent`: the first failure of a
+    /// window (one flush interval) gets its own entry (`payload`) now;
+    /// later ones are counted by `kind` into one summary entry written
+    /// when the window closes. A zero interval audits every failure.
+    pub(crate) fn record_failure(
+        self: &Arc<Self>,
+        name: &str,
+        agent: &str,
+        kind: &str,
+        payload: &Value,
+    ) -> Result<(), StoreError> {
+        let interval = self.interval();
+        let expired = {
+            let mut open = lock(&self.failures);
+            let key = (agent.to_owned(), name.to_owned());
+            match open.get_mut(&key) {
+                Some(w) if !interval.is_zero() && w.opened.elapsed() < interval => {
+                    *w.kinds.entry(kind.to_owned()).or_default() += 1;
+                    return Ok(());
+                }
+                _ => {}
+            }
+            let fresh = FailureWindow {
+                opened: Instant::now(),
+                kinds: BTreeMap::new(),
+            };
+            if interval.is_zero() {
+                open.remove(&key).map(|w| (key, w))
+            } else {
+                open.insert(key.clone(), fresh).map(|w| (key, w))
+            }
+        };
+        if let Some((key, w)) = expired {
+            self.append_summary(&key, &w)?;
+        }
+        self.backend
+            .append_audit(AuditKind::InvocationFailure, name, Some(agent), payload)?;
+        if !interval.is_zero() {
+            self.ensure_flusher();
+        }
+        Ok(())
+    }
+
+    fn append_summary(&self, key: &(String, String), w: &FailureWindow) -> Result<(), StoreError> {
+        if w.later() == 0 {
+            return Ok(());
+        }
+        self.backend
+            .append_audit(
+                AuditKind::InvocationFailure,
+                &key.1,
+                Some(&key.0),
+                &json!({
+                    "failures": w.later(),
+                    "kinds": w.kinds,
+                    "window_ms": w.opened.elapsed().as_millis() as u64,
+                }),
+            )
+            .map(drop)
+    }
+
+    /// Closes the failure windows older than the interval (all of them
+    /// with `all`), appending their summaries. A summary that cannot be
+    /// appended is kept for the next try.
+    pub(crate) fn close_windows(&self, all: bool) -> Result<(), StoreError> {
+        let interval = self.interval();
+        let closing: Vec<_> = {
+            let mut open = lock(&self.failures);
+            let keys: Vec<_> = open
+                .iter()
+                .filter(|(_, w)| all || w.opened.elapsed() >= interval)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| open.remove(&k).map(|w| (k, w)))
+                .collect()
+        };
+        let mut result = Ok(());
+        for (key, w) in closing {
+            if let Err(e) = self.append_summary(&key, &w) {
+                lock(&self.failures).entry(key).or_insert(w);
+                result = Err(e);
+            }
+        }
+        result
+    }
+
+    /// Stops the flusher (if any) and writes what is pending.
+    pub(crate) fn shutdown(&self) {
+        *lock(&self.stop) = true;
+        self.wake.notify_all();
+        if let Some(handle) = lock(&self.flusher).take() {
+            let _ = handle.join();
+        }
+        if let Err(e) = self.flush() {
+            tracing::warn!(error = %e, "final stats flush failed: counted calls are lost");
+        }
+        if let Err(e) = self.close_windows(true) {
+            tracing::warn!(error = %e, "final failure summaries not audited");
+        }
+    }
+}
+
+fn flusher_loop(weak: std::sync::Weak<WriteBehind>) {
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        {
+            let stop = lock(&shared.stop);
+            if *stop {
+                return;
+            }
+            // A zero interval writes calls at once; the flusher then only
+            // picks up what an error kept, every second.
+            let ms = match shared.interval_ms.load(Ordering::Relaxed) {
+                0 => 1000,
+                ms => ms,
+            };
+            let (stop, _) = shared
+                .wake
+                .wait_timeout(stop, Duration::from_millis(ms))
+                .unwrap_or_else(|e| e.into_inner());
+            if *stop {
+                return;
+            }
+        }
+        if let Err(e) = shared.flush() {
+            tracing::warn!(error = %e, "stats flush failed; retrying at the next interval");
+        }
+        if let Err(e) = shared.close_windows(false) {
+            tracing::warn!(error = %e, "failure summary not audited; retrying at the next interval");
+        }
+    }
+}
