@@ -1,0 +1,21 @@
+//! Temper's tool hub: the tools an agent already has (upstream MCP servers,
+//! the built-in `http_request` and `generate_text`) become tools of the
+//! host, usable as compose steps and through `temper mcp` as a gateway.
+//!
+//! - [`config`]: the tools file (`--tools FILE`).
+//!
+//! The MCP client side is the official Rust SDK, `rmcp` (client and
+//! child-process transport only, no default features). Measured on the
+//! 2-core build machine: it adds about ten crates (rmcp, process-wrap, nix,
+//! sha2 0.11, tokio-stream, ...; chrono and futures were already in the
+//! tree) and about 60 s of CPU to a cold release build, rmcp itself ~49 s.
+//! Its Streamable HTTP client with the reqwest backend needs reqwest 0.13,
+//! a second reqwest next to the workspace's 0.12, so that backend is not
+//! enabled.
+
+pub mod config;
+
+pub use config::{
+    GenerateTextConfig, HttpRequestConfig, Secret, ToolSelection, ToolsFile, ToolsFileError,
+    Transport, UpstreamConfig,
+};
