@@ -3,6 +3,7 @@
 //! host, usable as compose steps and through `temper mcp` as a gateway.
 //!
 //! - [`config`]: the tools file (`--tools FILE`).
+//! - [`upstream`]: an upstream MCP server over stdio.
 //!
 //! The MCP client side is the official Rust SDK, `rmcp` (client and
 //! child-process transport only, no default features). Measured on the
@@ -14,8 +15,16 @@
 //! enabled.
 
 pub mod config;
+pub mod upstream;
+
+/// Locks a mutex, taking the data of a poisoned one (no invariant here
+/// spans a panic).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 pub use config::{
     GenerateTextConfig, HttpRequestConfig, Secret, ToolSelection, ToolsFile, ToolsFileError,
     Transport, UpstreamConfig,
 };
+pub use upstream::{Upstream, UpstreamError, UpstreamTool};
