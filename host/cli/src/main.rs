@@ -65,6 +65,8 @@ enum Command {
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
+        hub: registry::HubArgs,
+        #[command(flatten)]
         judge: JudgeArgs,
         #[command(flatten)]
         common: Common,
@@ -73,6 +75,8 @@ enum Command {
     Tools {
         #[command(flatten)]
         registry: Registry,
+        #[command(flatten)]
+        hub: registry::HubArgs,
         #[command(flatten)]
         common: Common,
     },
@@ -85,6 +89,8 @@ enum Command {
         input: String,
         #[command(flatten)]
         registry: Registry,
+        #[command(flatten)]
+        hub: registry::HubArgs,
         #[command(flatten)]
         common: Common,
     },
@@ -243,6 +249,8 @@ enum Command {
         http: McpHttpArgs,
         #[command(flatten)]
         registry: Registry,
+        #[command(flatten)]
+        hub: registry::HubArgs,
         #[command(flatten)]
         judge: JudgeArgs,
         #[command(flatten)]
@@ -588,16 +596,22 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Forge {
             request,
             registry,
+            hub,
             judge,
             common,
-        } => registry::forge(&request, &registry, &judge, &common).await,
-        Command::Tools { registry, common } => registry::tools(&registry, &common),
+        } => registry::forge(&request, &registry, &hub, &judge, &common).await,
+        Command::Tools {
+            registry,
+            hub,
+            common,
+        } => registry::tools(&registry, &hub, &common).await,
         Command::Call {
             name,
             input,
             registry,
+            hub,
             common,
-        } => registry::call(&name, &input, &registry, &common).await,
+        } => registry::call(&name, &input, &registry, &hub, &common).await,
         Command::Stats {
             name,
             registry,
@@ -693,10 +707,14 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Mcp {
             http,
             registry,
+            hub,
             judge,
             common,
         } => {
-            let opened = registry::Opened::open(&registry, &common, Some(&judge))?;
+            let mut opened = registry::Opened::open(&registry, &common, Some(&judge))?;
+            opened.attach_hub(&hub).await?;
+            // The hub's children live until the server ends.
+            let _hub = opened.hub.clone();
             match http.config() {
                 None => {
                     let ctx = temper::mcp::connection_context(&opened.ctx);

@@ -4,6 +4,7 @@
 //!
 //! - [`config`]: the tools file (`--tools FILE`).
 //! - [`upstream`]: an upstream MCP server over stdio.
+//! - [`hub`]: all of a tools file's sources as one set of tools.
 //!
 //! The MCP client side is the official Rust SDK, `rmcp` (client and
 //! child-process transport only, no default features). Measured on the
@@ -15,6 +16,7 @@
 //! enabled.
 
 pub mod config;
+pub mod hub;
 pub mod upstream;
 
 /// Locks a mutex, taking the data of a poisoned one (no invariant here
@@ -27,4 +29,5 @@ pub use config::{
     GenerateTextConfig, HttpRequestConfig, Secret, ToolSelection, ToolsFile, ToolsFileError,
     Transport, UpstreamConfig,
 };
+pub use hub::{Hub, HubError, HubTool};
 pub use upstream::{Upstream, UpstreamError, UpstreamTool};
