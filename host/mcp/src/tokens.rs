@@ -411,4 +411,23 @@ mod tests {
     fn empty_file_has_no_tokens() {
         assert!(Tokens::parse("").unwrap().is_empty());
     }
+
+    #[test]
+    fn tokens_may_narrow_hub_tools() {
+        let hash = HashAlgo::Sha256.key_of("t");
+        let t = Tokens::parse(&format!(
+            "[tokens.\"{hash}\"]\nagent = \"a\"\ntools = [\"github.*\"]\n"
+        ))
+        .unwrap();
+        let tools = t.authenticate("t").unwrap().tools.clone().unwrap();
+        assert!(tools.allows("github.search_issues"));
+        assert!(!tools.allows("web_search"));
+        let none = Tokens::parse(&format!("[tokens.\"{hash}\"]\nagent = \"a\"\n")).unwrap();
+        assert_eq!(none.authenticate("t").unwrap().tools, None);
+        let err = Tokens::parse(&format!(
+            "[tokens.\"{hash}\"]\nagent = \"a\"\ntools = [\"\"]\n"
+        ))
+        .unwrap_err();
+        assert!(matches!(err, TokensError::BadTools { .. }), "{err}");
+    }
 }
