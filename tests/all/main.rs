@@ -13,6 +13,7 @@ mod compose;
 mod forge;
 mod foundation;
 mod hardening;
+mod hub;
 mod interop;
 mod mcp;
 mod mcp_http;

@@ -1296,3 +1296,84 @@ async fn shared_tier_and_promotion_notices() {
     assert_eq!(r.result()["isError"], true);
     assert_eq!(r.result()["structuredContent"]["stage"], "validate");
 }
+
+/// A token's `tools` narrows the hub tools the host policy allows: a hub
+/// tool its token does not list is invisible to that agent (not listed,
+/// not callable, refused as a compose step), and visible to another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hub_tools_follow_the_tokens_tools_list() {
+    let python = root().join("target/mcp-venv/bin/python");
+    if !python.exists() {
+        assert_ne!(
+            std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref(),
+            Ok("1"),
+            "TEMPER_REQUIRE_MCP_PY=1 but no {}",
+            python.display()
+        );
+        eprintln!("SKIPPED hub_tools_follow_the_tokens_tools_list: no SDK venv");
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    let all = [
+        token_entry("hub-alice-1", "alice", ""),
+        token_entry("hub-bob-2", "bob", "tools = [\"github.*\"]"),
+    ];
+    std::fs::write(&tokens, all.concat()).unwrap();
+    let script = root().join("tests/fixtures/hub/upstream_server.py");
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[upstream.search]\ncommand = [{:?}, {:?}]\ntools = [\"web_search\"]\n",
+            python.display().to_string(),
+            script.display().to_string()
+        ),
+    )
+    .unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[tools]\nallow = [\"web_search\"]\n").unwrap();
+    let server = Server::start(
+        store.path(),
+        &[
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--tools",
+            tools.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+    );
+    let mut alice = server.client(Some("hub-alice-1"));
+    alice.open().await;
+    assert!(alice.tool_names().await.contains(&"web_search".to_string()));
+    let a = alice
+        .call("web_search", json!({"query": "q", "limit": 1}))
+        .await;
+    assert_eq!(
+        a.result()["structuredContent"]["results"][0]["title"],
+        "q #0"
+    );
+
+    let mut bob = server.client(Some("hub-bob-2"));
+    bob.open().await;
+    assert!(!bob.tool_names().await.contains(&"web_search".to_string()));
+    let a = bob.call("web_search", json!({"query": "q"})).await;
+    assert_eq!(a.response()["error"]["code"], json!(-32602), "{a:?}");
+    let request = json!({
+        "name": "bob_search",
+        "description": "Searches.",
+        "inputSchema": {"type": "object"},
+        "implementation": {"mode": "compose", "steps": [
+            {"name": "s", "tool": "web_search", "inputMapping": {"query": "$input.q"}}
+        ]},
+        "testCases": [{"input": {"q": "x"}}]
+    });
+    let a = bob.call("forge_tool", request).await;
+    let text = a.body.clone();
+    assert!(
+        text.contains("web_search") && text.contains("is not callable by agent"),
+        "{text}"
+    );
+}

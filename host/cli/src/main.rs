@@ -65,6 +65,8 @@ enum Command {
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
+        hub: registry::HubArgs,
+        #[command(flatten)]
         judge: JudgeArgs,
         #[command(flatten)]
         common: Common,
@@ -73,6 +75,8 @@ enum Command {
     Tools {
         #[command(flatten)]
         registry: Registry,
+        #[command(flatten)]
+        hub: registry::HubArgs,
         #[command(flatten)]
         common: Common,
     },
@@ -85,6 +89,8 @@ enum Command {
         input: String,
         #[command(flatten)]
         registry: Registry,
+        #[command(flatten)]
+        hub: registry::HubArgs,
         #[command(flatten)]
         common: Common,
     },
@@ -243,6 +249,8 @@ enum Command {
         http: McpHttpArgs,
         #[command(flatten)]
         registry: Registry,
+        #[command(flatten)]
+        hub: registry::HubArgs,
         #[command(flatten)]
         judge: JudgeArgs,
         #[command(flatten)]
@@ -672,16 +680,22 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Forge {
             request,
             registry,
+            hub,
             judge,
             common,
-        } => registry::forge(&request, &registry, &judge, &common).await,
-        Command::Tools { registry, common } => registry::tools(&registry, &common),
+        } => registry::forge(&request, &registry, &hub, &judge, &common).await,
+        Command::Tools {
+            registry,
+            hub,
+            common,
+        } => registry::tools(&registry, &hub, &common).await,
         Command::Call {
             name,
             input,
             registry,
+            hub,
             common,
-        } => registry::call(&name, &input, &registry, &common).await,
+        } => registry::call(&name, &input, &registry, &hub, &common).await,
         Command::Stats {
             name,
             registry,
@@ -777,10 +791,14 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Mcp {
             http,
             registry,
+            hub,
             judge,
             common,
         } => {
-            let opened = registry::Opened::open(&registry, &common, Some(&judge))?;
+            let mut opened = registry::Opened::open(&registry, &common, Some(&judge))?;
+            opened.attach_hub(&hub).await?;
+            // The hub's children live until the server ends.
+            let _hub = opened.hub.clone();
             let store = opened.forge.store_handle();
             let served = async {
                 match http.config() {
@@ -808,7 +826,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let result = tokio::select! {
                 r = served => r,
                 signal = shutdown_signal() => signal.map(|name| {
-                    tracing::info!(signal = name, "temper mcp: shutting down");
+                    tracing::info!(target: "temper_mcp", "shutting down on {name}");
                 }),
             };
             let flushed = tokio::task::spawn_blocking(move || {

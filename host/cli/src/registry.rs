@@ -50,6 +50,17 @@ pub struct Registry {
     stats_flush_ms: Option<u64>,
 }
 
+/// The tool hub (`--tools FILE`).
+#[derive(Args)]
+pub struct HubArgs {
+    /// Tools file (TOML): upstream MCP servers and built-in tools whose
+    /// tools become host tools (compose steps; listed and callable through
+    /// `temper mcp`). Only those the host policy's `[tools] allow` lists
+    /// are used.
+    #[arg(long, value_name = "FILE")]
+    tools: Option<PathBuf>,
+}
+
 /// Which judge reviews forges and promotions.
 #[derive(Clone, Copy, ValueEnum)]
 pub enum JudgeKind {
@@ -233,6 +244,8 @@ pub struct Opened {
     pub forge: Forge,
     pub ctx: ForgeContext,
     session: SessionFile,
+    /// The started tool hub (its upstream children live as long as it).
+    pub hub: Option<Arc<temper::hub::Hub>>,
 }
 
 impl Opened {
@@ -278,7 +291,36 @@ impl Opened {
             forge,
             ctx,
             session,
+            hub: None,
         })
+    }
+
+    /// Starts the tools file's sources and registers the hub tools the
+    /// host policy allows as host tools.
+    pub async fn attach_hub(&mut self, args: &HubArgs) -> Result<(), String> {
+        let Some(path) = &args.tools else {
+            return Ok(());
+        };
+        let file = temper::hub::ToolsFile::load(path).map_err(|e| e.to_string())?;
+        let hub = Arc::new(
+            temper::hub::Hub::start(&file)
+                .await
+                .map_err(|e| format!("tools file {}: {e}", path.display()))?,
+        );
+        let registered = self
+            .forge
+            .attach_hub(hub.clone())
+            .map_err(|e| format!("tools file {}: {e}", path.display()))?;
+        let offered = hub.tools().len();
+        if registered.len() < offered {
+            tracing::info!(
+                "tools file {}: {} of {offered} hub tools allowed by the host policy's [tools] allow",
+                path.display(),
+                registered.len()
+            );
+        }
+        self.hub = Some(hub);
+        Ok(())
     }
 
     /// Writes the session tier back.
@@ -312,10 +354,12 @@ fn print_tool_line(t: &ToolInfo) {
 pub async fn forge(
     request: &Path,
     registry: &Registry,
+    hub: &HubArgs,
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, Some(judge))?;
+    let mut opened = Opened::open(registry, common, Some(judge))?;
+    opened.attach_hub(hub).await?;
     let text = crate::read_source(request)?;
     let outcome = opened.forge.forge_json(&text, &opened.ctx).await;
     if outcome.is_ok() {
@@ -363,15 +407,21 @@ pub async fn forge(
 }
 
 /// `temper tools`.
-pub fn tools(registry: &Registry, common: &Common) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+pub async fn tools(registry: &Registry, hub: &HubArgs, common: &Common) -> Result<(), String> {
+    let mut opened = Opened::open(registry, common, None)?;
+    opened.attach_hub(hub).await?;
     let tools = opened
         .forge
         .visible_tools(&opened.ctx)
         .map_err(|e| e.to_string())?;
+    let hub_tools = opened.forge.hub_tools();
     if common.json {
-        println!("{}", json!({ "tools": tools }));
-    } else if tools.is_empty() {
+        let hub_json: Vec<Value> = hub_tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema, "outputSchema": t.output_schema}))
+            .collect();
+        println!("{}", json!({ "tools": tools, "hubTools": hub_json }));
+    } else if tools.is_empty() && hub_tools.is_empty() {
         println!(
             "no tools for agent {:?} in session {:?}",
             opened.ctx.agent_id, opened.ctx.session_id
@@ -379,6 +429,9 @@ pub fn tools(registry: &Registry, common: &Common) -> Result<(), String> {
     } else {
         for t in &tools {
             print_tool_line(t);
+        }
+        for t in &hub_tools {
+            println!("{:<28} {:<8} {:<12}  {}", t.name, "hub", "", t.description);
         }
     }
     Ok(())
@@ -389,11 +442,43 @@ pub async fn call(
     name: &str,
     input: &str,
     registry: &Registry,
+    hub: &HubArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let mut opened = Opened::open(registry, common, None)?;
+    opened.attach_hub(hub).await?;
     let input: Value =
         serde_json::from_str(input).map_err(|e| format!("--input is not valid JSON: {e}"))?;
+    // A hub tool, unless a forged tool the caller sees has the name.
+    let forged = opened
+        .forge
+        .visible_tools(&opened.ctx)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .any(|t| t.name == name);
+    if !forged && opened.forge.hub_tools().iter().any(|t| t.name == name) {
+        let outcome = opened
+            .forge
+            .call_native(name, &input)
+            .await
+            .unwrap_or_else(|| Err(format!("no hub tool {name:?}")));
+        return match outcome {
+            Ok(output) => {
+                if common.json {
+                    println!("{}", json!({"ok": true, "output": output, "tier": "hub"}));
+                } else {
+                    println!("{output}");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if common.json {
+                    println!("{}", json!({"ok": false, "error": e}));
+                }
+                Err(e)
+            }
+        };
+    }
     let outcome = opened.forge.invoke(name, &input, &opened.ctx).await;
     opened.save()?;
     match &outcome {

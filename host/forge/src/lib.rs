@@ -14,6 +14,8 @@
 //! - `tiers`: listing, stats, promotion (session → agent → shared) and the
 //!   session tier's lifetime ([`session`]);
 //! - [`native`]: host-native tools the embedder registers;
+//! - [`hub`]: the tool hub's tools (upstream MCP servers, built-ins) as
+//!   host-native tools, filtered by the host policy's `[tools] allow`;
 //! - `cache`: the bounded caches of loaded tools, schemas and manifests;
 //! - [`verify`]: rebuilding an artifact from its manifest and comparing bytes.
 //!
@@ -36,6 +38,7 @@ mod cache;
 pub mod config;
 pub mod error;
 mod gate;
+pub mod hub;
 mod invoke;
 pub mod judge;
 pub mod manifest;

@@ -61,6 +61,9 @@ pub struct NativeTool {
     pub spec: NativeToolSpec,
     pub(crate) schemas: ToolSchemas,
     pub(crate) call: NativeFn,
+    /// Where a hub tool comes from (`upstream "search"`, `built-in`);
+    /// `None` for a tool the embedder registered.
+    pub(crate) hub_source: Option<String>,
 }
 
 impl NativeTool {
@@ -127,12 +130,13 @@ impl Forge {
                 spec,
                 schemas,
                 call,
+                hub_source: None,
             }),
         );
         Ok(())
     }
 
-    /// The host-native tools, by name.
+    /// The host-native tools (the embedder's and the hub's), by name.
     pub fn native_tools(&self) -> Vec<NativeToolSpec> {
         let mut out: Vec<NativeToolSpec> = lock(&self.inner.natives)
             .values()

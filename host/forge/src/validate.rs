@@ -105,6 +105,7 @@ pub fn check_request<'r>(
     config: &ForgeConfig,
     view: &dyn RegistryView,
 ) -> Result<ValidRequest<'r>, ValidateError> {
+    check_step_tools_exist(request, view)?;
     let request = with_inherited_output_schema(request, view);
     let mut checked = check(&request, policy)?;
     let (agent, session) = view.caller();
@@ -162,6 +163,38 @@ fn with_inherited_output_schema<'r>(
     }
 }
 
+/// A compose step naming a tool the caller cannot call is refused first,
+/// naming the step and the tool: otherwise a missing last step would
+/// surface as a missing `outputSchema` (it could not be inherited).
+fn check_step_tools_exist(
+    request: &ForgeRequest,
+    view: &dyn RegistryView,
+) -> Result<(), ValidateError> {
+    let Implementation::Compose { steps } = &request.implementation else {
+        return Ok(());
+    };
+    for (index, step) in steps.iter().enumerate() {
+        let Some(tool) = step.get("tool").and_then(Value::as_str) else {
+            continue; // the spec checks name this
+        };
+        if matches!(view.tool(tool), Ok(None)) && view.native_output_schema(tool).is_none() {
+            let name = step.get("name").and_then(Value::as_str).unwrap_or("");
+            return Err(ValidateError::Step {
+                step: format!("steps[{index}] ({name:?})"),
+                message: not_callable(tool, view),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn not_callable(tool: &str, view: &dyn RegistryView) -> String {
+    let (agent, session) = view.caller();
+    format!(
+        "tool {tool:?} is not callable by agent {agent:?} in session {session:?} (not in its session, its agent tier, the shared tier, nor a host-native tool)"
+    )
+}
+
 /// Pins each step's tool: a registered tool by its artifact's blake3, a
 /// host-native one by name; any other is refused naming the step.
 fn pin_steps(
@@ -178,13 +211,7 @@ fn pin_steps(
         let blake3 = match view.tool(&step.tool) {
             Ok(Some(t)) => Some(t.artifact.to_string()),
             Ok(None) if view.native_output_schema(&step.tool).is_some() => None,
-            Ok(None) => {
-                let (agent, session) = view.caller();
-                return Err(refuse(format!(
-                    "tool {:?} is not callable by agent {agent:?} in session {session:?} (not in its session, its agent tier, the shared tier, nor a host-native tool)",
-                    step.tool
-                )));
-            }
+            Ok(None) => return Err(refuse(not_callable(&step.tool, view))),
             Err(e) => return Err(refuse(e.to_string())),
         };
         refs.push(StepRef {
@@ -688,6 +715,22 @@ mod tests {
                 ),
             "{err}"
         );
+    }
+
+    /// The seed's `fetch_analyze_report` has no `outputSchema` and ends on
+    /// a tool this host lacks: the unknown tool is named, not the schema.
+    #[test]
+    fn an_unknown_last_step_is_named_before_the_missing_output_schema() {
+        let v = view(vec![]);
+        let r = compose_request("report", &["web_search", "http_request"]);
+        let err = check_request(&r, &HostPolicy::deny_all(), &ForgeConfig::default(), &v)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("steps[1] (\"s1\")") && err.contains("\"http_request\" is not callable"),
+            "{err}"
+        );
+        assert!(!err.contains("outputSchema"), "{err}");
     }
 
     #[test]

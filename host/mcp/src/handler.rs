@@ -59,6 +59,8 @@ pub struct Handler {
     ctx: ForgeContext,
     access: Access,
     watch: RegistryWatch,
+    /// The caller's narrowing of the hub tools (a token's `tools`).
+    hub_allow: Option<temper_policy::ToolAllow>,
 }
 
 impl Handler {
@@ -71,7 +73,31 @@ impl Handler {
             ctx,
             access,
             watch,
+            hub_allow: None,
         }
+    }
+
+    /// Narrows the hub tools this caller may see and call to those `tools`
+    /// allows (on top of the host policy's `[tools] allow`); `None` leaves
+    /// the policy's.
+    pub fn with_tools(mut self, tools: Option<temper_policy::ToolAllow>) -> Self {
+        self.hub_allow = tools;
+        self
+    }
+
+    /// Whether `name` is a hub tool this caller may not use (invisible).
+    fn hub_hidden(&self, name: &str) -> bool {
+        self.hub_allow.as_ref().is_some_and(|a| !a.allows(name))
+            && self.forge.hub_tools().iter().any(|t| t.name == name)
+    }
+
+    /// The hub tools this caller may see and call.
+    fn hub_visible(&self) -> Vec<temper_forge::NativeToolSpec> {
+        let mut tools = self.forge.hub_tools();
+        if let Some(allow) = &self.hub_allow {
+            tools.retain(|t| allow.allows(&t.name));
+        }
+        tools
     }
 
     /// The tiers this caller may use.
@@ -132,11 +158,16 @@ impl Handler {
             list.push(tools::promote_tool_definition());
         }
         list.push(tools::stats_tool_definition());
-        list.extend(
-            self.visible()?
-                .iter()
-                .map(tools::registered_tool_definition),
-        );
+        let visible = self.visible()?;
+        // Hub tools (Temper as a gateway), unless a forged tool the caller
+        // sees has the name (forged tools keep precedence).
+        let hub: Vec<_> = self
+            .hub_visible()
+            .into_iter()
+            .filter(|h| !visible.iter().any(|t| t.name == h.name))
+            .collect();
+        list.extend(visible.iter().map(tools::registered_tool_definition));
+        list.extend(hub.iter().map(tools::hub_tool_definition));
         Ok(json!({ "tools": list }))
     }
 
@@ -241,7 +272,7 @@ impl Handler {
     /// this a caller limited to some tiers could reach the others through
     /// a pipeline).
     fn compose_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
-        if self.access == Access::ALL
+        if (self.access == Access::ALL && self.hub_allow.is_none())
             || request
                 .pointer("/implementation/mode")
                 .and_then(Value::as_str)
@@ -260,10 +291,12 @@ impl Handler {
             let Some(tool) = step.get("tool").and_then(Value::as_str) else {
                 continue; // the engine's validation names this
             };
-            if !visible.iter().any(|t| t.name == tool) && !native.iter().any(|n| n.name == tool) {
+            let reachable = visible.iter().any(|t| t.name == tool)
+                || (native.iter().any(|n| n.name == tool) && !self.hub_hidden(tool));
+            if !reachable {
                 let error = format!(
                     "validate: compose step tool {tool:?}: {}",
-                    self.not_found(tool)
+                    self.not_callable(tool)
                 );
                 let result = json!({ "success": false, "errors": [error], "stage": "validate" });
                 return Ok(Some(tools::tool_result(&result, true)));
@@ -326,6 +359,28 @@ impl Handler {
         }
     }
 
+    /// The answer for a compose step this caller cannot call, worded as
+    /// the engine's validation words it.
+    fn not_callable(&self, tool: &str) -> String {
+        format!(
+            "tool {tool:?} is not callable by agent {:?} in session {:?} (not in its session, its agent tier, the shared tier, nor a host-native tool)",
+            self.ctx.agent_id, self.ctx.session_id
+        )
+    }
+
+    /// Calls a hub tool (Temper as a gateway): the answer is a tool result,
+    /// structured content when the output is an object.
+    async fn call_hub(&self, name: &str, arguments: &Value, progress: &Progress<'_>) -> Value {
+        progress.report(0, 1, format!("calling {name}"));
+        let outcome = self.forge.call_native(name, arguments).await;
+        progress.report(1, 1, format!("{name}: done"));
+        match outcome {
+            Some(Ok(output)) => tools::tool_result(&output, false),
+            Some(Err(e)) => tools::tool_error("invoke", &e),
+            None => tools::tool_error("invoke", &self.not_found(name)),
+        }
+    }
+
     /// The answer for a tool this caller cannot see, whether it does not
     /// exist or belongs to a tier or agent it may not use.
     fn not_found(&self, name: &str) -> String {
@@ -341,8 +396,41 @@ impl Handler {
         // A tool this caller cannot see is a protocol error (`-32602`, as
         // the MCP spec answers an unknown tool), the same whether it does
         // not exist or is out of the caller's reach.
-        if self.access != Access::ALL && !self.visible()?.iter().any(|t| t.name == name) {
-            return Err(RpcError::invalid_params(self.not_found(name)));
+        let needs_visible = self.access != Access::ALL || self.hub_allow.is_some();
+        let visible = if needs_visible || self.forge.hub_tools().iter().any(|t| t.name == name) {
+            Some(self.visible()?)
+        } else {
+            None
+        };
+        let forged = visible
+            .as_ref()
+            .and_then(|v| v.iter().find(|t| t.name == name));
+        if let (Some(_), None) = (&visible, forged) {
+            // Not a forged tool this caller sees: a hub tool it may use, or
+            // nothing it may know of.
+            if self.hub_visible().iter().any(|t| t.name == name) {
+                return Ok(self.call_hub(name, arguments, progress).await);
+            }
+            if needs_visible {
+                return Err(RpcError::invalid_params(self.not_found(name)));
+            }
+        }
+        // A compose tool whose steps reach a hub tool this caller may not
+        // use is refused like the hub tool itself.
+        if let Some(tool) = forged
+            && let Some(step) = tool
+                .steps
+                .iter()
+                .find(|s| s.blake3.is_none() && self.hub_hidden(&s.tool))
+        {
+            return Ok(tools::tool_error(
+                "invoke",
+                &format!(
+                    "{name}: step {:?}: {}",
+                    step.name,
+                    self.not_callable(&step.tool)
+                ),
+            ));
         }
         progress.report(0, 1, format!("calling {name}"));
         let outcome = self.forge.invoke(name, arguments, &self.ctx).await;

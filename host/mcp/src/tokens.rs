@@ -83,6 +83,14 @@ pub enum TokensError {
         /// What is wrong.
         reason: String,
     },
+    /// A `tools` list entry that is not a tool name or glob.
+    #[error("tokens: {key:?}: bad tools: {reason}")]
+    BadTools {
+        /// The entry.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// `calls_per_minute` or `max_concurrent` is 0.
     #[error("tokens: {key:?}: {field} must be at least 1")]
     Zero {
@@ -142,6 +150,9 @@ pub struct TokenEntry {
     pub calls_per_minute: Option<u32>,
     /// Its concurrency cap, if it has its own.
     pub max_concurrent: Option<u32>,
+    /// The hub tools it may use, narrowing the host policy's `[tools]
+    /// allow` (a hub tool must be allowed by both); `None`: the policy's.
+    pub tools: Option<temper_policy::ToolAllow>,
 }
 
 /// A parsed tokens file.
@@ -164,6 +175,7 @@ struct RawEntry {
     tiers: Option<Vec<String>>,
     calls_per_minute: Option<u32>,
     max_concurrent: Option<u32>,
+    tools: Option<Vec<String>>,
 }
 
 impl Tokens {
@@ -203,12 +215,21 @@ impl Tokens {
                     return Err(TokensError::Zero { key, field });
                 }
             }
+            let tools = entry
+                .tools
+                .map(temper_policy::ToolAllow::new)
+                .transpose()
+                .map_err(|e| TokensError::BadTools {
+                    key: key.clone(),
+                    reason: e.to_string(),
+                })?;
             let grant = TokenEntry {
                 key: key.clone(),
                 agent: entry.agent,
                 access,
                 calls_per_minute: entry.calls_per_minute,
                 max_concurrent: entry.max_concurrent,
+                tools,
             };
             if by_hash.insert((algo, digest), grant).is_some() {
                 return Err(TokensError::Duplicate { key });
@@ -389,5 +410,24 @@ mod tests {
     #[test]
     fn empty_file_has_no_tokens() {
         assert!(Tokens::parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn tokens_may_narrow_hub_tools() {
+        let hash = HashAlgo::Sha256.key_of("t");
+        let t = Tokens::parse(&format!(
+            "[tokens.\"{hash}\"]\nagent = \"a\"\ntools = [\"github.*\"]\n"
+        ))
+        .unwrap();
+        let tools = t.authenticate("t").unwrap().tools.clone().unwrap();
+        assert!(tools.allows("github.search_issues"));
+        assert!(!tools.allows("web_search"));
+        let none = Tokens::parse(&format!("[tokens.\"{hash}\"]\nagent = \"a\"\n")).unwrap();
+        assert_eq!(none.authenticate("t").unwrap().tools, None);
+        let err = Tokens::parse(&format!(
+            "[tokens.\"{hash}\"]\nagent = \"a\"\ntools = [\"\"]\n"
+        ))
+        .unwrap_err();
+        assert!(matches!(err, TokensError::BadTools { .. }), "{err}");
     }
 }

@@ -168,6 +168,20 @@ pub fn registered_tool_definition(info: &ToolInfo) -> Value {
     def
 }
 
+/// The `tools/list` entry of a hub tool (an upstream's or a built-in):
+/// its own name, description and schemas, as the upstream declared them.
+pub fn hub_tool_definition(spec: &temper_forge::NativeToolSpec) -> Value {
+    let mut def = json!({
+        "name": spec.name,
+        "description": spec.description,
+        "inputSchema": object_schema(&spec.input_schema),
+    });
+    if is_object_schema(&spec.output_schema) {
+        def["outputSchema"] = spec.output_schema.clone();
+    }
+    def
+}
+
 fn is_object_schema(schema: &Value) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("object")
 }

@@ -35,6 +35,9 @@
 //! memory_mb = 64
 //! max_output_bytes = 1048576
 //!
+//! [tools]              # hub tools agents may use (see temper-hub); default none
+//! allow = ["web_search", "github.*", "http_request"]
+//!
 //! [determinism]        # deterministic mode; leave the section out for real clocks
 //! enabled = true       # default true once the section is written
 //! seed = 42            # seeds every random source a tool can read; default 0
@@ -299,6 +302,67 @@ pub struct HostPolicy {
     pub limits: LimitsConfig,
     /// Deterministic mode, when on (`None`: the host's clocks and random).
     pub determinism: Option<Determinism>,
+    /// Which hub tools (upstream MCP tools, built-ins) agents may use:
+    /// `[tools] allow`. Empty by default: none.
+    pub tools: ToolAllow,
+}
+
+/// A list of tool-name globs (`web_search`, `github.*`, `*`): `*` matches
+/// any run of characters, everything else matches itself. Deny by default:
+/// the empty list allows nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolAllow {
+    globs: Vec<String>,
+}
+
+impl ToolAllow {
+    /// A list of globs; an empty glob is refused.
+    pub fn new(globs: Vec<String>) -> Result<Self, PolicyError> {
+        if let Some(bad) = globs
+            .iter()
+            .find(|g| g.is_empty() || g.contains(char::is_whitespace))
+        {
+            return Err(PolicyError::BadValue {
+                key: "tools.allow".into(),
+                reason: format!("{bad:?} is not a tool name or glob"),
+            });
+        }
+        Ok(Self { globs })
+    }
+
+    /// The globs as written.
+    pub fn globs(&self) -> &[String] {
+        &self.globs
+    }
+
+    /// Whether some glob matches `name`.
+    pub fn allows(&self, name: &str) -> bool {
+        self.globs.iter().any(|g| glob_matches(g, name))
+    }
+}
+
+/// `*`-only glob matching (no other metacharacters), iterative with
+/// backtracking to the last `*`: linear in practice, never exponential.
+fn glob_matches(glob: &str, name: &str) -> bool {
+    let (g, n) = (glob.as_bytes(), name.as_bytes());
+    let (mut gi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if gi < g.len() && g[gi] == b'*' {
+            star = Some((gi, ni));
+            gi += 1;
+        } else if gi < g.len() && g[gi] == n[ni] {
+            gi += 1;
+            ni += 1;
+        } else if let Some((sg, sn)) = star {
+            gi = sg + 1;
+            ni = sn + 1;
+            star = Some((sg, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    g[gi..].iter().all(|&c| c == b'*')
 }
 
 impl Default for HostPolicy {
@@ -318,6 +382,14 @@ struct RawPolicy {
     #[serde(default)]
     limits: LimitsConfig,
     determinism: Option<RawDeterminism>,
+    tools: Option<RawTools>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTools {
+    #[serde(default)]
+    allow: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -359,6 +431,7 @@ impl HostPolicy {
             read_dirs: Vec::new(),
             limits: LimitsConfig::default(),
             determinism: None,
+            tools: ToolAllow::default(),
         }
     }
 
@@ -419,6 +492,9 @@ impl HostPolicy {
             }
         }
         policy.limits = raw.limits;
+        if let Some(tools) = raw.tools {
+            policy.tools = ToolAllow::new(tools.allow)?;
+        }
         if let Some(det) = raw.determinism {
             let epoch_ms = det.epoch_ms.unwrap_or(0);
             if epoch_ms > MAX_EPOCH_MS {

@@ -96,6 +96,12 @@ fn good_full_fixture() {
             seed: 42,
             epoch_ms: 1_700_000_000_000,
         }),
+        tools: ToolAllow::new(vec![
+            "web_search".into(),
+            "github.*".into(),
+            "http_request".into(),
+        ])
+        .unwrap(),
     };
     assert_eq!(p, expected);
 }
@@ -564,4 +570,46 @@ fn flags_and_file_compose() {
             .collect()
     );
     assert!(p.fetch.check_url("https://api.example.test/").is_ok());
+}
+
+#[test]
+fn tools_allow_is_deny_by_default_with_globs() {
+    assert!(!HostPolicy::deny_all().tools.allows("web_search"));
+    assert!(
+        !HostPolicy::from_toml("")
+            .unwrap()
+            .tools
+            .allows("web_search")
+    );
+    let p = load(fixture!("good_full.toml")).unwrap();
+    assert!(p.tools.allows("web_search"));
+    assert!(p.tools.allows("http_request"));
+    assert!(p.tools.allows("github.search_issues"));
+    assert!(p.tools.allows("github."));
+    assert!(!p.tools.allows("github"), "the glob needs the dot");
+    assert!(!p.tools.allows("web_search2"), "no implicit prefix match");
+    assert!(!p.tools.allows("xweb_search"));
+    assert!(!p.tools.allows("generate_text"));
+    let all = ToolAllow::new(vec!["*".into()]).unwrap();
+    assert!(all.allows("anything.at_all") && all.allows(""));
+    let mid = ToolAllow::new(vec!["a*b*c".into()]).unwrap();
+    assert!(mid.allows("abc") && mid.allows("axxbyyc") && mid.allows("abbc"));
+    assert!(!mid.allows("acb") && !mid.allows("ab"));
+    // Hostile: many stars against a long non-matching name stays fast.
+    let stars = ToolAllow::new(vec!["*a*a*a*a*a*a*a*a*a*a*b".into()]).unwrap();
+    let t = std::time::Instant::now();
+    assert!(!stars.allows(&"a".repeat(10_000)));
+    assert!(t.elapsed() < std::time::Duration::from_secs(1));
+}
+
+#[test]
+fn bad_tools_sections() {
+    let err = load(fixture!("bad_tools_empty_glob.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tools.allow"), "{err}");
+    let err = load(fixture!("bad_tools_unknown_key.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("allowed"), "{err}");
 }

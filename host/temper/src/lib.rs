@@ -36,6 +36,8 @@
 pub use temper_compose as compose;
 pub use temper_forge as forge;
 pub use temper_forge::{testcase, verify};
+/// The tool hub: the tools file, upstream MCP servers, built-in tools.
+pub use temper_hub as hub;
 pub use temper_mcp as mcp;
 pub use temper_oci as oci;
 pub use temper_policy as policy;

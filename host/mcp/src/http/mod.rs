@@ -327,6 +327,7 @@ impl State {
                 access: Access::ALL,
                 calls_per_minute: None,
                 max_concurrent: self.config.max_concurrent,
+                tools: None,
             });
         };
         let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -346,6 +347,7 @@ impl State {
             access: entry.access,
             calls_per_minute: entry.calls_per_minute,
             max_concurrent: entry.max_concurrent.unwrap_or(self.config.max_concurrent),
+            tools: entry.tools.clone(),
         })
     }
 

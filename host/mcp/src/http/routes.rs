@@ -367,7 +367,8 @@ pub(super) fn initialize(
             Arc::new(Session {
                 id: sid.clone(),
                 owner: p.key.clone(),
-                handler: Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone()),
+                handler: Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone())
+                    .with_tools(p.tools.clone()),
                 stream: Mutex::new(None),
                 last_active: Mutex::new(Instant::now()),
                 in_flight: AtomicUsize::new(0),

@@ -25,6 +25,8 @@ pub(super) struct Principal {
     pub(super) access: Access,
     pub(super) calls_per_minute: Option<u32>,
     pub(super) max_concurrent: u32,
+    /// The token's narrowing of the hub tools, if any.
+    pub(super) tools: Option<temper_policy::ToolAllow>,
 }
 
 /// The tokens file, re-read when its content changes.

@@ -1,0 +1,130 @@
+//! The tool hub's tools as host-native tools: [`Forge::attach_hub`]
+//! registers every hub tool the host policy's `[tools] allow` lists, so it
+//! is a compose step (pinned by name in manifests) and callable by name
+//! ([`Forge::call_native`]); a hub tool the policy does not list is not
+//! registered at all, so it is refused as a step like any unknown tool.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use temper_hub::{Hub, HubError};
+
+use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec};
+use super::schema::ToolSchemas;
+use super::validate::RESERVED_NAMES;
+use super::{Forge, lock};
+
+/// Why the hub could not be attached. Names the tool and both sources.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// A hub tool has the name of a tool already registered on the host.
+    #[error(transparent)]
+    Clash(#[from] HubError),
+}
+
+/// Most characters of a hub tool name.
+const MAX_HUB_NAME: usize = 128;
+
+/// Hub tool names: ASCII letters, digits, `_`, `-` and `.` (MCP's tool
+/// name characters), not a meta-tool's name.
+fn hub_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_HUB_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && !RESERVED_NAMES.contains(&name)
+        && !matches!(name, "promote_tool" | "tool_stats")
+}
+
+impl Forge {
+    /// Registers the hub's tools that the host policy's `[tools] allow`
+    /// lists as host-native tools (an upstream tool without an output
+    /// schema gets `{}`: anything). A name already taken by a native or
+    /// another hub tool is refused naming both sources; a name outside
+    /// the hub name rules, or a schema the forge does not accept, is
+    /// skipped with a warning. Returns the names registered.
+    pub fn attach_hub(&self, hub: Arc<Hub>) -> Result<Vec<String>, AttachError> {
+        let allow = self.runtime().policy().tools.clone();
+        let mut natives = lock(&self.inner.natives);
+        let existing: Vec<(String, String)> = natives
+            .values()
+            .map(|n| {
+                let source = n
+                    .hub_source
+                    .clone()
+                    .unwrap_or_else(|| "a host-native tool of the embedder".into());
+                (n.spec.name.clone(), source)
+            })
+            .collect();
+        hub.check_clashes(&existing)?;
+        let mut registered = Vec::new();
+        for tool in hub.tools() {
+            if !allow.allows(&tool.name) {
+                tracing::debug!(tool = %tool.name, "hub tool not in the host policy's [tools] allow: not registered");
+                continue;
+            }
+            if !hub_name_ok(&tool.name) {
+                tracing::warn!(tool = %tool.name, source = %tool.source, "hub tool skipped: its name is not ASCII letters, digits, `_`, `-`, `.`");
+                continue;
+            }
+            let output_schema = tool.output_schema.clone().unwrap_or_else(|| json!({}));
+            let schemas = match ToolSchemas::compile(&tool.input_schema, &output_schema) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(tool = %tool.name, source = %tool.source, error = %e, "hub tool skipped");
+                    continue;
+                }
+            };
+            let call: NativeFn = {
+                let hub = hub.clone();
+                let name = tool.name.clone();
+                Arc::new(move |input: Value| -> NativeFuture {
+                    let hub = hub.clone();
+                    let name = name.clone();
+                    Box::pin(async move { hub.call(&name, input).await.map_err(|e| e.to_string()) })
+                })
+            };
+            natives.insert(
+                tool.name.clone(),
+                Arc::new(NativeTool {
+                    spec: NativeToolSpec {
+                        name: tool.name.clone(),
+                        description: tool.description,
+                        input_schema: tool.input_schema,
+                        output_schema,
+                    },
+                    schemas,
+                    call,
+                    hub_source: Some(tool.source),
+                }),
+            );
+            registered.push(tool.name);
+        }
+        Ok(registered)
+    }
+
+    /// The registered hub tools (those the host policy allows), by name.
+    pub fn hub_tools(&self) -> Vec<NativeToolSpec> {
+        let mut out: Vec<NativeToolSpec> = lock(&self.inner.natives)
+            .values()
+            .filter(|n| n.hub_source.is_some())
+            .map(|n| n.spec.clone())
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Calls the host-native tool `name` (a hub tool or the embedder's)
+    /// with the input and output checks and the runtime's timeout; errors
+    /// name the tool. `None` when there is no such tool.
+    pub async fn call_native(&self, name: &str, input: &Value) -> Option<Result<Value, String>> {
+        let tool = lock(&self.inner.natives).get(name).cloned()?;
+        let timeout = self.runtime().limits().timeout;
+        Some(
+            tool.invoke(&input.to_string(), timeout)
+                .await
+                .and_then(|out| serde_json::from_str(&out).map_err(|e| format!("{name}: {e}"))),
+        )
+    }
+}

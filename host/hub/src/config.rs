@@ -1,0 +1,636 @@
+//! The tools file (`--tools FILE`): which upstream MCP servers Temper
+//! connects to, which of their tools it exposes, and which built-in tools
+//! are on.
+//!
+//! ```toml
+//! [upstream.search]                       # stdio: Temper starts and owns the child
+//! command = ["python3", "search_server.py"]
+//! env = { SEARCH_API_KEY = "env:SEARCH_API_KEY" }
+//! tools = ["web_search"]                  # default: none; "*" = all
+//! timeout_ms = 30000
+//!
+//! [upstream.github]                       # Streamable HTTP
+//! url = "https://mcp.example.com/mcp"
+//! headers = { Authorization = "env:GITHUB_MCP_AUTH" }
+//! tools = ["search_issues"]
+//! prefix = "github."                      # exposed as github.search_issues
+//!
+//! [builtin.http_request]
+//! domains = ["api.example.com"]
+//!
+//! [builtin.generate_text]
+//! url = "http://127.0.0.1:8080/v1"
+//! model = "qwen2.5"
+//! api_key = "env:LLM_API_KEY"
+//! ```
+//!
+//! Unknown keys are errors, and every error names the file, the table and
+//! the key. Values written `env:NAME` are read from Temper's environment
+//! when the file is loaded; they are held as [`Secret`]s, which never print
+//! their value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use temper_policy::DomainRule;
+
+/// Default limit of one upstream call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest `timeout_ms` accepted (10 minutes).
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Default cap on one upstream result (8 MiB).
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 8 << 20;
+/// Default cap on an `http_request` response body (4 MiB).
+pub const DEFAULT_HTTP_MAX_RESPONSE_BYTES: usize = 4 << 20;
+/// Default `max_tokens` of a `generate_text` call.
+pub const DEFAULT_MAX_TOKENS: u32 = 1024;
+
+/// Why a tools file was refused. Every variant names the file; those about
+/// one value name its table and key too. No variant holds a secret value.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolsFileError {
+    /// The file could not be read.
+    #[error("tools file {file}: cannot read: {source}")]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not TOML, or a value has the wrong type, or a key is
+    /// unknown.
+    #[error("tools file {file}: [{table}] {}: {message}", key.as_deref().map(|k| format!("`{k}`")).unwrap_or_else(|| "(table)".into()))]
+    Parse {
+        /// The file.
+        file: PathBuf,
+        /// The table (`upstream.search`, `builtin.http_request`, or empty
+        /// for the top level).
+        table: String,
+        /// The key at fault, when one is known.
+        key: Option<String>,
+        /// What the TOML parser said.
+        message: String,
+    },
+    /// A value that parses but is not acceptable.
+    #[error("tools file {file}: [{table}] `{key}`: {reason}")]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// The table.
+        table: String,
+        /// The key.
+        key: String,
+        /// What is wrong (never quotes a secret value).
+        reason: String,
+    },
+}
+
+/// A configured value that may be secret: an `env:` value or a header or
+/// environment value of an upstream. `Debug` and `Display` print where it
+/// came from (`env:NAME` or `<literal>`), never the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret {
+    origin: String,
+    value: String,
+}
+
+impl Secret {
+    /// A secret with a value and a printable origin.
+    pub fn new(origin: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            origin: origin.into(),
+            value: value.into(),
+        }
+    }
+
+    /// The value, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.value
+    }
+
+    /// Where it came from: `env:NAME` or `<literal>`.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({}: [redacted])", self.origin)
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} [redacted]", self.origin)
+    }
+}
+
+/// How Temper reaches an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// Temper starts the command and speaks MCP on its stdin/stdout. The
+    /// child gets a cleared environment plus `env`.
+    Stdio {
+        /// Program and arguments.
+        command: Vec<String>,
+        /// The child's whole environment.
+        env: BTreeMap<String, Secret>,
+    },
+    /// MCP Streamable HTTP.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// Headers sent with every request.
+        headers: BTreeMap<String, Secret>,
+    },
+}
+
+/// Which of an upstream's tools are exposed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolSelection {
+    /// None (the default).
+    #[default]
+    None,
+    /// All (`tools = ["*"]`).
+    All,
+    /// These, by their upstream name.
+    Only(Vec<String>),
+}
+
+impl ToolSelection {
+    /// Whether the upstream tool `name` is exposed.
+    pub fn selects(&self, name: &str) -> bool {
+        match self {
+            Self::None => false,
+            Self::All => true,
+            Self::Only(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// One `[upstream.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// The table name.
+    pub name: String,
+    /// How to reach it.
+    pub transport: Transport,
+    /// Which tools to expose.
+    pub tools: ToolSelection,
+    /// Prepended to each exposed tool's name (`github.`).
+    pub prefix: String,
+    /// Limit of one call.
+    pub timeout: Duration,
+    /// When true, failing to start is a warning and its tools are absent.
+    pub optional: bool,
+    /// Largest result accepted from it, in bytes.
+    pub max_result_bytes: usize,
+}
+
+/// `[builtin.http_request]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpRequestConfig {
+    /// Domain rules (the host policy's syntax); nothing else is reachable.
+    pub domains: Vec<String>,
+    /// Limit of one request.
+    pub timeout: Duration,
+    /// Cap on the response body.
+    pub max_response_bytes: usize,
+}
+
+/// `[builtin.generate_text]`: an OpenAI-compatible chat-completions
+/// endpoint, configured like the LLM judge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerateTextConfig {
+    /// Base URL; requests go to `{url}/chat/completions`.
+    pub url: String,
+    /// Model name.
+    pub model: String,
+    /// The API key (`env:NAME` only), when one is configured.
+    pub api_key: Option<Secret>,
+    /// Limit of one generation.
+    pub timeout: Duration,
+    /// Default `max_tokens` when the call gives none, and its upper bound.
+    pub max_tokens: u32,
+}
+
+/// A loaded tools file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolsFile {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// Upstreams by table name.
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+    /// `[builtin.http_request]`, when present.
+    pub http_request: Option<HttpRequestConfig>,
+    /// `[builtin.generate_text]`, when present.
+    pub generate_text: Option<GenerateTextConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    upstream: BTreeMap<String, RawUpstream>,
+    #[serde(default)]
+    builtin: RawBuiltins,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBuiltins {
+    http_request: Option<RawHttpRequest>,
+    generate_text: Option<RawGenerateText>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUpstream {
+    command: Option<Vec<String>>,
+    url: Option<String>,
+    env: Option<BTreeMap<String, String>>,
+    headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    tools: Vec<String>,
+    prefix: Option<String>,
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    optional: bool,
+    max_result_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttpRequest {
+    domains: Vec<String>,
+    timeout_ms: Option<u64>,
+    max_response_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGenerateText {
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    timeout_ms: Option<u64>,
+    max_tokens: Option<u32>,
+}
+
+impl ToolsFile {
+    /// Reads and checks `path`; `env:` values come from Temper's
+    /// environment.
+    pub fn load(path: &Path) -> Result<Self, ToolsFileError> {
+        Self::load_with_env(path, |name| std::env::var(name).ok())
+    }
+
+    /// Like [`Self::load`], with `env:` values looked up by `env`.
+    pub fn load_with_env(
+        path: &Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ToolsFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ToolsFileError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text, env)
+    }
+
+    /// Parses `text` as the tools file `path` (named in errors).
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ToolsFileError> {
+        let file = path.to_path_buf();
+        let raw: RawFile = parse_raw(&file, text)?;
+        let mut out = ToolsFile {
+            path: file.clone(),
+            ..Default::default()
+        };
+        for (name, raw) in raw.upstream {
+            let up = Checker {
+                file: &file,
+                table: format!("upstream.{name}"),
+                env: &env,
+            }
+            .upstream(&name, raw)?;
+            out.upstreams.insert(name, up);
+        }
+        if let Some(raw) = raw.builtin.http_request {
+            out.http_request = Some(
+                Checker {
+                    file: &file,
+                    table: "builtin.http_request".into(),
+                    env: &env,
+                }
+                .http_request(raw)?,
+            );
+        }
+        if let Some(raw) = raw.builtin.generate_text {
+            out.generate_text = Some(
+                Checker {
+                    file: &file,
+                    table: "builtin.generate_text".into(),
+                    env: &env,
+                }
+                .generate_text(raw)?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// Deserializes with the path of the failing value, and splits it into
+/// table and key for the error.
+fn parse_raw(file: &Path, text: &str) -> Result<RawFile, ToolsFileError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| ToolsFileError::Parse {
+        file: file.to_path_buf(),
+        table: String::new(),
+        key: None,
+        message: one_line(&e.to_string()),
+    })?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let segments: Vec<String> = e
+            .path()
+            .iter()
+            .filter_map(|s| match s {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                serde_path_to_error::Segment::Seq { index } => Some(format!("[{index}]")),
+                _ => None,
+            })
+            .collect();
+        let message = one_line(e.inner().message());
+        // "unknown field `x`": the path is the table, the key is in the message.
+        let unknown = message
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next())
+            .map(str::to_string);
+        let (table, key) = match unknown {
+            Some(key) => {
+                let mut table = segments;
+                if table.last() == Some(&key) {
+                    table.pop();
+                }
+                (table, Some(key))
+            }
+            None => table_and_key(segments),
+        };
+        ToolsFileError::Parse {
+            file: file.to_path_buf(),
+            table: table.join("."),
+            key,
+            message,
+        }
+    })
+}
+
+/// `upstream.search.timeout_ms` → (`upstream.search`, `timeout_ms`);
+/// `upstream.search.env.K` → (`upstream.search`, `env.K`).
+fn table_and_key(segments: Vec<String>) -> (Vec<String>, Option<String>) {
+    let table_len = match segments.first().map(String::as_str) {
+        Some("upstream") | Some("builtin") => 2.min(segments.len()),
+        _ => 0,
+    };
+    let (table, key) = segments.split_at(table_len);
+    let key = (!key.is_empty()).then(|| {
+        key.iter().fold(String::new(), |mut acc, s| {
+            if !acc.is_empty() && !s.starts_with('[') {
+                acc.push('.');
+            }
+            acc.push_str(s);
+            acc
+        })
+    });
+    (table.to_vec(), key)
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+struct Checker<'a, E> {
+    file: &'a Path,
+    table: String,
+    env: &'a E,
+}
+
+impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
+    fn err(&self, key: impl Into<String>, reason: impl Into<String>) -> ToolsFileError {
+        ToolsFileError::Invalid {
+            file: self.file.to_path_buf(),
+            table: self.table.clone(),
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An `env:NAME` value read from the environment; `literal` says whether
+    /// other values are kept as they are.
+    fn secret(&self, key: &str, value: &str, literal: bool) -> Result<Secret, ToolsFileError> {
+        match value.strip_prefix("env:") {
+            Some(name) => {
+                if name.is_empty() || name.contains('=') || name.contains('\0') {
+                    return Err(self.err(key, "`env:` needs a variable name"));
+                }
+                match (self.env)(name) {
+                    Some(v) => Ok(Secret::new(format!("env:{name}"), v)),
+                    None => Err(self.err(key, format!("environment variable {name} is not set"))),
+                }
+            }
+            None if literal => Ok(Secret::new("<literal>", value)),
+            None => Err(self.err(
+                key,
+                "must be `env:NAME` (a key is never written in the tools file)",
+            )),
+        }
+    }
+
+    fn timeout(&self, ms: Option<u64>, default: Duration) -> Result<Duration, ToolsFileError> {
+        match ms {
+            None => Ok(default),
+            Some(0) => Err(self.err("timeout_ms", "must be at least 1")),
+            Some(ms) if ms > MAX_TIMEOUT_MS => {
+                Err(self.err("timeout_ms", format!("must be at most {MAX_TIMEOUT_MS}")))
+            }
+            Some(ms) => Ok(Duration::from_millis(ms)),
+        }
+    }
+
+    fn bytes(&self, key: &str, v: Option<u64>, default: usize) -> Result<usize, ToolsFileError> {
+        match v {
+            None => Ok(default),
+            Some(0) => Err(self.err(key, "must be at least 1")),
+            Some(v) => usize::try_from(v).map_err(|_| self.err(key, "is too large")),
+        }
+    }
+
+    fn url(&self, key: &str, raw: &str) -> Result<String, ToolsFileError> {
+        let parsed = url::Url::parse(raw).map_err(|e| self.err(key, format!("not a URL: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(self.err(key, "must be an http or https URL"));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(self.err(
+                key,
+                "must not carry credentials (use headers or api_key = \"env:NAME\")",
+            ));
+        }
+        Ok(raw.trim_end_matches('/').to_string())
+    }
+
+    fn upstream(&self, name: &str, raw: RawUpstream) -> Result<UpstreamConfig, ToolsFileError> {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        {
+            return Err(self.err(
+                "(name)",
+                "an upstream name is lowercase letters, digits, `_` and `-`",
+            ));
+        }
+        let transport = match (raw.command, raw.url) {
+            (Some(_), Some(_)) => {
+                return Err(self.err("url", "give either `command` (stdio) or `url`, not both"));
+            }
+            (None, None) => {
+                return Err(self.err(
+                    "command",
+                    "give `command` (stdio) or `url` (Streamable HTTP)",
+                ));
+            }
+            (Some(command), None) => {
+                if raw.headers.is_some() {
+                    return Err(self.err("headers", "only for a `url` upstream"));
+                }
+                if command.first().is_none_or(|p| p.is_empty()) {
+                    return Err(self.err("command", "must name a program"));
+                }
+                if command.iter().any(|a| a.contains('\0')) {
+                    return Err(self.err("command", "contains a NUL byte"));
+                }
+                let mut env = BTreeMap::new();
+                for (k, v) in raw.env.unwrap_or_default() {
+                    let key = format!("env.{k}");
+                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                        return Err(self.err(key, "not a valid environment variable name"));
+                    }
+                    let secret = self.secret(&key, &v, true)?;
+                    env.insert(k, secret);
+                }
+                Transport::Stdio { command, env }
+            }
+            (None, Some(url)) => {
+                if raw.env.is_some() {
+                    return Err(self.err("env", "only for a `command` upstream"));
+                }
+                let url = self.url("url", &url)?;
+                let mut headers = BTreeMap::new();
+                for (k, v) in raw.headers.unwrap_or_default() {
+                    let key = format!("headers.{k}");
+                    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                        return Err(self.err(key, "not a valid header name"));
+                    }
+                    let secret = self.secret(&key, &v, true)?;
+                    if secret
+                        .expose()
+                        .bytes()
+                        .any(|b| b == b'\r' || b == b'\n' || b == 0)
+                    {
+                        return Err(self.err(key, "the value contains a line break or NUL"));
+                    }
+                    headers.insert(k, secret);
+                }
+                Transport::Http { url, headers }
+            }
+        };
+        let tools = if raw.tools.is_empty() {
+            ToolSelection::None
+        } else if raw.tools.iter().any(|t| t == "*") {
+            if raw.tools.len() > 1 {
+                return Err(self.err("tools", "\"*\" means all tools and stands alone"));
+            }
+            ToolSelection::All
+        } else {
+            let mut seen = std::collections::BTreeSet::new();
+            for t in &raw.tools {
+                if t.is_empty() {
+                    return Err(self.err("tools", "an empty tool name"));
+                }
+                if !seen.insert(t) {
+                    return Err(self.err("tools", format!("\"{t}\" is listed twice")));
+                }
+            }
+            ToolSelection::Only(raw.tools)
+        };
+        let prefix = raw.prefix.unwrap_or_default();
+        if !prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'))
+        {
+            return Err(self.err("prefix", "lowercase letters, digits, `_`, `-` and `.` only"));
+        }
+        Ok(UpstreamConfig {
+            name: name.to_string(),
+            transport,
+            tools,
+            prefix,
+            timeout: self.timeout(raw.timeout_ms, DEFAULT_TIMEOUT)?,
+            optional: raw.optional,
+            max_result_bytes: self.bytes(
+                "max_result_bytes",
+                raw.max_result_bytes,
+                DEFAULT_MAX_RESULT_BYTES,
+            )?,
+        })
+    }
+
+    fn http_request(&self, raw: RawHttpRequest) -> Result<HttpRequestConfig, ToolsFileError> {
+        if raw.domains.is_empty() {
+            return Err(self.err("domains", "list at least one domain rule"));
+        }
+        for d in &raw.domains {
+            DomainRule::parse(d).map_err(|e| self.err("domains", e.to_string()))?;
+        }
+        Ok(HttpRequestConfig {
+            domains: raw.domains,
+            timeout: self.timeout(raw.timeout_ms, DEFAULT_TIMEOUT)?,
+            max_response_bytes: self.bytes(
+                "max_response_bytes",
+                raw.max_response_bytes,
+                DEFAULT_HTTP_MAX_RESPONSE_BYTES,
+            )?,
+        })
+    }
+
+    fn generate_text(&self, raw: RawGenerateText) -> Result<GenerateTextConfig, ToolsFileError> {
+        let url = self.url("url", &raw.url)?;
+        if raw.model.trim().is_empty() {
+            return Err(self.err("model", "must not be empty"));
+        }
+        let api_key = raw
+            .api_key
+            .map(|k| self.secret("api_key", &k, false))
+            .transpose()?;
+        let max_tokens = match raw.max_tokens {
+            Some(0) => return Err(self.err("max_tokens", "must be at least 1")),
+            Some(n) => n,
+            None => DEFAULT_MAX_TOKENS,
+        };
+        Ok(GenerateTextConfig {
+            url,
+            model: raw.model,
+            api_key,
+            timeout: self.timeout(raw.timeout_ms, DEFAULT_TIMEOUT)?,
+            max_tokens,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

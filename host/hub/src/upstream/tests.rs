@@ -1,0 +1,328 @@
+//! Against a real upstream written with the official MCP Python SDK
+//! (`tests/fixtures/hub/upstream_server.py`), over stdio.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::*;
+use crate::config::ToolsFile;
+
+const SECRET: &str = "sk-upstream-SECRET-4242";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The SDK venv's python, or None (test skipped with a notice) unless
+/// TEMPER_REQUIRE_MCP_PY=1.
+fn python() -> Option<PathBuf> {
+    let python = root().join("target/mcp-venv/bin/python");
+    let ok = python.exists()
+        && std::process::Command::new(&python)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ok {
+        return Some(python);
+    }
+    let why = format!(
+        "no Python venv with the `mcp` package at {} (run scripts/mcp-venv.sh)",
+        python.display()
+    );
+    if std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref() == Ok("1") {
+        panic!("TEMPER_REQUIRE_MCP_PY=1 but {why}");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// An `[upstream.search]` running the test server with `extra` TOML lines.
+fn config(python: &Path, mode: Option<&str>, extra: &str) -> UpstreamConfig {
+    let script = root().join("tests/fixtures/hub/upstream_server.py");
+    let mut command = vec![python.display().to_string(), script.display().to_string()];
+    command.extend(mode.map(str::to_string));
+    let text = format!(
+        "[upstream.search]\ncommand = {}\nenv = {{ SEARCH_API_KEY = \"env:TEST_SEARCH_KEY\" }}\n{extra}\n",
+        serde_json::to_string(&command).unwrap()
+    );
+    let file = ToolsFile::parse(Path::new("tools.toml"), &text, |name| {
+        (name == "TEST_SEARCH_KEY").then(|| SECRET.to_string())
+    })
+    .unwrap();
+    file.upstreams["search"].clone()
+}
+
+async fn start(extra: &str) -> Option<Upstream> {
+    let python = python()?;
+    Some(Upstream::start(config(&python, None, extra)).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_selected_tools_and_calls_them() {
+    let Some(up) = start(
+        "tools = [\"web_search\", \"plain_text\", \"env_probe\", \"bad_schema\"]\nprefix = \"s.\"",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut names: Vec<String> = up.tools().into_iter().map(|t| t.name).collect();
+    names.sort();
+    // bad_schema's input schema does not compile: skipped.
+    assert_eq!(names, ["s.env_probe", "s.plain_text", "s.web_search"]);
+    let ws = up
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "s.web_search")
+        .unwrap();
+    assert_eq!(ws.remote_name, "web_search");
+    assert_eq!(ws.upstream, "search");
+    assert_eq!(ws.description, "Searches the (fake) web.");
+    assert_eq!(ws.input_schema["required"], json!(["query"]));
+    assert!(ws.output_schema.is_some(), "outputSchema kept");
+
+    // structuredContent is the output.
+    let out = up
+        .call("s.web_search", json!({"query": "wasm", "limit": 1}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        json!({"query": "wasm", "results": [{"title": "wasm #0", "url": "https://example.com/0"}]})
+    );
+    // Text that is not JSON becomes {"text": ...}.
+    let out = up
+        .call("s.plain_text", json!({"word": "hub"}))
+        .await
+        .unwrap();
+    assert_eq!(out, json!({"text": "hello hub"}));
+    // Text that is JSON is parsed; the child's environment is cleared
+    // except for the configured env.
+    let out = up
+        .call("s.env_probe", json!({"name": "SEARCH_API_KEY"}))
+        .await
+        .unwrap();
+    assert_eq!(out["set"], json!(true));
+    assert_eq!(out["length"], json!(SECRET.len()));
+    let keys: Vec<String> = serde_json::from_value(out["keys"].clone()).unwrap();
+    for inherited in ["HOME", "PATH", "USER", "CARGO", "RUST_LOG"] {
+        assert!(
+            !keys.iter().any(|k| k == inherited),
+            "{inherited} inherited: {keys:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unselected_tools_are_absent() {
+    let Some(up) = start("tools = [\"web_search\"]").await else {
+        return;
+    };
+    assert_eq!(up.tools().len(), 1);
+    let err = up.call("crash", json!({"status": 1})).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "upstream \"search\" no longer has tool \"crash\""
+    );
+    // Nothing was sent: the upstream still answers.
+    up.call("web_search", json!({"query": "x"})).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_selection_exposes_nothing() {
+    let Some(up) = start("").await else { return };
+    assert!(up.tools().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_and_output_are_checked() {
+    let Some(up) = start("tools = [\"*\"]").await else {
+        return;
+    };
+    let err = up
+        .call("web_search", json!({"query": 5}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Input { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(
+            "upstream \"search\" tool \"web_search\": input does not match inputSchema: /query"
+        ),
+        "{msg}"
+    );
+    let err = up.call("liar", json!({})).await.unwrap_err();
+    assert!(matches!(err, UpstreamError::Output { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("does not match outputSchema"),
+        "{err}"
+    );
+    // isError: the upstream's message, naming upstream and tool.
+    let err = up.call("fail", json!({"reason": "r1"})).await.unwrap_err();
+    assert!(matches!(err, UpstreamError::Call { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("upstream \"search\" tool \"fail\": "),
+        "{msg}"
+    );
+    assert!(msg.contains("failed on purpose: r1"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_call_ends_at_timeout() {
+    let Some(up) = start("tools = [\"sleep\", \"web_search\"]\ntimeout_ms = 3000").await else {
+        return;
+    };
+    let t = Instant::now();
+    let err = up.call("sleep", json!({"seconds": 20})).await.unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(
+        err.to_string(),
+        "upstream \"search\" tool \"sleep\": no answer within 3000 ms"
+    );
+    assert!(
+        took >= Duration::from_millis(2900) && took < Duration::from_secs(8),
+        "{took:?}"
+    );
+}
+
+/// Polls until `call` succeeds (the upstream was restarted), at most 15 s.
+async fn until_back(up: &Upstream) -> Duration {
+    let t = Instant::now();
+    loop {
+        match up.call("web_search", json!({"query": "back"})).await {
+            Ok(_) => return t.elapsed(),
+            Err(e) if t.elapsed() < Duration::from_secs(15) => {
+                assert!(e.to_string().starts_with("upstream \"search\""), "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("not restarted: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_exit_fails_the_call_and_restarts() {
+    let Some(up) = start("tools = [\"*\"]").await else {
+        return;
+    };
+    let err = up.call("crash", json!({"status": 1})).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "upstream \"search\" exited (status 1) (calling \"crash\")"
+    );
+    until_back(&up).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_json_rpc_is_an_error() {
+    let script = root().join("tests/fixtures/hub/raw_upstream.py");
+    let text = format!(
+        "[upstream.raw]\ncommand = [\"/usr/bin/python3\", {:?}]\ntools = [\"*\"]\ntimeout_ms = 20000\n",
+        script.display().to_string()
+    );
+    let cfg = ToolsFile::parse(Path::new("t.toml"), &text, |_| None)
+        .unwrap()
+        .upstreams["raw"]
+        .clone();
+    let up = Upstream::start(cfg).await.unwrap();
+    let t = Instant::now();
+    let err = up.call("garbage", json!({})).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, UpstreamError::Gone { .. }), "{err:?}");
+    assert!(
+        msg.starts_with("upstream \"raw\" sent malformed JSON-RPC"),
+        "{msg}"
+    );
+    assert!(msg.ends_with("(calling \"garbage\")"), "{msg}");
+    assert!(
+        !msg.contains("this is not json-rpc"),
+        "the line is not quoted: {msg}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "not at the timeout");
+    // Restarted: the tool is listed again.
+    let t = Instant::now();
+    while crate::lock(&up.shared.conn).is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "not restarted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(up.tools().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_result_is_an_error() {
+    let Some(up) = start("tools = [\"*\"]\nmax_result_bytes = 100000").await else {
+        return;
+    };
+    // Under the cap: fine.
+    let out = up.call("big", json!({"n": 1000})).await.unwrap();
+    assert_eq!(out["text"].as_str().unwrap().len(), 1000);
+    let err = up.call("big", json!({"n": 200000})).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "upstream \"search\" sent a message over the 100000-byte cap (calling \"big\")"
+    );
+    until_back(&up).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_failure_shows_stderr_tail_without_secrets() {
+    let Some(python) = python() else { return };
+    let err = Upstream::start(config(&python, Some("fail-start"), "tools = [\"*\"]"))
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    let debug = format!("{err:?}");
+    assert!(
+        msg.starts_with("upstream \"search\": start: exited (status 3)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("starting search upstream"),
+        "stderr tail: {msg}"
+    );
+    assert!(msg.contains("bad key [redacted]"), "{msg}");
+    assert!(
+        !msg.contains(SECRET) && !debug.contains(SECRET),
+        "secret leaked: {debug}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_program_is_a_start_error() {
+    let cfg = ToolsFile::parse(
+        Path::new("t.toml"),
+        "[upstream.nope]\ncommand = [\"/nonexistent/temper-upstream\"]\n",
+        |_| None,
+    )
+    .unwrap()
+    .upstreams["nope"]
+        .clone();
+    let err = Upstream::start(cfg).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("upstream \"nope\": start: cannot run \"/nonexistent/temper-upstream\""),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_list_changed() {
+    let Some(up) = start("tools = [\"*\"]").await else {
+        return;
+    };
+    assert!(!up.tools().iter().any(|t| t.name == "late_tool"));
+    up.call("add_late_tool", json!({})).await.unwrap();
+    let t = Instant::now();
+    while !up.tools().iter().any(|t| t.name == "late_tool") {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "list_changed not followed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = up.call("late_tool", json!({"x": 41})).await.unwrap();
+    assert_eq!(out, json!({"result": 42}));
+}
