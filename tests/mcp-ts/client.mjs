@@ -80,12 +80,14 @@ assert.equal(forged.structuredContent.tool.name, seed.name);
 // The server sends 0..5 before the result (tests/mcp.rs checks the wire).
 // The SDK runs progress handlers in a microtask but drops a request's
 // handler as soon as its response is read (shared/protocol.js
-// _onnotification / _onresponse), so the final step can be lost when it
-// arrives in the same read as the response: the five stages must arrive,
-// the final step may.
+// _onnotification / _onresponse), so every step that arrives in the same
+// read as the response can be lost: with stats written behind, REGISTER
+// takes microseconds and its step (4) often shares that read with the
+// final step (5) and the response. What arrives is the stages in order,
+// at least through JUDGE (3); tests/all/mcp.rs checks all six on the wire.
 const steps = progress.map((p) => p.progress);
-assert.deepEqual(steps.slice(0, 5), [0, 1, 2, 3, 4], JSON.stringify(progress));
-assert.ok(steps.length === 5 || steps[5] === 5, JSON.stringify(progress));
+assert.ok(steps.length >= 4, JSON.stringify(progress));
+assert.deepEqual(steps, [0, 1, 2, 3, 4, 5].slice(0, steps.length), JSON.stringify(progress));
 assert.ok(progress.every((p) => p.total === 5), JSON.stringify(progress));
 await untilChanged(1);
 
