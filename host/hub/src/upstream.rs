@@ -1,7 +1,8 @@
-//! An upstream MCP server reached over stdio: Temper starts the child with
-//! a cleared environment plus the configured `env`, speaks MCP to it as a
-//! client (`rmcp`), lists its tools, and calls them with the schema checks
-//! and the timeout around each call.
+//! An upstream MCP server: Temper speaks MCP to it as a client (`rmcp`),
+//! lists its tools, and calls them with the schema checks and the timeout
+//! around each call. This module holds the session logic shared by the
+//! transports; [`stdio`] starts and owns a child process, [`output`] turns
+//! a call's result into the tool's output.
 //!
 //! The connection is watched: when the child exits, or sends a line that is
 //! not JSON-RPC or longer than `max_result_bytes`, the connection ends, the
@@ -10,26 +11,22 @@
 //! 30 s). A `notifications/tools/list_changed` from the upstream makes
 //! Temper list its tools again.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::{
-    NotificationContext, RoleClient, RunningService, RxJsonRpcMessage, TxJsonRpcMessage,
-};
-use rmcp::{ClientHandler, ServiceExt};
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout, Command};
+use rmcp::ClientHandler;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
 use crate::config::{Transport, UpstreamConfig};
 
-/// Lines of the child's stderr kept for start errors.
-const STDERR_TAIL_LINES: usize = 20;
-/// Longest stderr line kept (longer ones are cut).
-const STDERR_LINE_MAX: usize = 512;
+mod output;
+mod stdio;
+
+use output::{check, output_of};
+
 /// First restart delay; doubled after each failed start up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest restart delay.
@@ -351,56 +348,6 @@ async fn end_reason(conn: &Conn, fallback: String) -> String {
     }
 }
 
-/// The output of a tool call, or the upstream's error text when `isError`.
-fn output_of(result: CallToolResult) -> Result<Value, String> {
-    let text: String = result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect::<Vec<_>>()
-        .join("");
-    if result.is_error == Some(true) {
-        let text = if text.is_empty() {
-            "the tool reported an error".to_string()
-        } else {
-            shorten(&text, 2000)
-        };
-        return Err(text);
-    }
-    if let Some(structured) = result.structured_content {
-        return Ok(structured);
-    }
-    Ok(serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text })))
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
-}
-
-fn check(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
-    let violations: Vec<String> = validator
-        .iter_errors(value)
-        .take(5)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            let at = if at.is_empty() { "(root)".into() } else { at };
-            format!("{at}: {e}")
-        })
-        .collect();
-    if violations.is_empty() {
-        Ok(())
-    } else {
-        Err(violations.join("; "))
-    }
-}
-
 /// The connection's end reason, once it has ended.
 async fn wait_ended(ended: &mut watch::Receiver<Option<String>>) -> String {
     match ended.wait_for(Option::is_some).await {
@@ -453,120 +400,13 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
 }
 
 impl Shared {
-    fn start_error(&self, reason: String, tail: &Arc<Mutex<VecDeque<String>>>) -> UpstreamError {
-        UpstreamError::Start {
-            upstream: self.config.name.clone(),
-            reason,
-            stderr_tail: crate::lock(tail)
-                .iter()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n"),
-        }
-    }
-
-    /// Spawns the child and completes the handshake.
+    /// Opens a connection (for stdio: starts the child) and completes the
+    /// MCP handshake.
     async fn connect(self: &Arc<Self>) -> Result<Arc<Conn>, UpstreamError> {
-        let Transport::Stdio { command, env } = &self.config.transport else {
-            unreachable!("checked in start")
-        };
-        let mut cmd = Command::new(&command[0]);
-        cmd.args(&command[1..])
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v.expose())))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let tail = Arc::new(Mutex::new(VecDeque::new()));
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| self.start_error(format!("cannot run {:?}: {e}", command[0]), &tail))?;
-        let stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let stderr = child.stderr.take().expect("piped");
-        let stderr_done = tokio::spawn(read_stderr(
-            self.config.name.clone(),
-            stderr,
-            self.secrets.clone(),
-            tail.clone(),
-        ));
-
-        let (ended_tx, ended_rx) = watch::channel(None);
-        let closed = Arc::new(Notify::new());
-        let fault = Arc::new(Mutex::new(None));
-        let transport = LineTransport {
-            read: BufReader::new(stdout),
-            line: Vec::new(),
-            max: self.config.max_result_bytes,
-            discarding: false,
-            write: Arc::new(tokio::sync::Mutex::new(stdin)),
-            fault: fault.clone(),
-            closed: closed.clone(),
-        };
-        // The child's end: exit, or the transport's close (fault or EOF).
-        let name = self.config.name.clone();
-        let (exit_tx, exit_rx) = watch::channel(None::<String>);
-        tokio::spawn(async move {
-            let reason = tokio::select! {
-                status = child.wait() => exit_text(status),
-                _ = closed.notified() => {
-                    let fault = crate::lock(&fault).clone();
-                    match fault {
-                        Some(fault) => {
-                            let _ = child.start_kill();
-                            let _ = child.wait().await;
-                            fault
-                        }
-                        None => match tokio::time::timeout(REASON_WAIT, child.wait()).await {
-                            Ok(status) => exit_text(status),
-                            Err(_) => {
-                                let _ = child.start_kill();
-                                let _ = child.wait().await;
-                                "closed its stdout".to_string()
-                            }
-                        },
-                    }
-                }
-            };
-            let _ = stderr_done.await;
-            tracing::debug!(upstream = %name, %reason, "upstream connection ended");
-            let _ = exit_tx.send(Some(reason.clone()));
-            let _ = ended_tx.send(Some(reason));
-        });
-
-        let handler = Handler {
-            list_changed: self.list_changed.clone(),
-        };
-        let started = tokio::time::timeout(self.config.timeout, handler.serve(transport)).await;
-        let service = match started {
-            Ok(Ok(service)) => service,
-            Ok(Err(e)) => {
-                let mut exit_rx = exit_rx;
-                let exit = tokio::time::timeout(REASON_WAIT, exit_rx.wait_for(Option::is_some))
-                    .await
-                    .ok()
-                    .and_then(|r| r.ok().and_then(|r| r.clone()));
-                let reason = match exit {
-                    Some(exit) => format!("{exit} during the MCP handshake"),
-                    None => format!("MCP handshake failed: {e}"),
-                };
-                return Err(self.start_error(reason, &tail));
-            }
-            Err(_) => {
-                return Err(self.start_error(
-                    format!(
-                        "no MCP handshake within {} ms",
-                        self.config.timeout.as_millis()
-                    ),
-                    &tail,
-                ));
-            }
-        };
-        Ok(Arc::new(Conn {
-            service,
-            ended: ended_rx,
-        }))
+        match &self.config.transport {
+            Transport::Stdio { command, env } => self.connect_stdio(command, env).await,
+            Transport::Http { .. } => unreachable!("refused in start"),
+        }
     }
 
     /// Lists the upstream's tools and keeps the selected ones whose schemas
@@ -643,80 +483,6 @@ impl Shared {
     }
 }
 
-fn exit_text(status: std::io::Result<std::process::ExitStatus>) -> String {
-    match status {
-        Ok(s) => match s.code() {
-            Some(code) => format!("exited (status {code})"),
-            None => {
-                use std::os::unix::process::ExitStatusExt;
-                match s.signal() {
-                    Some(sig) => format!("exited (signal {sig})"),
-                    None => "exited".to_string(),
-                }
-            }
-        },
-        Err(e) => format!("exited (wait failed: {e})"),
-    }
-}
-
-/// Reads the child's stderr: each line (secrets cut out) goes to `tracing`
-/// at debug level and into the bounded tail.
-async fn read_stderr(
-    upstream: String,
-    stderr: tokio::process::ChildStderr,
-    secrets: Vec<String>,
-    tail: Arc<Mutex<VecDeque<String>>>,
-) {
-    let mut lines = BufReader::new(stderr);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        // Bounded: a line longer than the cap is cut, the rest skipped.
-        match read_bounded_line(&mut lines, &mut buf, STDERR_LINE_MAX).await {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(_) => break,
-        }
-        let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
-        for s in &secrets {
-            line = line.replace(s.as_str(), "[redacted]");
-        }
-        tracing::debug!(target: "temper_hub::stderr", upstream = %upstream, "{line}");
-        let mut tail = crate::lock(&tail);
-        if tail.len() == STDERR_TAIL_LINES {
-            tail.pop_front();
-        }
-        tail.push_back(line);
-    }
-}
-
-/// Reads one line into `buf`, keeping at most `max` bytes of it; false at
-/// end of stream.
-async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
-    r: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<bool> {
-    let mut any = false;
-    loop {
-        let chunk = r.fill_buf().await?;
-        if chunk.is_empty() {
-            return Ok(any);
-        }
-        any = true;
-        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        let room = max.saturating_sub(buf.len());
-        buf.extend_from_slice(&chunk[..take.min(room)]);
-        r.consume(take);
-        if done {
-            return Ok(true);
-        }
-    }
-}
-
 /// The client handler: notes `list_changed`.
 struct Handler {
     list_changed: Arc<Notify>,
@@ -736,95 +502,6 @@ impl ClientHandler for Handler {
         info.client_info.name = "temper".into();
         info.client_info.version = env!("CARGO_PKG_VERSION").into();
         info
-    }
-}
-
-/// Newline-delimited JSON-RPC over the child's stdin/stdout, where a line
-/// that is not JSON-RPC, or longer than the cap, ends the connection with
-/// that reason (rmcp's own stdio transport skips such lines, which would
-/// leave the call waiting for its timeout).
-struct LineTransport {
-    read: BufReader<ChildStdout>,
-    line: Vec<u8>,
-    max: usize,
-    discarding: bool,
-    write: Arc<tokio::sync::Mutex<ChildStdin>>,
-    fault: Arc<Mutex<Option<String>>>,
-    closed: Arc<Notify>,
-}
-
-impl LineTransport {
-    fn end(&self, fault: Option<String>) -> Option<RxJsonRpcMessage<RoleClient>> {
-        if let Some(f) = fault {
-            crate::lock(&self.fault).get_or_insert(f);
-        }
-        self.closed.notify_one();
-        None
-    }
-}
-
-impl rmcp::transport::Transport<RoleClient> for LineTransport {
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let write = self.write.clone();
-        async move {
-            let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
-            bytes.push(b'\n');
-            let mut w = write.lock().await;
-            w.write_all(&bytes).await?;
-            w.flush().await
-        }
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        // Cancel-safe: the partial line stays in `self.line` between polls.
-        loop {
-            let chunk = match self.read.fill_buf().await {
-                Ok(c) => c,
-                Err(e) => return self.end(Some(format!("stdout read failed: {e}"))),
-            };
-            if chunk.is_empty() {
-                return self.end(None);
-            }
-            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (i + 1, true),
-                None => (chunk.len(), false),
-            };
-            if self.line.len() + take > self.max + 1 {
-                self.discarding = true;
-            }
-            if !self.discarding {
-                self.line.extend_from_slice(&chunk[..take]);
-            }
-            self.read.consume(take);
-            if !done {
-                if self.discarding {
-                    let max = self.max;
-                    return self.end(Some(format!("sent a message over the {max}-byte cap")));
-                }
-                continue;
-            }
-            let line = std::mem::take(&mut self.line);
-            let text = line.strip_suffix(b"\n").unwrap_or(&line);
-            let text = text.strip_suffix(b"\r").unwrap_or(text);
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            return match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(text) {
-                Ok(msg) => Some(msg),
-                // The line itself is not quoted: it may hold anything.
-                Err(e) => self.end(Some(format!("sent malformed JSON-RPC ({e})"))),
-            };
-        }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        self.closed.notify_one();
-        Ok(())
     }
 }
 

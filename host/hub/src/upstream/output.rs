@@ -1,0 +1,59 @@
+//! What an upstream's tool call returns, as Temper sees it: the output value
+//! (`structuredContent`, else the text parsed as JSON when it is JSON, else
+//! `{"text": ...}`), the upstream's error text, and the schema checks.
+
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+/// The output of a tool call, or the upstream's error text when `isError`.
+pub(super) fn output_of(result: CallToolResult) -> Result<Value, String> {
+    let text: String = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("");
+    if result.is_error == Some(true) {
+        let text = if text.is_empty() {
+            "the tool reported an error".to_string()
+        } else {
+            shorten(&text, 2000)
+        };
+        return Err(text);
+    }
+    if let Some(structured) = result.structured_content {
+        return Ok(structured);
+    }
+    Ok(serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text })))
+}
+
+/// `s` cut to at most `max` bytes (on a character boundary), marked with `...`.
+fn shorten(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// Checks `value` against `validator`; the first five violations, each with
+/// its place, joined.
+pub(super) fn check(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    let violations: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            let at = if at.is_empty() { "(root)".into() } else { at };
+            format!("{at}: {e}")
+        })
+        .collect();
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(violations.join("; "))
+    }
+}

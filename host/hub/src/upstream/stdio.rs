@@ -1,0 +1,308 @@
+//! The stdio child of an upstream: spawned with a cleared environment plus
+//! the configured `env`, spoken to over newline-delimited JSON-RPC on its
+//! stdin/stdout ([`LineTransport`]), its stderr kept as a bounded tail with
+//! secrets cut out, its exit turned into the connection's end reason.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio::sync::{Notify, watch};
+
+use super::{Conn, Handler, REASON_WAIT, Shared, UpstreamError};
+use crate::config::Secret;
+
+/// Lines of the child's stderr kept for start errors.
+const STDERR_TAIL_LINES: usize = 20;
+/// Longest stderr line kept (longer ones are cut).
+const STDERR_LINE_MAX: usize = 512;
+
+impl Shared {
+    fn stdio_start_error(
+        &self,
+        reason: String,
+        tail: &Arc<Mutex<VecDeque<String>>>,
+    ) -> UpstreamError {
+        UpstreamError::Start {
+            upstream: self.config.name.clone(),
+            reason,
+            stderr_tail: crate::lock(tail)
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    /// Spawns the child `command` with the environment `env` (nothing else
+    /// is inherited) and completes the MCP handshake.
+    pub(super) async fn connect_stdio(
+        self: &Arc<Self>,
+        command: &[String],
+        env: &BTreeMap<String, Secret>,
+    ) -> Result<Arc<Conn>, UpstreamError> {
+        let mut cmd = Command::new(&command[0]);
+        cmd.args(&command[1..])
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v.expose())))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let mut child = cmd.spawn().map_err(|e| {
+            self.stdio_start_error(format!("cannot run {:?}: {e}", command[0]), &tail)
+        })?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let stderr_done = tokio::spawn(read_stderr(
+            self.config.name.clone(),
+            stderr,
+            self.secrets.clone(),
+            tail.clone(),
+        ));
+
+        let (ended_tx, ended_rx) = watch::channel(None);
+        let closed = Arc::new(Notify::new());
+        let fault = Arc::new(Mutex::new(None));
+        let transport = LineTransport {
+            read: BufReader::new(stdout),
+            line: Vec::new(),
+            max: self.config.max_result_bytes,
+            discarding: false,
+            write: Arc::new(tokio::sync::Mutex::new(stdin)),
+            fault: fault.clone(),
+            closed: closed.clone(),
+        };
+        // The child's end: exit, or the transport's close (fault or EOF).
+        let name = self.config.name.clone();
+        let (exit_tx, exit_rx) = watch::channel(None::<String>);
+        tokio::spawn(async move {
+            let reason = tokio::select! {
+                status = child.wait() => exit_text(status),
+                _ = closed.notified() => {
+                    let fault = crate::lock(&fault).clone();
+                    match fault {
+                        Some(fault) => {
+                            let _ = child.start_kill();
+                            let _ = child.wait().await;
+                            fault
+                        }
+                        None => match tokio::time::timeout(REASON_WAIT, child.wait()).await {
+                            Ok(status) => exit_text(status),
+                            Err(_) => {
+                                let _ = child.start_kill();
+                                let _ = child.wait().await;
+                                "closed its stdout".to_string()
+                            }
+                        },
+                    }
+                }
+            };
+            let _ = stderr_done.await;
+            tracing::debug!(upstream = %name, %reason, "upstream connection ended");
+            let _ = exit_tx.send(Some(reason.clone()));
+            let _ = ended_tx.send(Some(reason));
+        });
+
+        let handler = Handler {
+            list_changed: self.list_changed.clone(),
+        };
+        let started = tokio::time::timeout(self.config.timeout, handler.serve(transport)).await;
+        let service = match started {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => {
+                let mut exit_rx = exit_rx;
+                let exit = tokio::time::timeout(REASON_WAIT, exit_rx.wait_for(Option::is_some))
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok().and_then(|r| r.clone()));
+                let reason = match exit {
+                    Some(exit) => format!("{exit} during the MCP handshake"),
+                    None => format!("MCP handshake failed: {e}"),
+                };
+                return Err(self.stdio_start_error(reason, &tail));
+            }
+            Err(_) => {
+                return Err(self.stdio_start_error(
+                    format!(
+                        "no MCP handshake within {} ms",
+                        self.config.timeout.as_millis()
+                    ),
+                    &tail,
+                ));
+            }
+        };
+        Ok(Arc::new(Conn {
+            service,
+            ended: ended_rx,
+        }))
+    }
+}
+
+fn exit_text(status: std::io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(s) => match s.code() {
+            Some(code) => format!("exited (status {code})"),
+            None => {
+                use std::os::unix::process::ExitStatusExt;
+                match s.signal() {
+                    Some(sig) => format!("exited (signal {sig})"),
+                    None => "exited".to_string(),
+                }
+            }
+        },
+        Err(e) => format!("exited (wait failed: {e})"),
+    }
+}
+
+/// Reads the child's stderr: each line (secrets cut out) goes to `tracing`
+/// at debug level and into the bounded tail.
+async fn read_stderr(
+    upstream: String,
+    stderr: tokio::process::ChildStderr,
+    secrets: Vec<String>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = BufReader::new(stderr);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        // Bounded: a line longer than the cap is cut, the rest skipped.
+        match read_bounded_line(&mut lines, &mut buf, STDERR_LINE_MAX).await {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(_) => break,
+        }
+        let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
+        for s in &secrets {
+            line = line.replace(s.as_str(), "[redacted]");
+        }
+        tracing::debug!(target: "temper_hub::stderr", upstream = %upstream, "{line}");
+        let mut tail = crate::lock(&tail);
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+}
+
+/// Reads one line into `buf`, keeping at most `max` bytes of it; false at
+/// end of stream.
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<bool> {
+    let mut any = false;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(any);
+        }
+        any = true;
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = max.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        r.consume(take);
+        if done {
+            return Ok(true);
+        }
+    }
+}
+
+/// Newline-delimited JSON-RPC over the child's stdin/stdout, where a line
+/// that is not JSON-RPC, or longer than the cap, ends the connection with
+/// that reason (rmcp's own stdio transport skips such lines, which would
+/// leave the call waiting for its timeout).
+struct LineTransport {
+    read: BufReader<ChildStdout>,
+    line: Vec<u8>,
+    max: usize,
+    discarding: bool,
+    write: Arc<tokio::sync::Mutex<ChildStdin>>,
+    fault: Arc<Mutex<Option<String>>>,
+    closed: Arc<Notify>,
+}
+
+impl LineTransport {
+    fn end(&self, fault: Option<String>) -> Option<RxJsonRpcMessage<RoleClient>> {
+        if let Some(f) = fault {
+            crate::lock(&self.fault).get_or_insert(f);
+        }
+        self.closed.notify_one();
+        None
+    }
+}
+
+impl rmcp::transport::Transport<RoleClient> for LineTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let write = self.write.clone();
+        async move {
+            let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            bytes.push(b'\n');
+            let mut w = write.lock().await;
+            w.write_all(&bytes).await?;
+            w.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        // Cancel-safe: the partial line stays in `self.line` between polls.
+        loop {
+            let chunk = match self.read.fill_buf().await {
+                Ok(c) => c,
+                Err(e) => return self.end(Some(format!("stdout read failed: {e}"))),
+            };
+            if chunk.is_empty() {
+                return self.end(None);
+            }
+            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            if self.line.len() + take > self.max + 1 {
+                self.discarding = true;
+            }
+            if !self.discarding {
+                self.line.extend_from_slice(&chunk[..take]);
+            }
+            self.read.consume(take);
+            if !done {
+                if self.discarding {
+                    let max = self.max;
+                    return self.end(Some(format!("sent a message over the {max}-byte cap")));
+                }
+                continue;
+            }
+            let line = std::mem::take(&mut self.line);
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(text) {
+                Ok(msg) => Some(msg),
+                // The line itself is not quoted: it may hold anything.
+                Err(e) => self.end(Some(format!("sent malformed JSON-RPC ({e})"))),
+            };
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.closed.notify_one();
+        Ok(())
+    }
+}
