@@ -45,6 +45,19 @@ pub const MAX_TIMEOUT_MS: u64 = 600_000;
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 8 << 20;
 /// Default cap on an `http_request` response body (4 MiB).
 pub const DEFAULT_HTTP_MAX_RESPONSE_BYTES: usize = 4 << 20;
+/// Headers of a Streamable HTTP upstream that the MCP client sets itself;
+/// `headers` may not set them.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "content-type",
+    "content-length",
+    "host",
+    "connection",
+    "transfer-encoding",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
 /// Default `max_tokens` of a `generate_text` call.
 pub const DEFAULT_MAX_TOKENS: u32 = 1024;
 
@@ -533,8 +546,17 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
                 let mut headers = BTreeMap::new();
                 for (k, v) in raw.headers.unwrap_or_default() {
                     let key = format!("headers.{k}");
-                    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                    if k.is_empty()
+                        || !k.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+                        || http::HeaderName::from_bytes(k.as_bytes()).is_err()
+                    {
                         return Err(self.err(key, "not a valid header name"));
+                    }
+                    if RESERVED_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(&k)) {
+                        return Err(self.err(
+                            key,
+                            "is set by Temper's MCP client (the transport's own header)",
+                        ));
                     }
                     let secret = self.secret(&key, &v, true)?;
                     if secret
@@ -543,6 +565,10 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
                         .any(|b| b == b'\r' || b == b'\n' || b == 0)
                     {
                         return Err(self.err(key, "the value contains a line break or NUL"));
+                    }
+                    if http::HeaderValue::from_str(secret.expose()).is_err() {
+                        // The value is not quoted: it may be a secret.
+                        return Err(self.err(key, "the value has characters HTTP refuses"));
                     }
                     headers.insert(k, secret);
                 }

@@ -3,7 +3,7 @@
 //! host, usable as compose steps and through `temper mcp` as a gateway.
 //!
 //! - [`config`]: the tools file (`--tools FILE`).
-//! - [`upstream`]: an upstream MCP server over stdio.
+//! - [`upstream`]: an upstream MCP server, over stdio or Streamable HTTP.
 //! - [`hub`]: all of a tools file's sources as one set of tools.
 //!
 //! The MCP client side is the official Rust SDK, `rmcp` (client and
@@ -13,7 +13,10 @@
 //! tree) and about 60 s of CPU to a cold release build, rmcp itself ~49 s.
 //! Its Streamable HTTP client with the reqwest backend needs reqwest 0.13,
 //! a second reqwest next to the workspace's 0.12, so that backend is not
-//! enabled.
+//! enabled: rmcp's `transport-streamable-http-client` (the session logic,
+//! without an HTTP backend) runs on the workspace's reqwest 0.12 through
+//! rmcp's `StreamableHttpClient` trait (`upstream/http_client.rs`); it adds
+//! only `sse-stream` to the tree.
 
 // Libraries report through `tracing` (the embedder routes it), never by
 // printing: the `temper` binary is the one that prints.

@@ -22,6 +22,8 @@ use tokio::sync::{Notify, watch};
 
 use crate::config::{Transport, UpstreamConfig};
 
+mod http;
+mod http_client;
 mod output;
 mod stdio;
 
@@ -156,7 +158,7 @@ struct ToolEntry {
     output: Option<jsonschema::Validator>,
 }
 
-/// One live connection to the child.
+/// One live connection (to the child, or a session with the server).
 struct Conn {
     service: RunningService<RoleClient, Handler>,
     /// `Some(reason)` once the connection has ended.
@@ -165,7 +167,8 @@ struct Conn {
 
 struct Shared {
     config: UpstreamConfig,
-    /// Secret values to cut out of the child's stderr.
+    /// Secret values (from `env` or `headers`) cut out of the child's
+    /// stderr and of every error message.
     secrets: Vec<String>,
     tools: Mutex<Arc<Vec<Arc<ToolEntry>>>>,
     conn: Mutex<Option<Arc<Conn>>>,
@@ -198,9 +201,10 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
-    /// Starts the child, completes the MCP handshake and lists its tools,
-    /// within the upstream's `timeout_ms`. Keeps it running (restarting it
-    /// when it exits) until dropped. Only stdio upstreams are supported.
+    /// Starts the child (stdio) or opens a session (Streamable HTTP),
+    /// completes the MCP handshake and lists its tools, within the
+    /// upstream's `timeout_ms`. Keeps it connected (restarting the child
+    /// when it exits, reconnecting when the server is lost) until dropped.
     pub async fn start(config: UpstreamConfig) -> Result<Self, UpstreamError> {
         let secrets = match &config.transport {
             Transport::Stdio { env, .. } => env
@@ -208,13 +212,13 @@ impl Upstream {
                 .filter(|s| s.origin().starts_with("env:") && s.expose().len() >= 4)
                 .map(|s| s.expose().to_string())
                 .collect(),
-            Transport::Http { .. } => {
-                return Err(UpstreamError::Start {
-                    upstream: config.name.clone(),
-                    reason: "Streamable HTTP upstreams are not supported yet".into(),
-                    stderr_tail: String::new(),
-                });
-            }
+            // Every header value: an `Authorization` written literally is
+            // as secret as one read from the environment.
+            Transport::Http { headers, .. } => headers
+                .values()
+                .filter(|s| s.expose().len() >= 4)
+                .map(|s| s.expose().to_string())
+                .collect(),
         };
         let shared = Arc::new(Shared {
             config,
@@ -308,14 +312,19 @@ impl Upstream {
                     rmcp::ServiceError::McpError(data) => UpstreamError::Call {
                         upstream: up,
                         tool,
-                        message: format!("error {}: {}", data.code.0, data.message),
+                        message: shared.redact(format!("error {}: {}", data.code.0, data.message)),
                     },
                     other => {
-                        let reason = end_reason(&conn, other.to_string()).await;
+                        // An HTTP exchange says what failed at once; otherwise
+                        // the connection's end says why.
+                        let reason = match http_client::describe(&other) {
+                            Some(reason) => reason,
+                            None => end_reason(&conn, other.to_string()).await,
+                        };
                         UpstreamError::Gone {
                             upstream: up,
                             tool,
-                            reason,
+                            reason: shared.redact(reason),
                         }
                     }
                 });
@@ -325,7 +334,7 @@ impl Upstream {
         let output = output_of(result).map_err(|message| UpstreamError::Call {
             upstream: up.clone(),
             tool: tool.clone(),
-            message,
+            message: shared.redact(message),
         })?;
         if let Some(schema) = &entry.output {
             check(schema, &output).map_err(|message| UpstreamError::Output {
@@ -357,8 +366,8 @@ async fn wait_ended(ended: &mut watch::Receiver<Option<String>>) -> String {
 }
 
 /// Keeps the upstream connected: waits for the connection to end, then
-/// starts the child again with backoff; relists the tools on
-/// `list_changed`.
+/// starts the child again (or opens a new session) with backoff; relists
+/// the tools on `list_changed`.
 async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
     let name = shared.config.name.clone();
     loop {
@@ -373,9 +382,15 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
                 }
             }
         };
-        tracing::warn!(upstream = %name, %reason, "upstream connection ended; restarting");
-        *crate::lock(&shared.down) = format!("{reason}; restarting");
+        let again = match shared.config.transport {
+            Transport::Stdio { .. } => "restarting",
+            Transport::Http { .. } => "reconnecting",
+        };
+        tracing::warn!(upstream = %name, %reason, "upstream connection ended; {again}");
+        *crate::lock(&shared.down) = format!("{reason}; {again}");
         crate::lock(&shared.conn).take();
+        // rmcp's HTTP worker would go on retrying its event stream.
+        conn.service.cancellation_token().cancel();
         let mut backoff = FIRST_BACKOFF;
         conn = loop {
             tokio::time::sleep(backoff).await;
@@ -400,12 +415,23 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
 }
 
 impl Shared {
-    /// Opens a connection (for stdio: starts the child) and completes the
-    /// MCP handshake.
+    /// `text` with every secret value cut out.
+    fn redact(&self, text: String) -> String {
+        let mut text = text;
+        for s in &self.secrets {
+            if text.contains(s.as_str()) {
+                text = text.replace(s.as_str(), "[redacted]");
+            }
+        }
+        text
+    }
+
+    /// Opens a connection (for stdio: starts the child; for Streamable
+    /// HTTP: opens a session) and completes the MCP handshake.
     async fn connect(self: &Arc<Self>) -> Result<Arc<Conn>, UpstreamError> {
         match &self.config.transport {
             Transport::Stdio { command, env } => self.connect_stdio(command, env).await,
-            Transport::Http { .. } => unreachable!("refused in start"),
+            Transport::Http { url, headers } => self.connect_http(url, headers).await,
         }
     }
 
@@ -422,10 +448,13 @@ impl Shared {
         let listed = match listed {
             Ok(l) => l,
             Err(e) => {
-                let reason = end_reason(conn, e.to_string()).await;
+                let reason = match http_client::describe(&e) {
+                    Some(reason) => reason,
+                    None => end_reason(conn, e.to_string()).await,
+                };
                 return Err(UpstreamError::List {
                     upstream: name.clone(),
-                    reason,
+                    reason: self.redact(reason),
                 });
             }
         };

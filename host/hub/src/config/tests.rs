@@ -11,11 +11,13 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// Every variable is set to SECRET, except the one the tests leave unset;
-/// TEMPER_TEST_CRLF holds a header-splitting value.
+/// TEMPER_TEST_CRLF holds a header-splitting value, TEMPER_TEST_CTRL one
+/// with a control character.
 fn env(name: &str) -> Option<String> {
     match name {
         "TEMPER_TEST_UNSET_VARIABLE" => None,
         "TEMPER_TEST_CRLF" => Some(format!("{SECRET}\r\nX-Injected: 1")),
+        "TEMPER_TEST_CTRL" => Some(format!("{SECRET}\u{1}")),
         _ => Some(SECRET.to_string()),
     }
 }
@@ -226,6 +228,18 @@ fn transport_errors() {
         "upstream.gh",
         "headers.Authorization",
         "line break",
+    );
+    bad(
+        "bad_header_reserved",
+        "upstream.gh",
+        "headers.Mcp-Session-Id",
+        "set by Temper's MCP client",
+    );
+    bad(
+        "bad_header_control",
+        "upstream.gh",
+        "headers.Authorization",
+        "characters HTTP refuses",
     );
     bad(
         "bad_upstream_name",
