@@ -226,6 +226,7 @@ async fn tools_evicted_from_the_forge_caches_are_reloaded_and_stay_correct() {
             compose: 1,
             manifests: 1,
             schemas: 1,
+            names: 1,
         },
         ..ForgeConfig::default()
     };

@@ -10,13 +10,11 @@
 //! Several hosts may share one registry (a PostgreSQL store, or one store
 //! directory opened by several processes). That is why every map here is
 //! keyed by content, the artifact's blake3, and none by name: an
-//! artifact's bytes never change, so an entry can never be stale. Names are
-//! resolved against the registry on every call ([`Forge::invoke`]), so a
-//! tool forged, promoted or deleted on another host is seen as such on the
-//! next call here; what such a change leaves behind in this cache is only
-//! an entry no name leads to, evicted in its turn.
-//!
-//! [`Forge::invoke`]: super::Forge::invoke
+//! artifact's bytes never change, so an entry can never be stale. Names
+//! are resolved against the registry, or through the name cache
+//! ([`names`](super::names)), which a registry watch keeps current within
+//! its poll interval; what a change of a name leaves behind in these
+//! caches is only an entry no name leads to, evicted in its turn.
 
 use std::sync::{Arc, Mutex};
 
@@ -35,6 +33,8 @@ pub const DEFAULT_TOOLS: usize = 256;
 pub const DEFAULT_COMPOSE: usize = 64;
 /// Default number of step manifests and of compiled schema pairs kept.
 pub const DEFAULT_SMALL: usize = 4096;
+/// Default number of resolved names kept ([`CacheCapacity::names`]).
+pub const DEFAULT_NAMES: usize = 4096;
 
 /// How many entries each of the forge's caches keeps (each at least 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +48,10 @@ pub struct CacheCapacity {
     pub manifests: usize,
     /// Compiled input/output schema pairs.
     pub schemas: usize,
+    /// Agent- and shared-tier names resolved, by (agent, name); used only
+    /// while a registry watch keeps them current (see the forge's `names`
+    /// module). 0 turns this cache off: every call reads the registry.
+    pub names: usize,
 }
 
 impl Default for CacheCapacity {
@@ -57,6 +61,7 @@ impl Default for CacheCapacity {
             compose: DEFAULT_COMPOSE,
             manifests: DEFAULT_SMALL,
             schemas: DEFAULT_SMALL,
+            names: DEFAULT_NAMES,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! it with its grants and the runtime's limits (a compose tool with its
 //! steps linked per call, each step through this same path), checks the
 //! output against its `outputSchema`, and counts the call in the tool's
-//! stats.
+//! stats. Agent- and shared-tier names are resolved through the name cache
+//! (`names`) while a registry watch keeps it current.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,10 +55,12 @@ fn failure_kind(e: &InvokeError) -> &'static str {
 }
 
 /// A resolved tool: where it lives and what it is.
+#[derive(Clone)]
 pub(super) struct Target {
     pub(super) tier: Tier,
     pub(super) artifact: ArtifactId,
-    pub(super) manifest: ToolManifest,
+    /// The artifact's manifest (the part of the tool's a call needs).
+    pub(super) manifest: Arc<ArtifactManifest>,
 }
 
 /// A compose step that is a registered artifact.
@@ -123,14 +126,10 @@ impl Forge {
         let _slot = self.inner.calls.enter().await.map_err(InvokeError::Busy)?;
         let target = match self.resolve_session(name, ctx) {
             Some(t) => t,
-            None => {
-                let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
-                let record = self.with_store("get", move |s| s.get(&key, &agent)).await?;
-                Self::target_of(name, ctx, record)?
-            }
+            None => self.resolve_persisted(name, ctx).await?,
         };
         let outcome = self
-            .call_artifact(&target.artifact, &target.manifest.artifact, input, 0)
+            .call_artifact(&target.artifact, &target.manifest, input, 0)
             .await;
         let (ok, latency_us) = match &outcome {
             Ok((_, _, latency_us)) => (true, *latency_us),
@@ -306,23 +305,48 @@ impl Forge {
     }
 
     /// `name` in `ctx`'s session tier, if it is there.
-    fn resolve_session(&self, name: &str, ctx: &ForgeContext) -> Option<Target> {
+    fn resolve_session(&self, name: &str, ctx: &ForgeContext) -> Option<Arc<Target>> {
         lock(&self.inner.sessions)
             .get(&ctx.key())
             .and_then(|s| s.get(name))
-            .map(|t| Target {
-                tier: Tier::Session,
-                artifact: t.artifact.clone(),
-                manifest: t.manifest.clone(),
+            .map(|t| {
+                Arc::new(Target {
+                    tier: Tier::Session,
+                    artifact: t.artifact.clone(),
+                    manifest: Arc::new(t.manifest.artifact.clone()),
+                })
             })
+    }
+
+    /// `name` in `ctx`'s agent or shared tier: from the name cache while
+    /// the registry's lease holds (see the `names` module), else read on
+    /// the blocking pool and cached under the epoch read before it.
+    async fn resolve_persisted(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+    ) -> Result<Arc<Target>, InvokeError> {
+        let store = &self.inner.store;
+        let names = &self.inner.names;
+        if let Some(epoch) = store.leased_epoch()
+            && let Some(target) = names.get(&ctx.agent_id, name, epoch)
+        {
+            return Ok(target);
+        }
+        let epoch = store.tiers_epoch();
+        let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
+        let record = self.with_store("get", move |s| s.get(&key, &agent)).await?;
+        let target = Arc::new(Self::target_of(name, ctx, record)?);
+        names.put(&ctx.agent_id, name, epoch, target.clone());
+        Ok(target)
     }
 
     /// `name` as `ctx` sees it, the registry read on the calling thread
     /// (for the forge's synchronous checks; [`Forge::invoke`] reads it on
-    /// the blocking pool).
+    /// the blocking pool). Never cached: a forge checks the registry.
     pub(super) fn resolve(&self, name: &str, ctx: &ForgeContext) -> Result<Target, InvokeError> {
         if let Some(t) = self.resolve_session(name, ctx) {
-            return Ok(t);
+            return Ok(Arc::unwrap_or_clone(t));
         }
         let record = self.inner.store.get(name, &ctx.agent_id)?;
         Self::target_of(name, ctx, record)
@@ -347,7 +371,7 @@ impl Forge {
         Ok(Target {
             tier: record.tier,
             artifact: record.artifact,
-            manifest,
+            manifest: Arc::new(manifest.artifact),
         })
     }
 

@@ -17,6 +17,8 @@
 //! - [`hub`]: the tool hub's tools (upstream MCP servers, built-ins) as
 //!   host-native tools, filtered by the host policy's `[tools] allow`;
 //! - `cache`: the bounded caches of loaded tools, schemas and manifests;
+//! - `names`: the bounded cache of resolved agent- and shared-tier names,
+//!   current within a registry watch's poll interval;
 //! - [`verify`]: rebuilding an artifact from its manifest and comparing bytes.
 //!
 //! Errors are typed per stage ([`error`]).
@@ -42,6 +44,7 @@ pub mod hub;
 mod invoke;
 pub mod judge;
 pub mod manifest;
+mod names;
 pub mod native;
 mod outcome;
 mod pipeline;
@@ -159,6 +162,7 @@ impl ForgeBuilder {
             .panel
             .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
         let cache = ToolCache::new(self.config.cache);
+        let names = names::NameCache::new(self.config.cache.names);
         let forges = Gate::new(
             "forges",
             self.config.max_in_flight_forges,
@@ -178,6 +182,7 @@ impl ForgeBuilder {
                 panel,
                 sessions: Mutex::new(HashMap::new()),
                 cache,
+                names,
                 forges,
                 calls,
                 natives: Mutex::new(HashMap::new()),
@@ -204,6 +209,9 @@ struct Inner {
     sessions: Mutex<HashMap<(String, String), SessionTools>>,
     /// Loaded tools, adapters, manifests and schemas, bounded.
     cache: ToolCache,
+    /// Agent- and shared-tier names resolved, bounded, kept current by
+    /// the registry's tiers epoch and lease.
+    names: names::NameCache,
     /// The bound on forges and imports in flight.
     forges: Gate,
     /// The bound on top-level calls in flight.

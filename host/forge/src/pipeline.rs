@@ -454,7 +454,7 @@ impl RegistryView for ForgeView<'_> {
         match self.forge.resolve(name, self.ctx) {
             Ok(target) => Ok(Some(ViewedTool {
                 artifact: target.artifact,
-                manifest: target.manifest.artifact,
+                manifest: Arc::unwrap_or_clone(target.manifest),
             })),
             Err(InvokeError::NotFound { .. }) => Ok(None),
             Err(InvokeError::Store(e)) => Err(e),

@@ -47,5 +47,5 @@ pub mod watch;
 pub use access::Access;
 pub use handler::{Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS, negotiate_version};
 pub use http::{HttpConfig, HttpError, HttpServer};
-pub use server::{McpError, connection_context, serve, serve_stdio};
+pub use server::{McpError, TIMING_TARGET, connection_context, serve, serve_stdio};
 pub use watch::{Changes, DEFAULT_POLL, RegistryWatch};

@@ -23,7 +23,7 @@
 
 use std::io::{self, BufReader, Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -104,7 +104,7 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<Value>();
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let writer = std::thread::Builder::new()
         .name("mcp-writer".into())
         .spawn(move || write_loop(output, out_rx))
@@ -112,7 +112,7 @@ where
             what: "writer",
             source,
         })?;
-    let (frame_tx, mut frames) = mpsc::channel::<io::Result<Frame>>(4);
+    let (frame_tx, mut frames) = mpsc::channel::<(Instant, io::Result<Frame>)>(4);
     std::thread::Builder::new()
         .name("mcp-reader".into())
         .spawn(move || read_loop(input, frame_tx))
@@ -134,17 +134,17 @@ where
         tokio::spawn(watch::poll_loop(watch, every, move |changes| {
             if changes.reaches(&agent, Access::ALL) {
                 let note = jsonrpc::notification(LIST_CHANGED, serde_json::json!({}));
-                return out.send(note).is_ok();
+                return out.send(Outgoing::note(note)).is_ok();
             }
             !out.is_closed()
         }))
     });
     let mut requests = JoinSet::new();
     let ended = loop {
-        let frame = match frames.recv().await {
-            None | Some(Ok(Frame::Eof)) => break Ok(()),
-            Some(Err(e)) => break Err(McpError::Read(e)),
-            Some(Ok(frame)) => frame,
+        let (read_at, frame) = match frames.recv().await {
+            None | Some((_, Ok(Frame::Eof))) => break Ok(()),
+            Some((_, Err(e))) => break Err(McpError::Read(e)),
+            Some((at, Ok(frame))) => (at, frame),
         };
         match frame {
             Frame::Eof => unreachable!("handled above"),
@@ -163,7 +163,7 @@ where
                     conn.send(jsonrpc::error_response(&id, &error));
                 }
                 Ok(Incoming::Request { id, method, params }) => {
-                    requests.spawn(conn.clone().answer(id, method, params));
+                    requests.spawn(conn.clone().answer(id, method, params, read_at));
                 }
                 Ok(Incoming::Notification { method, .. }) => {
                     if !method.starts_with("notifications/") {
@@ -190,19 +190,19 @@ where
     discarded.map_err(McpError::Cleanup)
 }
 
-fn read_loop<R: Read>(input: R, frames: mpsc::Sender<io::Result<Frame>>) {
+fn read_loop<R: Read>(input: R, frames: mpsc::Sender<(Instant, io::Result<Frame>)>) {
     let mut reader = BufReader::with_capacity(64 << 10, input);
     loop {
         let frame = jsonrpc::read_frame(&mut reader, MAX_MESSAGE_BYTES);
         let last = matches!(frame, Ok(Frame::Eof) | Err(_));
-        if frames.blocking_send(frame).is_err() || last {
+        if frames.blocking_send((Instant::now(), frame)).is_err() || last {
             return;
         }
     }
 }
 
-fn write_loop<W: Write>(mut output: W, mut messages: mpsc::UnboundedReceiver<Value>) {
-    while let Some(message) = messages.blocking_recv() {
+fn write_loop<W: Write>(mut output: W, mut messages: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(Outgoing { message, read_at }) = messages.blocking_recv() {
         let written = serde_json::to_writer(&mut output, &message)
             .map_err(io::Error::from)
             .and_then(|()| output.write_all(b"\n"))
@@ -211,13 +211,48 @@ fn write_loop<W: Write>(mut output: W, mut messages: mpsc::UnboundedReceiver<Val
             tracing::warn!("cannot write to the client: {e}");
             return;
         }
+        if let Some(at) = read_at {
+            answered(at);
+        }
+    }
+}
+
+/// Reports a request's time in the server, from its line read to its
+/// answer written, as a `trace` event of target [`TIMING_TARGET`] (what
+/// `cargo bench --bench mcp` collects; free when nothing listens).
+fn answered(read_at: Instant) {
+    tracing::trace!(
+        target: TIMING_TARGET,
+        transport = "stdio",
+        micros = read_at.elapsed().as_micros() as u64,
+    );
+}
+
+/// The `tracing` target of the per-request server time events (a `micros`
+/// field): stdio from the request's line read to its answer written, HTTP
+/// from the request's headers read to its answer handed to hyper.
+pub const TIMING_TARGET: &str = "temper_mcp::timing";
+
+/// A message for the writer: a request's answer (with when the request was
+/// read) or a notification.
+struct Outgoing {
+    message: Value,
+    read_at: Option<Instant>,
+}
+
+impl Outgoing {
+    fn note(message: Value) -> Self {
+        Self {
+            message,
+            read_at: None,
+        }
     }
 }
 
 /// What every request handler shares.
 struct Connection {
     handler: Handler,
-    out: mpsc::UnboundedSender<Value>,
+    out: mpsc::UnboundedSender<Outgoing>,
 }
 
 impl Notifier for Connection {
@@ -232,11 +267,17 @@ impl Notifier for Connection {
 impl Connection {
     fn send(&self, message: Value) {
         // Fails only once the writer gave up (the client is gone).
-        let _ = self.out.send(message);
+        let _ = self.out.send(Outgoing::note(message));
     }
 
     /// Handles one request in a task of its own and sends the answer.
-    async fn answer(self: Arc<Self>, id: Value, method: String, params: Option<Value>) {
+    async fn answer(
+        self: Arc<Self>,
+        id: Value,
+        method: String,
+        params: Option<Value>,
+        read_at: Instant,
+    ) {
         let conn = self.clone();
         let handler = tokio::spawn(async move {
             conn.handler
@@ -254,7 +295,10 @@ impl Connection {
                 )
             }
         };
-        self.send(message);
+        let _ = self.out.send(Outgoing {
+            message,
+            read_at: Some(read_at),
+        });
     }
 }
 

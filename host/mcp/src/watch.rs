@@ -96,6 +96,9 @@ impl RegistryWatch {
     pub async fn start(store: Arc<Registry>) -> Result<Self, StoreError> {
         let reader = store.clone();
         let head = blocking("audit_head_seq", move || reader.audit_head_seq()).await?;
+        // What changed before the head is never read back: resolutions
+        // cached before now are not to be trusted.
+        store.tiers_changed();
         Ok(Self {
             store,
             cursor: Arc::new(Mutex::new(head)),
@@ -133,6 +136,16 @@ impl RegistryWatch {
                 changes.add(entry);
                 last = entry.seq;
             }
+            // Any change of a tool row makes cached resolutions stale
+            // (the forge's name cache), whomever it concerns.
+            if page.iter().any(|e| {
+                matches!(
+                    e.kind,
+                    AuditKind::Registration | AuditKind::Deletion | AuditKind::Promotion
+                )
+            }) {
+                self.store.tiers_changed();
+            }
             if page.len() < PAGE {
                 *cursor = last;
                 return Ok(changes);
@@ -168,10 +181,16 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-/// Polls `watch` every `every` and hands each non-empty [`Changes`] to
-/// `deliver`, until `deliver` returns false. A failed poll is reported on
-/// stderr once per run of failures and retried at the next tick (the cursor
-/// does not move, so nothing is lost).
+/// Polls `watch` every `every` (the first poll at once) and hands each
+/// non-empty [`Changes`] to `deliver`, until `deliver` returns false. A
+/// failed poll is reported on stderr once per run of failures and retried
+/// at the next tick (the cursor does not move, so nothing is lost).
+///
+/// Each complete poll also renews the store's lease on cached name
+/// resolutions ([`Registry::trail_read`]) until one `every` after the
+/// poll started: a change another host commits stops cached resolutions
+/// here within `every`, and while polls fail or lag nothing cached is
+/// used.
 pub async fn poll_loop(
     watch: RegistryWatch,
     every: Duration,
@@ -180,11 +199,16 @@ pub async fn poll_loop(
     let mut failing = false;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
     loop {
+        // The first tick is at once: the lease starts with the loop.
         tick.tick().await;
+        let started = std::time::Instant::now();
         match watch.poll().await {
             Ok(changes) => {
+                // Every change the read found moved the tiers' epoch:
+                // cached resolutions may be used for one interval from
+                // the read's start.
+                watch.store.trail_read(started, every);
                 if failing {
                     tracing::info!("the registry watch reads the store again");
                     failing = false;

@@ -7,8 +7,14 @@
 //! Guarantees:
 //! - the counts are exact after [`Registry::flush_stats`] and when the
 //!   [`Registry`] is dropped (both flush what is pending);
-//! - a crash loses at most the calls counted since the last flush: one
-//!   interval;
+//! - a crash loses the calls counted since the last batch that committed:
+//!   at most one interval, plus the duration of the write in progress if it
+//!   falls during one. Batches are taken at a fixed rate (one interval
+//!   after the previous one was due, not after its write ended), so a slow
+//!   write does not stretch the next interval. Exactly one interval cannot
+//!   be promised: counts taken at a tick are durable only once their
+//!   transaction commits, one write later, and taking them more often would
+//!   break the batching the interval sets;
 //! - reads and changes through this [`Registry`] see this host's unflushed
 //!   calls: [`Registry::stats`], registration, deletion and promotion flush
 //!   first, so a promotion threshold counts every call and a deleted tool's
@@ -105,6 +111,15 @@ impl WriteBehind {
 
     pub(crate) fn interval(&self) -> Duration {
         Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
+    }
+
+    /// The flusher's period: the interval; with a zero interval (calls
+    /// written at once) it only picks up what an error kept, every second.
+    fn flusher_interval(&self) -> Duration {
+        match self.interval_ms.load(Ordering::Relaxed) {
+            0 => Duration::from_secs(1),
+            ms => Duration::from_millis(ms),
+        }
     }
 
     /// Counts one call; with a zero interval, writes it at once.
@@ -306,26 +321,34 @@ impl WriteBehind {
     }
 }
 
+/// The flusher: takes and writes the pending counts at a fixed rate, one
+/// batch every interval counted from when the previous batch was due (not
+/// from when its write ended), so a slow write does not push later
+/// batches back. Behind by a whole interval or more (writes slower than
+/// the interval, a stalled machine), it starts counting again from now.
 fn flusher_loop(weak: std::sync::Weak<WriteBehind>) {
+    let mut due_last = Instant::now();
     loop {
         let Some(shared) = weak.upgrade() else { return };
         {
-            let stop = lock(&shared.stop);
-            if *stop {
-                return;
-            }
-            // A zero interval writes calls at once; the flusher then only
-            // picks up what an error kept, every second.
-            let ms = match shared.interval_ms.load(Ordering::Relaxed) {
-                0 => 1000,
-                ms => ms,
-            };
-            let (stop, _) = shared
-                .wake
-                .wait_timeout(stop, Duration::from_millis(ms))
-                .unwrap_or_else(|e| e.into_inner());
-            if *stop {
-                return;
+            let mut stop = lock(&shared.stop);
+            loop {
+                if *stop {
+                    return;
+                }
+                let every = shared.flusher_interval();
+                let due = due_last + every;
+                let now = Instant::now();
+                if now >= due {
+                    due_last = if now - due >= every { now } else { due };
+                    break;
+                }
+                // Woken early by a new interval or the stop: look again.
+                stop = shared
+                    .wake
+                    .wait_timeout(stop, due - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
         if let Err(e) = shared.flush() {

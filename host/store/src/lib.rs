@@ -51,6 +51,7 @@ mod audit;
 mod backend;
 mod behind;
 mod error;
+mod freshness;
 mod location;
 pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
 #[cfg(feature = "postgres")]
@@ -192,6 +193,8 @@ pub struct Registry {
     backend: Arc<dyn RegistryBackend>,
     /// Call counts not yet written, and their flusher.
     calls: Arc<WriteBehind>,
+    /// How current cached name resolutions are ([`Registry::leased_epoch`]).
+    tiers: freshness::TierClock,
     codec: OnceLock<Arc<dyn ArtifactCodec>>,
     removed_temp_files: usize,
 }
@@ -249,6 +252,7 @@ impl Registry {
     pub fn with_backend(backend: Arc<dyn RegistryBackend>) -> Registry {
         Registry {
             calls: WriteBehind::new(backend.clone()),
+            tiers: freshness::TierClock::new(),
             backend,
             codec: OnceLock::new(),
             removed_temp_files: 0,
@@ -416,7 +420,10 @@ impl Registry {
             first,
             registration: &registration,
             carried,
-        })?;
+        });
+        // A new agent-tier tool may shadow a shared one.
+        self.tiers.changed();
+        let created_seq = created_seq?;
         Ok(ToolRecord {
             created_seq,
             ..record
@@ -449,7 +456,9 @@ impl Registry {
     /// returns the deleted record. The artifact is kept.
     pub fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError> {
         self.flush_stats()?;
-        self.backend.delete(name, agent)
+        let deleted = self.backend.delete(name, agent);
+        self.tiers.changed();
+        deleted
     }
 
     /// Moves `agent`'s agent-tier tool `name` to `to_tier` (only
@@ -465,7 +474,9 @@ impl Registry {
     ) -> Result<ToolRecord, StoreError> {
         check_promotion(to_tier)?;
         self.flush_stats()?;
-        self.backend.promote(name, agent, None)
+        let promoted = self.backend.promote(name, agent, None);
+        self.tiers.changed();
+        promoted
     }
 
     /// Records a human approval (`approval` audit entry with `payload`) and
@@ -479,7 +490,9 @@ impl Registry {
         payload: &Value,
     ) -> Result<ToolRecord, StoreError> {
         self.flush_stats()?;
-        self.backend.promote(name, agent, Some(payload))
+        let promoted = self.backend.promote(name, agent, Some(payload));
+        self.tiers.changed();
+        promoted
     }
 
     /// Records one call of the tool `name` as `agent` sees it (see
@@ -496,7 +509,8 @@ impl Registry {
     ///   every call counted here;
     /// - [`Registry::flush_stats`] and dropping the registry write what is
     ///   pending (a clean shutdown loses nothing); a crash loses at most
-    ///   the calls of one interval;
+    ///   the calls of one interval, plus those of a write in progress (one
+    ///   write's duration);
     /// - a call whose tool is gone when the batch is written (deleted by
     ///   another host meanwhile) is dropped with the tool's stats.
     pub fn record_invocation(
@@ -559,6 +573,47 @@ impl Registry {
     pub fn stats(&self, name: &str, agent: &str) -> Result<ToolStats, StoreError> {
         self.flush_stats()?;
         self.backend.stats(name, agent)
+    }
+
+    // ---- how current cached name resolutions are --------------------------
+
+    /// The tiers' epoch: a number that moves whenever the agent or shared
+    /// tier changes as far as this process knows (a registration,
+    /// deletion or promotion through this registry, or one made elsewhere
+    /// that a registry watch read back, [`Registry::tiers_changed`]). Read
+    /// it *before* the database read whose result a cache keeps under it.
+    pub fn tiers_epoch(&self) -> u64 {
+        self.tiers.epoch()
+    }
+
+    /// The tiers' epoch if a cached name resolution may be used now: while
+    /// the lease a registry watch renews holds ([`Registry::trail_read`]),
+    /// else `None` (no watch, or its reads failed or lag): then resolve
+    /// against the database. An entry cached under another epoch is stale.
+    ///
+    /// The bound this gives: a change committed on another host at time T
+    /// is seen by the first read of the trail that starts after T, and a
+    /// lease ends one poll interval after the start of the read that
+    /// renewed it; so no name resolved here after T + the poll interval
+    /// uses the old resolution (calls that resolved it before run to their
+    /// end).
+    pub fn leased_epoch(&self) -> Option<u64> {
+        self.tiers.leased_epoch()
+    }
+
+    /// The agent or shared tier changed in a way only an audit-trail
+    /// reader knows (another process's registration, deletion or
+    /// promotion): moves the epoch, so every cached resolution is stale.
+    pub fn tiers_changed(&self) {
+        self.tiers.changed();
+    }
+
+    /// A registry watch that reads the audit trail every `every` completed
+    /// a read that started at `started`, having reported what it found
+    /// through [`Registry::tiers_changed`]: cached resolutions may be used
+    /// until `started + every` (see [`Registry::leased_epoch`]).
+    pub fn trail_read(&self, started: std::time::Instant, every: Duration) {
+        self.tiers.trail_read(started, every);
     }
 
     // ---- audit trail -----------------------------------------------------

@@ -20,6 +20,7 @@ use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_res
 use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock};
 
 pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Response<Body> {
+    let started = Instant::now();
     if req.uri().path() != ENDPOINT {
         return plain(
             StatusCode::NOT_FOUND,
@@ -43,7 +44,7 @@ pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Resp
         return plain(StatusCode::BAD_REQUEST, "unsupported MCP-Protocol-Version");
     }
     match *req.method() {
-        Method::POST => post(state, principal, req).await,
+        Method::POST => post(state, principal, req, started).await,
         Method::GET => get(&state, &principal, req.headers()),
         Method::DELETE => match state.session(req.headers(), &principal) {
             Ok(s) => {
@@ -143,6 +144,7 @@ pub(super) async fn post(
     state: Arc<State>,
     p: Principal,
     req: Request<IncomingBody>,
+    started: Instant,
 ) -> Response<Body> {
     let headers = req.headers().clone();
     let is_json = headers
@@ -263,14 +265,27 @@ pub(super) async fn post(
     } else {
         (None, None)
     };
-    let task = answer(state.clone(), session, permit, id, method, params, tx);
+    let task = answer(
+        state.clone(),
+        session,
+        permit,
+        id,
+        method,
+        params,
+        tx,
+        started,
+    );
     match rx {
         Some(rx) => {
             tokio::spawn(task);
             sse_response(rx)
         }
         None => match tokio::spawn(task).await {
-            Ok(Some(message)) => json_response(StatusCode::OK, &message),
+            Ok(Some(message)) => {
+                let response = json_response(StatusCode::OK, &message);
+                answered(started);
+                response
+            }
             _ => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
         },
     }
@@ -279,6 +294,7 @@ pub(super) async fn post(
 /// Runs one request to its end (even when the client has gone: a forge or
 /// call is bounded by the engine's limits and its audit trail stays whole).
 /// With `stream`, the answer goes there and `None` is returned.
+#[allow(clippy::too_many_arguments)] // the request's parts, as received
 pub(super) async fn answer(
     state: Arc<State>,
     session: Arc<Session>,
@@ -287,6 +303,7 @@ pub(super) async fn answer(
     method: String,
     params: Option<Value>,
     stream: Option<mpsc::Sender<Bytes>>,
+    started: Instant,
 ) -> Option<Value> {
     {
         let in_flight = InFlight::new(session.clone());
@@ -327,11 +344,22 @@ pub(super) async fn answer(
                 // reading has its connection closed by the write timeout,
                 // which drops the receiver and ends this.
                 let _ = tx.send(sse_event(&message)).await;
+                answered(started);
                 None
             }
             None => Some(message),
         }
     }
+}
+
+/// Reports a request's time in the server, from its headers read to its
+/// answer handed to hyper (see [`crate::TIMING_TARGET`]).
+fn answered(started: Instant) {
+    tracing::trace!(
+        target: crate::TIMING_TARGET,
+        transport = "http",
+        micros = started.elapsed().as_micros() as u64,
+    );
 }
 
 pub(super) fn initialize(

@@ -1,0 +1,766 @@
+//! The MCP path end to end: an in-process `temper mcp` server (the same
+//! `temper::mcp` code the binary serves), driven by a Rust client in this
+//! process over stdio (a pair of OS pipes, one JSON-RPC message per line)
+//! and over Streamable HTTP (keep-alive connections on 127.0.0.1, one
+//! session, a minimal HTTP/1.1 client: the client's own cost stays small
+//! next to the server's). The tool is the slugify seed, called in the
+//! session tier (forged over the connection) and in the agent tier
+//! (promoted), on a SQLite store and, when `TEMPER_TEST_PG_URL` is set
+//! (`bash scripts/with-postgres.sh cargo bench -p temper-cli --bench
+//! mcp`), on a fresh PostgreSQL database.
+//!
+//! Per case: p50 and p99 of a call's round trip with one call in flight;
+//! calls/s with 32 and with 64 in flight (stdio: requests pipelined on the
+//! one connection; HTTP: one keep-alive connection per call in flight); the
+//! server-side time per call, p50 (stdio: the request's line read to its
+//! answer written; HTTP: its headers read to its answer handed to hyper),
+//! from the server's `temper_mcp::timing` trace events.
+//!
+//! The server runs on a tokio runtime of 2 workers, as `temper mcp` does on
+//! this 2-core machine; the client's threads share the cores with it. The
+//! report is written to `target/bench-mcp.md` with the date, the core count
+//! and the load average before and after (the machine may be shared).
+//!
+//! Run: `cargo bench -p temper-cli --bench mcp` (about a minute per store;
+//! `MCP_BENCH=stdio` or `MCP_BENCH=http` runs one transport).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use temper::Runtime;
+use temper::forge::judge::RulesJudge;
+use temper::forge::{Forge, ForgeConfig, ForgeContext, PromotionThreshold};
+use temper::store::{Registry, StoreLocation};
+
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Calls with one in flight, per case (after as many to warm up).
+const SEQUENTIAL: usize = 2000;
+/// How long each concurrent run lasts.
+const LOAD: Duration = Duration::from_secs(2);
+/// Calls in flight in the concurrent runs.
+const IN_FLIGHT: [usize; 2] = [32, 64];
+
+const CALL: &str = r#"{"name":"slugify","arguments":{"text":"Hello World, from the MCP bench!"}}"#;
+const SLUG: &str = "hello-world-from-the-mcp-bench";
+
+// ---- the server's timing events ---------------------------------------------
+
+/// Collects the `micros` field of `temper_mcp::timing` events while
+/// `RECORDING` is set.
+static RECORDING: AtomicBool = AtomicBool::new(false);
+static SERVER_MICROS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+struct Timings;
+
+struct Micros(Option<u64>);
+
+impl tracing::field::Visit for Micros {
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        if field.name() == "micros" {
+            self.0 = Some(value);
+        }
+    }
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
+
+impl tracing::Subscriber for Timings {
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        m.target() == temper::mcp::TIMING_TARGET
+    }
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        if !RECORDING.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut v = Micros(None);
+        e.record(&mut v);
+        if let Some(us) = v.0 {
+            SERVER_MICROS.lock().unwrap().push(us);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn record_server(on: bool) -> Vec<u64> {
+    RECORDING.store(on, Ordering::SeqCst);
+    std::mem::take(&mut *SERVER_MICROS.lock().unwrap())
+}
+
+// ---- figures ---------------------------------------------------------------
+
+fn percentile<T: Copy + Ord>(v: &mut [T], p: f64) -> T {
+    v.sort_unstable();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    transport: &'static str,
+    store: &'static str,
+    tier: &'static str,
+    p50: Duration,
+    p99: Duration,
+    per_sec: Vec<(usize, f64)>,
+    server_p50_us: u64,
+    load: String,
+}
+
+// ---- a client over a transport ---------------------------------------------
+
+/// What a bench drives: one call at a time, and N at a time for a while.
+trait Client {
+    /// One JSON-RPC request, its answer (the `result` object).
+    fn request(&mut self, method: &str, params: Value) -> Value;
+    /// One `tools/call` of slugify, checked, timed.
+    fn call_once(&mut self) -> Duration;
+    /// Calls with `n` in flight for `LOAD`: calls/s.
+    fn load(&mut self, n: usize) -> f64;
+}
+
+/// Checks one `tools/call` answer's bytes without parsing them all.
+fn check_answer(bytes: &[u8]) {
+    let text = std::str::from_utf8(bytes).expect("UTF-8");
+    assert!(
+        text.contains(SLUG) && text.contains(r#""isError":false"#),
+        "unexpected answer: {text}"
+    );
+}
+
+// ---- stdio -------------------------------------------------------------------
+
+struct Stdio {
+    to_server: Arc<Mutex<std::io::PipeWriter>>,
+    from_server: BufReader<std::io::PipeReader>,
+    next_id: u64,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+impl Stdio {
+    fn start(forge: Forge, rt: &tokio::runtime::Runtime) -> Self {
+        let (server_in, to_server) = std::io::pipe().unwrap();
+        let (from_server, server_out) = std::io::pipe().unwrap();
+        let ctx = temper::mcp::connection_context(&ForgeContext::new("bench-agent", "bench"));
+        let server = rt.spawn(async move {
+            temper::mcp::serve(
+                forge,
+                ctx,
+                server_in,
+                server_out,
+                Some(temper::mcp::DEFAULT_POLL),
+            )
+            .await
+            .expect("the stdio server ends cleanly");
+        });
+        Self {
+            to_server: Arc::new(Mutex::new(to_server)),
+            from_server: BufReader::new(from_server),
+            next_id: 0,
+            _server: server,
+        }
+    }
+
+    fn send_line(&self, line: &[u8]) {
+        let mut w = self.to_server.lock().unwrap();
+        w.write_all(line).unwrap();
+    }
+
+    fn read_answer(&mut self, buf: &mut Vec<u8>) {
+        loop {
+            buf.clear();
+            self.from_server.read_until(b'\n', buf).unwrap();
+            assert!(!buf.is_empty(), "the server closed its output");
+            // Notifications (list_changed, progress) are skipped: an
+            // answer has its id near the start.
+            if memmem(&buf[..buf.len().min(48)], br#""id":"#) {
+                return;
+            }
+        }
+    }
+
+    fn call_line(&mut self) -> Vec<u8> {
+        self.next_id += 1;
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"tools/call\",\"params\":{CALL}}}\n",
+            self.next_id
+        )
+        .into_bytes()
+    }
+}
+
+fn memmem(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+impl Client for Stdio {
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}),
+        )
+        .unwrap();
+        line.push(b'\n');
+        self.send_line(&line);
+        let mut buf = Vec::new();
+        self.read_answer(&mut buf);
+        let answer: Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(answer["id"], self.next_id, "{answer}");
+        answer["result"].clone()
+    }
+
+    fn call_once(&mut self) -> Duration {
+        let line = self.call_line();
+        let mut buf = Vec::with_capacity(512);
+        let t = Instant::now();
+        self.send_line(&line);
+        self.read_answer(&mut buf);
+        let took = t.elapsed();
+        check_answer(&buf);
+        took
+    }
+
+    fn load(&mut self, n: usize) -> f64 {
+        // A writer thread keeps `n` requests in flight: one more per answer
+        // this thread reads, until the time is up.
+        let (credit_tx, credit_rx) = mpsc::channel::<()>();
+        let to_server = self.to_server.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let first_id = self.next_id + 1;
+        let writer = {
+            let (stop, sent) = (stop.clone(), sent.clone());
+            std::thread::spawn(move || {
+                let mut id = first_id;
+                let mut line = Vec::with_capacity(256);
+                let mut send = |id: u64| {
+                    line.clear();
+                    write!(
+                        line,
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}\n"
+                    )
+                    .unwrap();
+                    to_server.lock().unwrap().write_all(&line).unwrap();
+                    sent.fetch_add(1, Ordering::SeqCst);
+                };
+                for _ in 0..n {
+                    send(id);
+                    id += 1;
+                }
+                while credit_rx.recv().is_ok() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    send(id);
+                    id += 1;
+                }
+                id
+            })
+        };
+        let started = Instant::now();
+        let mut answered = 0u64;
+        let mut buf = Vec::with_capacity(512);
+        let mut counted = None;
+        loop {
+            self.read_answer(&mut buf);
+            check_answer(&buf);
+            answered += 1;
+            if counted.is_none() && started.elapsed() >= LOAD {
+                counted = Some((answered, started.elapsed()));
+                stop.store(true, Ordering::SeqCst);
+            }
+            let _ = credit_tx.send(());
+            if counted.is_some() && answered == sent.load(Ordering::SeqCst) {
+                drop(credit_tx);
+                break;
+            }
+        }
+        let next = writer.join().unwrap();
+        // Answers still owed (sent after the last count) are read.
+        while answered < sent.load(Ordering::SeqCst) {
+            self.read_answer(&mut buf);
+            answered += 1;
+        }
+        self.next_id = next;
+        let (calls, elapsed) = counted.unwrap();
+        calls as f64 / elapsed.as_secs_f64()
+    }
+}
+
+// ---- HTTP --------------------------------------------------------------------
+
+/// One keep-alive HTTP/1.1 connection.
+struct Conn {
+    stream: BufReader<TcpStream>,
+    request: Vec<u8>,
+}
+
+impl Conn {
+    fn open(addr: SocketAddr) -> Self {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        Self {
+            stream: BufReader::new(s),
+            request: Vec::with_capacity(1024),
+        }
+    }
+
+    /// POSTs `body` (with the session, if any); the response's headers
+    /// (lower-cased names) and body (chunks joined).
+    fn post(&mut self, addr: SocketAddr, session: Option<&str>, body: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        self.request.clear();
+        write!(
+            self.request,
+            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
+            body.len()
+        )
+        .unwrap();
+        if let Some(s) = session {
+            write!(self.request, "mcp-session-id: {s}\r\n").unwrap();
+        }
+        self.request.extend_from_slice(b"\r\n");
+        self.request.extend_from_slice(body);
+        self.stream.get_mut().write_all(&self.request).unwrap();
+        self.read_response()
+    }
+
+    fn read_response(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let mut head = Vec::with_capacity(256);
+        let mut line = Vec::with_capacity(128);
+        let mut length = None;
+        let mut chunked = false;
+        loop {
+            line.clear();
+            self.stream.read_until(b'\n', &mut line).unwrap();
+            assert!(!line.is_empty(), "the server closed the connection");
+            if line == b"\r\n" {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix(b"content-length:") {
+                length = Some(
+                    std::str::from_utf8(v)
+                        .unwrap()
+                        .trim()
+                        .parse::<usize>()
+                        .unwrap(),
+                );
+            }
+            if lower.starts_with(b"transfer-encoding:") && memmem(&lower, b"chunked") {
+                chunked = true;
+            }
+            head.extend_from_slice(&lower);
+        }
+        assert!(
+            head.starts_with(b"http/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.stream.read_until(b'\n', &mut line).unwrap();
+                let size =
+                    usize::from_str_radix(std::str::from_utf8(&line).unwrap().trim(), 16).unwrap();
+                let start = body.len();
+                body.resize(start + size, 0);
+                self.stream.read_exact(&mut body[start..]).unwrap();
+                let mut crlf = [0u8; 2];
+                self.stream.read_exact(&mut crlf).unwrap();
+                if size == 0 {
+                    break;
+                }
+            }
+        } else if let Some(n) = length {
+            body.resize(n, 0);
+            self.stream.read_exact(&mut body).unwrap();
+        }
+        (head, body)
+    }
+}
+
+/// The JSON-RPC message of a response body: JSON, or the last SSE event.
+fn message_of(body: &[u8]) -> Value {
+    let text = std::str::from_utf8(body).unwrap();
+    match text.lines().filter_map(|l| l.strip_prefix("data: ")).last() {
+        Some(data) => serde_json::from_str(data).unwrap(),
+        None => serde_json::from_str(text).unwrap(),
+    }
+}
+
+struct Http {
+    addr: SocketAddr,
+    session: String,
+    conn: Conn,
+    next_id: u64,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl Http {
+    fn start(forge: Forge, rt: &tokio::runtime::Runtime) -> Self {
+        let mut config = temper::mcp::HttpConfig::new("127.0.0.1:0");
+        config.max_concurrent = 1024;
+        let base = ForgeContext::new("bench-agent", "bench");
+        let server = rt
+            .block_on(temper::mcp::HttpServer::bind(forge, &base, config))
+            .unwrap();
+        let addr = server.local_addr().unwrap();
+        let server = rt.spawn(async move {
+            let _ = server.run().await;
+        });
+        let mut conn = Conn::open(addr);
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}}});
+        let (head, body) = conn.post(addr, None, init.to_string().as_bytes());
+        assert!(message_of(&body).get("result").is_some());
+        let head = String::from_utf8(head).unwrap();
+        let session = head
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id:"))
+            .expect("a session id")
+            .trim()
+            .to_string();
+        Self {
+            addr,
+            session,
+            conn,
+            next_id: 0,
+            server,
+        }
+    }
+
+    fn call_body(id: u64) -> Vec<u8> {
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}")
+            .into_bytes()
+    }
+}
+
+impl Client for Http {
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let body =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        let (_, body) = self
+            .conn
+            .post(self.addr, Some(&self.session), body.to_string().as_bytes());
+        let answer = message_of(&body);
+        assert_eq!(answer["id"], self.next_id, "{answer}");
+        answer["result"].clone()
+    }
+
+    fn call_once(&mut self) -> Duration {
+        self.next_id += 1;
+        let body = Self::call_body(self.next_id);
+        let t = Instant::now();
+        let (_, answer) = self.conn.post(self.addr, Some(&self.session), &body);
+        let took = t.elapsed();
+        check_answer(&answer);
+        took
+    }
+
+    fn load(&mut self, n: usize) -> f64 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let calls = Arc::new(AtomicU64::new(0));
+        let barrier = Arc::new(std::sync::Barrier::new(n + 1));
+        let workers: Vec<_> = (0..n)
+            .map(|w| {
+                let (stop, calls, barrier) = (stop.clone(), calls.clone(), barrier.clone());
+                let (addr, session) = (self.addr, self.session.clone());
+                std::thread::spawn(move || {
+                    let mut conn = Conn::open(addr);
+                    let mut id = 1_000_000 * (w as u64 + 1);
+                    barrier.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        id += 1;
+                        let (_, answer) = conn.post(addr, Some(&session), &Self::call_body(id));
+                        check_answer(&answer);
+                        calls.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        let started = Instant::now();
+        std::thread::sleep(LOAD);
+        let done = calls.load(Ordering::SeqCst);
+        let elapsed = started.elapsed();
+        stop.store(true, Ordering::SeqCst);
+        for w in workers {
+            w.join().unwrap();
+        }
+        done as f64 / elapsed.as_secs_f64()
+    }
+}
+
+// ---- the cases -----------------------------------------------------------------
+
+fn seed() -> Value {
+    let path = format!(
+        "{}/../../tests/fixtures/seeds/slugify.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Measures the client's tool in its current tier.
+fn measure(
+    client: &mut dyn Client,
+    transport: &'static str,
+    store: &'static str,
+    tier: &'static str,
+) -> Row {
+    for _ in 0..SEQUENTIAL {
+        client.call_once();
+    }
+    record_server(true);
+    let mut one: Vec<Duration> = (0..SEQUENTIAL).map(|_| client.call_once()).collect();
+    let mut server = record_server(false);
+    let server_p50_us = percentile(&mut server, 0.5);
+    let (p50, p99) = (percentile(&mut one, 0.5), percentile(&mut one, 0.99));
+    let per_sec = IN_FLIGHT.iter().map(|&n| (n, client.load(n))).collect();
+    let row = Row {
+        transport,
+        store,
+        tier,
+        p50,
+        p99,
+        per_sec,
+        server_p50_us,
+        load: load_average(),
+    };
+    println!(
+        "{transport:5} {store:10} {tier:7}  p50 {:>7.1} µs  p99 {:>7.1} µs  {}  server p50 {} µs  (load {})",
+        us(row.p50),
+        us(row.p99),
+        row.per_sec
+            .iter()
+            .map(|(n, r)| format!("{n} in flight {r:>7.0}/s"))
+            .collect::<Vec<_>>()
+            .join("  "),
+        row.server_p50_us,
+        row.load
+    );
+    row
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// A forge on `store` with the bench's settings.
+fn forge(runtime: &Runtime, store: Registry) -> Forge {
+    Forge::builder(runtime.clone(), Arc::new(store))
+        .judge(Arc::new(RulesJudge::standard()))
+        .config(ForgeConfig {
+            promotion_threshold: PromotionThreshold {
+                uses: 0,
+                confidence: 0.5,
+            },
+            max_in_flight_calls: 1024,
+            ..ForgeConfig::default()
+        })
+        .build()
+}
+
+/// Both tiers over `client`: forge in its session, measure, promote,
+/// measure.
+fn tiers(client: &mut dyn Client, transport: &'static str, store: &'static str) -> Vec<Row> {
+    let forged = client.request(
+        "tools/call",
+        json!({"name": "forge_tool", "arguments": seed()}),
+    );
+    assert_eq!(forged["isError"], false, "{forged}");
+    let session = measure(client, transport, store, "session");
+    let promoted = client.request(
+        "tools/call",
+        json!({"name": "promote_tool", "arguments": {"name": "slugify"}}),
+    );
+    assert_eq!(promoted["isError"], false, "{promoted}");
+    let agent = measure(client, transport, store, "agent");
+    vec![session, agent]
+}
+
+/// A fresh PostgreSQL database on the cluster at `url` (dropped by the
+/// returned guard's owner at the end): its URL.
+fn postgres_database(rt: &tokio::runtime::Runtime, url: &str, name: &str) -> String {
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to TEMPER_TEST_PG_URL");
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
+            ))
+            .await
+            .unwrap();
+    });
+    let mut u = url::Url::parse(url).unwrap();
+    u.set_path(&format!("/{name}"));
+    u.to_string()
+}
+
+fn drop_postgres_database(rt: &tokio::runtime::Runtime, url: &str, name: &str) {
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let _ = client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await;
+    });
+}
+
+fn main() {
+    tracing::subscriber::set_global_default(Timings).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let load_before = load_average();
+    let started = Instant::now();
+    let runtime = rt.block_on(async {
+        let runtime = Runtime::builder().build().unwrap();
+        runtime.warm_up().await.unwrap();
+        runtime
+    });
+    let target_dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target"));
+    let mut rows = Vec::new();
+    // MCP_BENCH=stdio or http runs one transport (to profile it).
+    let only = std::env::var("MCP_BENCH").ok();
+    let transports: Vec<&'static str> = ["stdio", "http"]
+        .into_iter()
+        .filter(|t| only.as_deref().is_none_or(|o| o == *t))
+        .collect();
+
+    // SQLite: one store directory per transport.
+    for &transport in &transports {
+        let dir = tempfile::Builder::new()
+            .prefix("bench-mcp-")
+            .tempdir_in(&target_dir)
+            .unwrap();
+        let forge = forge(&runtime, Registry::open(dir.path()).unwrap());
+        rows.extend(run(transport, "SQLite", forge, &rt));
+    }
+    // PostgreSQL, when a cluster is given.
+    match std::env::var("TEMPER_TEST_PG_URL") {
+        Ok(url) => {
+            for &transport in &transports {
+                let name = format!("temper_bench_mcp_{transport}_{}", std::process::id());
+                let db = postgres_database(&rt, &url, &name);
+                let store = rt
+                    .block_on(async {
+                        let location = StoreLocation::parse(&db).unwrap();
+                        tokio::task::spawn_blocking(move || location.open()).await
+                    })
+                    .unwrap()
+                    .unwrap();
+                let forge = forge(&runtime, store);
+                rows.extend(run(transport, "PostgreSQL", forge, &rt));
+                drop_postgres_database(&rt, &url, &name);
+            }
+        }
+        Err(_) => println!("PostgreSQL skipped: TEMPER_TEST_PG_URL is not set"),
+    }
+
+    let report = report(&rows, &load_before, started.elapsed());
+    let path = target_dir.join("bench-mcp.md");
+    std::fs::write(&path, report).unwrap();
+    println!("report: {}", path.display());
+    // The servers' tasks end with the runtime.
+    rt.shutdown_timeout(Duration::from_secs(5));
+}
+
+fn run(
+    transport: &'static str,
+    store: &'static str,
+    forge: Forge,
+    rt: &tokio::runtime::Runtime,
+) -> Vec<Row> {
+    match transport {
+        "stdio" => {
+            let mut c = Stdio::start(forge, rt);
+            tiers(&mut c, transport, store)
+        }
+        _ => {
+            let mut c = Http::start(forge, rt);
+            tiers(&mut c, transport, store)
+        }
+    }
+}
+
+fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let mut out = String::new();
+    out.push_str("# MCP path bench\n\n");
+    out.push_str(&format!(
+        "`cargo bench -p temper-cli --bench mcp`, {date}: {cores} cores, load average {load_before} before \
+         and {} after; {:.0} s in all. The slugify seed through an in-process `temper mcp` \
+         (2 tokio workers), client in the same process. Round trips with one call in flight \
+         ({SEQUENTIAL} calls after {SEQUENTIAL} to warm up); calls/s over {} s per figure; \
+         server-side time per call (stdio: request line read → answer written; HTTP: headers \
+         read → answer handed to hyper), p50 over the one-in-flight calls.\n\n",
+        load_average(),
+        took.as_secs_f64(),
+        LOAD.as_secs()
+    ));
+    out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | server-side p50 | load (1, 5, 15 min) |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---|\n");
+    for r in rows {
+        let rate = |n| {
+            r.per_sec
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map_or("–".to_string(), |(_, v)| format!("{v:.0}"))
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.1} µs | {:.1} µs | {} | {} | {} µs | {} |\n",
+            r.transport,
+            r.store,
+            r.tier,
+            us(r.p50),
+            us(r.p99),
+            rate(32),
+            rate(64),
+            r.server_p50_us,
+            r.load
+        ));
+    }
+    out
+}
