@@ -6,8 +6,10 @@
 //! A step that fails (traps, times out, throws, returns output that does
 //! not match its schema) returns an error to the adapter, which stops the
 //! pipeline; the host reports [`RunError::Step`] naming the step. The whole
-//! run, steps included, is bounded by the runtime's timeout; the adapter's
-//! own memory by the memory cap.
+//! run, steps included, is bounded by the runtime's timeout, plus the own
+//! limit of each step that has one ([`StepCall::own_timeout`]: a hub tool
+//! such as an LLM, which may rightly take longer than a sandboxed call);
+//! the adapter's own memory by the memory cap.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,6 +42,14 @@ pub type StepFuture<'a> = Pin<Box<dyn Future<Output = Result<StepOutput, String>
 pub trait StepCall: Send + Sync {
     /// Runs the step on its JSON input text.
     fn call(&self, input: String) -> StepFuture<'_>;
+
+    /// The step's own limit, when it bounds itself (a host-native hub
+    /// tool with its `timeout_ms`): the run's deadline is extended by it,
+    /// so that a slow but in-time step is not cut off by the runtime's
+    /// timeout. `None` (the default): the step shares the run's timeout.
+    fn own_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// A step of a pipeline as linked for one call.
@@ -195,7 +205,11 @@ impl ComposeRuntime for Runtime {
         steps: Vec<LinkedStep>,
         input: &str,
     ) -> Result<CallOutput, CallFailure> {
-        let limits = self.limits().clone();
+        let mut limits = self.limits().clone();
+        // Steps that bound themselves extend the run's deadline by their
+        // own limit (still a bound: the sum of finite limits).
+        let own: std::time::Duration = steps.iter().filter_map(|s| s.call.own_timeout()).sum();
+        limits.timeout += own;
         let fail = |error| CallFailure {
             error,
             logs: Vec::new(),

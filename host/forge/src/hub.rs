@@ -40,26 +40,48 @@ fn hub_name_ok(name: &str) -> bool {
 impl Forge {
     /// Registers the hub's tools that the host policy's `[tools] allow`
     /// lists as host-native tools (an upstream tool without an output
-    /// schema gets `{}`: anything). A name already taken by a native or
-    /// another hub tool is refused naming both sources; a name outside
-    /// the hub name rules, or a schema the forge does not accept, is
-    /// skipped with a warning. Returns the names registered.
+    /// schema gets `{}`: anything), each bounded by its own `timeout_ms`.
+    /// A name already taken by a native or another hub tool is refused
+    /// naming both sources; a name outside the hub name rules, or a schema
+    /// the forge does not accept, is skipped with a warning. Returns the
+    /// names registered. Tools the hub gains later (an upstream's
+    /// `list_changed`) are registered when the hub tools are next listed
+    /// ([`Self::hub_tools`]) or one is called by a name not registered yet
+    /// ([`Self::call_native`]).
     pub fn attach_hub(&self, hub: Arc<Hub>) -> Result<Vec<String>, AttachError> {
+        {
+            let natives = lock(&self.inner.natives);
+            let existing: Vec<(String, String)> = natives
+                .values()
+                .map(|n| {
+                    let source = n
+                        .hub_source
+                        .clone()
+                        .unwrap_or_else(|| "a host-native tool of the embedder".into());
+                    (n.spec.name.clone(), source)
+                })
+                .collect();
+            hub.check_clashes(&existing)?;
+        }
+        *lock(&self.inner.hub) = Some(hub.clone());
+        Ok(self.register_hub_tools(&hub))
+    }
+
+    /// Registers the hub tools not registered yet (see
+    /// [`Self::attach_hub`]); one whose name a registered tool has is
+    /// skipped with a warning. Returns the names registered.
+    fn register_hub_tools(&self, hub: &Arc<Hub>) -> Vec<String> {
         let allow = self.runtime().policy().tools.clone();
+        let tools = hub.tools();
         let mut natives = lock(&self.inner.natives);
-        let existing: Vec<(String, String)> = natives
-            .values()
-            .map(|n| {
-                let source = n
-                    .hub_source
-                    .clone()
-                    .unwrap_or_else(|| "a host-native tool of the embedder".into());
-                (n.spec.name.clone(), source)
-            })
-            .collect();
-        hub.check_clashes(&existing)?;
         let mut registered = Vec::new();
-        for tool in hub.tools() {
+        for tool in tools {
+            if let Some(have) = natives.get(&tool.name) {
+                if have.hub_source.as_deref() != Some(tool.source.as_str()) {
+                    tracing::warn!(tool = %tool.name, source = %tool.source, "hub tool skipped: a host tool of that name is registered");
+                }
+                continue;
+            }
             if !allow.allows(&tool.name) {
                 tracing::debug!(tool = %tool.name, "hub tool not in the host policy's [tools] allow: not registered");
                 continue;
@@ -97,15 +119,30 @@ impl Forge {
                     schemas,
                     call,
                     hub_source: Some(tool.source),
+                    own_timeout: Some(tool.timeout),
                 }),
             );
             registered.push(tool.name);
         }
-        Ok(registered)
+        registered
     }
 
-    /// The registered hub tools (those the host policy allows), by name.
+    /// Registers the tools the attached hub gained since (an upstream's
+    /// `list_changed`).
+    fn sync_hub(&self) {
+        let hub = lock(&self.inner.hub).clone();
+        if let Some(hub) = hub {
+            let added = self.register_hub_tools(&hub);
+            if !added.is_empty() {
+                tracing::info!(tools = ?added, "hub tools that appeared since the start are registered");
+            }
+        }
+    }
+
+    /// The registered hub tools (those the host policy allows), by name,
+    /// tools the hub gained since its start included.
     pub fn hub_tools(&self) -> Vec<NativeToolSpec> {
+        self.sync_hub();
         let mut out: Vec<NativeToolSpec> = lock(&self.inner.natives)
             .values()
             .filter(|n| n.hub_source.is_some())
@@ -116,10 +153,19 @@ impl Forge {
     }
 
     /// Calls the host-native tool `name` (a hub tool or the embedder's)
-    /// with the input and output checks and the runtime's timeout; errors
-    /// name the tool. `None` when there is no such tool.
+    /// with the input and output checks, bounded by a hub tool's own
+    /// `timeout_ms` (else the runtime's timeout); errors name the tool.
+    /// `None` when there is no such tool.
     pub async fn call_native(&self, name: &str, input: &Value) -> Option<Result<Value, String>> {
-        let tool = lock(&self.inner.natives).get(name).cloned()?;
+        let found = lock(&self.inner.natives).get(name).cloned();
+        let tool = match found {
+            Some(tool) => tool,
+            None => {
+                // Perhaps a hub tool that appeared since the start.
+                self.sync_hub();
+                lock(&self.inner.natives).get(name).cloned()?
+            }
+        };
         let timeout = self.runtime().limits().timeout;
         Some(
             tool.invoke(&input.to_string(), timeout)

@@ -105,6 +105,13 @@ impl StepCall for NativeStep {
             })
         })
     }
+
+    /// A hub tool's own limit extends the compose run's deadline.
+    fn own_timeout(&self) -> Option<std::time::Duration> {
+        self.tool
+            .own_timeout
+            .map(|_| self.tool.call_timeout(self.timeout))
+    }
 }
 
 impl Forge {

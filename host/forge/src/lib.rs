@@ -186,6 +186,7 @@ impl ForgeBuilder {
                 forges,
                 calls,
                 natives: Mutex::new(HashMap::new()),
+                hub: Mutex::new(None),
             }),
         }
     }
@@ -218,6 +219,9 @@ struct Inner {
     calls: Gate,
     /// Host-native tools by name.
     natives: Mutex<HashMap<String, Arc<NativeTool>>>,
+    /// The attached tool hub, whose tools that appear later (an upstream's
+    /// `list_changed`) are registered when next looked up.
+    hub: Mutex<Option<Arc<temper_hub::Hub>>>,
 }
 
 /// Locks `m`, recovering the data of a poisoned lock (every critical

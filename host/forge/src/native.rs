@@ -64,16 +64,30 @@ pub struct NativeTool {
     /// Where a hub tool comes from (`upstream "search"`, `built-in`);
     /// `None` for a tool the embedder registered.
     pub(crate) hub_source: Option<String>,
+    /// A hub tool's own limit (its `timeout_ms`), which bounds its calls
+    /// instead of the runtime's timeout: an LLM or an upstream may need
+    /// longer than a sandboxed call. `None`: the runtime's.
+    pub(crate) own_timeout: Option<std::time::Duration>,
 }
 
 impl NativeTool {
-    /// Calls the function with the schema checks around it and the timeout;
-    /// errors name the tool.
+    /// The limit of one call: the tool's own (a hub tool's, with a second
+    /// of grace so that its own, more precise error wins) or `default`.
+    pub(crate) fn call_timeout(&self, default: std::time::Duration) -> std::time::Duration {
+        match self.own_timeout {
+            Some(own) => own + std::time::Duration::from_secs(1),
+            None => default,
+        }
+    }
+
+    /// Calls the function with the schema checks around it and the timeout
+    /// ([`Self::call_timeout`] of `timeout`); errors name the tool.
     pub(crate) async fn invoke(
         &self,
         input: &str,
         timeout: std::time::Duration,
     ) -> Result<String, String> {
+        let timeout = self.call_timeout(timeout);
         let name = &self.spec.name;
         let input: Value =
             serde_json::from_str(input).map_err(|e| format!("{name}: input is not JSON: {e}"))?;
@@ -131,6 +145,7 @@ impl Forge {
                 schemas,
                 call,
                 hub_source: None,
+                own_timeout: None,
             }),
         );
         Ok(())

@@ -16,7 +16,7 @@
 //! prefix = "github."                      # exposed as github.search_issues
 //!
 //! [builtin.http_request]
-//! domains = ["api.example.com"]
+//! domains = ["api.example.com"]          # the fetch capability's rule syntax
 //!
 //! [builtin.generate_text]
 //! url = "http://127.0.0.1:8080/v1"
@@ -60,6 +60,9 @@ const RESERVED_HEADERS: &[&str] = &[
 ];
 /// Default `max_tokens` of a `generate_text` call.
 pub const DEFAULT_MAX_TOKENS: u32 = 1024;
+/// Default limit of one `generate_text` call (2 minutes: a local model on
+/// a CPU may take tens of seconds for a long answer).
+pub const DEFAULT_GENERATE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why a tools file was refused. Every variant names the file; those about
 /// one value name its table and key too. No variant holds a secret value.
@@ -209,6 +212,17 @@ pub struct UpstreamConfig {
 pub struct HttpRequestConfig {
     /// Domain rules (the host policy's syntax); nothing else is reachable.
     pub domains: Vec<String>,
+    /// Allow names that resolve to non-public addresses (loopback,
+    /// private, link-local, ...). Off by default; an IP literal still needs
+    /// a rule naming it.
+    pub allow_private: bool,
+    /// Names answered without DNS, like curl's `--resolve`: name → socket
+    /// addresses (a URL on its scheme's default port connects to the given
+    /// port). The addresses are still checked like resolved ones.
+    pub resolve: BTreeMap<String, Vec<std::net::SocketAddr>>,
+    /// Extra trusted root certificates (PEM, from `ca_file`), for an
+    /// internal CA.
+    pub ca_pem: Option<Vec<u8>>,
     /// Limit of one request.
     pub timeout: Duration,
     /// Cap on the response body.
@@ -280,6 +294,11 @@ struct RawUpstream {
 #[serde(deny_unknown_fields)]
 struct RawHttpRequest {
     domains: Vec<String>,
+    #[serde(default)]
+    allow_private: bool,
+    #[serde(default)]
+    resolve: BTreeMap<String, Vec<String>>,
+    ca_file: Option<PathBuf>,
     timeout_ms: Option<u64>,
     max_response_bytes: Option<u64>,
 }
@@ -623,8 +642,52 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
         for d in &raw.domains {
             DomainRule::parse(d).map_err(|e| self.err("domains", e.to_string()))?;
         }
+        let mut resolve = BTreeMap::new();
+        for (name, addrs) in raw.resolve {
+            let key = format!("resolve.{name}");
+            let host = name.trim_end_matches('.').to_ascii_lowercase();
+            if host.is_empty()
+                || !host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+            {
+                return Err(self.err(key, "not a host name"));
+            }
+            if addrs.is_empty() {
+                return Err(self.err(key, "list at least one address (`IP:PORT`)"));
+            }
+            let parsed = addrs
+                .iter()
+                .map(|a| a.parse::<std::net::SocketAddr>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| self.err(&key, format!("an address is not `IP:PORT`: {e}")))?;
+            resolve.insert(host, parsed);
+        }
+        let ca_pem = match raw.ca_file {
+            None => None,
+            Some(path) => {
+                // Relative to the tools file's directory.
+                let path = match self.file.parent() {
+                    Some(dir) if path.is_relative() => dir.join(&path),
+                    _ => path,
+                };
+                let pem = std::fs::read(&path).map_err(|e| {
+                    self.err("ca_file", format!("cannot read {}: {e}", path.display()))
+                })?;
+                if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+                    return Err(self.err(
+                        "ca_file",
+                        format!("{} holds no PEM certificate", path.display()),
+                    ));
+                }
+                Some(pem)
+            }
+        };
         Ok(HttpRequestConfig {
             domains: raw.domains,
+            allow_private: raw.allow_private,
+            resolve,
+            ca_pem,
             timeout: self.timeout(raw.timeout_ms, DEFAULT_TIMEOUT)?,
             max_response_bytes: self.bytes(
                 "max_response_bytes",
@@ -652,7 +715,7 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
             url,
             model: raw.model,
             api_key,
-            timeout: self.timeout(raw.timeout_ms, DEFAULT_TIMEOUT)?,
+            timeout: self.timeout(raw.timeout_ms, DEFAULT_GENERATE_TIMEOUT)?,
             max_tokens,
         })
     }

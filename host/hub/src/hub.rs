@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::builtin::{Builtin, BuiltinError};
 use crate::config::ToolsFile;
 use crate::upstream::{Upstream, UpstreamError};
 
@@ -22,6 +23,10 @@ pub struct HubTool {
     pub output_schema: Option<Value>,
     /// Where it comes from, for messages: `upstream "search"`, `built-in`.
     pub source: String,
+    /// How long one call may take (its upstream's or built-in's
+    /// `timeout_ms`): the bound a host puts around a call to it, also as
+    /// a compose step.
+    pub timeout: std::time::Duration,
 }
 
 /// Why the hub did not start, or a call to it failed.
@@ -30,6 +35,9 @@ pub enum HubError {
     /// An upstream that is not `optional` did not start, or a call failed.
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// A built-in did not start, or a call to it failed.
+    #[error(transparent)]
+    Builtin(#[from] BuiltinError),
     /// Two sources expose the same name.
     #[error(
         "hub tool {name:?} is exposed twice: by {first} and by {second} (give one upstream a `prefix`, or narrow its `tools`)"
@@ -52,17 +60,24 @@ pub enum HubError {
 #[derive(Debug, Default)]
 pub struct Hub {
     upstreams: Vec<Arc<Upstream>>,
+    /// The built-ins the tools file turns on.
+    builtins: Vec<Arc<Builtin>>,
     /// Which upstream exposed each name at start (bounded by the tools
     /// listed then), so a tool gone later is reported against it.
     origin: BTreeMap<String, usize>,
 }
 
 impl Hub {
-    /// Starts every upstream of `file` (concurrently). One that fails to
-    /// start fails the whole start with its error (stderr tail included),
-    /// unless it is `optional`: then a warning is logged and its tools are
-    /// absent. Two sources exposing the same name are refused, naming both.
+    /// Starts every upstream of `file` (concurrently) and its built-ins.
+    /// An upstream that fails to start fails the whole start with its error
+    /// (stderr tail included), unless it is `optional`: then a warning is
+    /// logged and its tools are absent. Two sources exposing the same name
+    /// are refused, naming both.
     pub async fn start(file: &ToolsFile) -> Result<Self, HubError> {
+        let builtins = Builtin::start_all(file)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         let starts: Vec<_> = file
             .upstreams
             .values()
@@ -95,7 +110,11 @@ impl Hub {
                 origin.insert(t.name, i);
             }
         }
-        let hub = Hub { upstreams, origin };
+        let hub = Hub {
+            upstreams,
+            builtins,
+            origin,
+        };
         hub.check_clashes(&[])?;
         Ok(hub)
     }
@@ -128,14 +147,17 @@ impl Hub {
             .upstreams
             .iter()
             .flat_map(|u| {
-                u.tools().into_iter().map(|t| HubTool {
+                let timeout = u.config().timeout;
+                u.tools().into_iter().map(move |t| HubTool {
                     source: format!("upstream {:?}", t.upstream),
                     name: t.name,
                     description: t.description,
                     input_schema: t.input_schema,
                     output_schema: t.output_schema,
+                    timeout,
                 })
             })
+            .chain(self.builtins.iter().map(|b| b.tool()))
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
@@ -144,6 +166,9 @@ impl Hub {
     /// Calls the hub tool `name`. When its upstream no longer lists it, the
     /// error names the upstream and the tool.
     pub async fn call(&self, name: &str, input: Value) -> Result<Value, HubError> {
+        if let Some(b) = self.builtins.iter().find(|b| b.name() == name) {
+            return Ok(b.call(input).await?);
+        }
         if let Some(up) = self
             .upstreams
             .iter()

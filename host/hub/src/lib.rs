@@ -4,6 +4,9 @@
 //!
 //! - [`config`]: the tools file (`--tools FILE`).
 //! - [`upstream`]: an upstream MCP server, over stdio or Streamable HTTP.
+//! - [`builtin`]: the built-in tools `http_request` and `generate_text`.
+//! - [`chat`]: the OpenAI-compatible chat-completions client
+//!   (`generate_text`'s, and the forge's LLM judge's).
 //! - [`hub`]: all of a tools file's sources as one set of tools.
 //!
 //! The MCP client side is the official Rust SDK, `rmcp` (client and
@@ -22,6 +25,8 @@
 // printing: the `temper` binary is the one that prints.
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod builtin;
+pub mod chat;
 pub mod config;
 pub mod hub;
 pub mod upstream;
@@ -32,6 +37,7 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+pub use builtin::{Builtin, BuiltinError};
 pub use config::{
     GenerateTextConfig, HttpRequestConfig, Secret, ToolSelection, ToolsFile, ToolsFileError,
     Transport, UpstreamConfig,

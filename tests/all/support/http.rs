@@ -183,6 +183,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
             "/json" if port_is_tls(&headers) => json(r#"{"hello":"tls"}"#),
             "/json" => json(r#"{"hello":"world"}"#),
             "/status/200" => json(r#"{"status":200}"#),
+            "/metrics" => json(r#"{"requests":[120,135,180],"errors":[3,2,1]}"#),
             "/redirect-chain" => redirect(format!("http://api.example.test:{port}/redirect-2")),
             "/redirect-2" => redirect(format!("http://a.cdn.example.test:{port}/json")),
             "/redirect-evil" => redirect(format!("http://evil.test:{port}/json")),

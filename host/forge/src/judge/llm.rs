@@ -6,6 +6,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use temper_hub::chat::{self, ChatClient, ChatConfigError, ChatError, excerpt};
+
 use super::{Judge, JudgeError, ReviewFuture, Scores, ToolCandidate, Verdict};
 
 /// The system prompt of every review: the criteria and the JSON verdict
@@ -40,10 +42,6 @@ pub const DEFAULT_API_KEY_ENV: &str = "TEMPER_JUDGE_API_KEY";
 /// How long a review may take, by default (request, answer and body).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Largest response body read from the endpoint; more is a malformed answer.
-const MAX_RESPONSE_BYTES: usize = 1 << 20;
-/// Longest excerpt of an answer quoted in a reason.
-const MAX_EXCERPT: usize = 200;
 /// Most `{` positions tried when looking for the verdict object in an answer.
 const MAX_OBJECT_STARTS: usize = 64;
 
@@ -163,10 +161,18 @@ impl ReviewError {
 
 /// Formats a duration as `30 s` when whole seconds, else `300 ms`.
 pub(super) fn human_duration(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
+    chat::human_duration(d)
+}
+
+impl From<ChatError> for ReviewError {
+    fn from(e: ChatError) -> Self {
+        match e {
+            ChatError::Status { status, url, body } => Self::Status { status, url, body },
+            ChatError::Timeout(d) => Self::Timeout(d),
+            ChatError::Connect { url, detail } => Self::Connect { url, detail },
+            ChatError::Transport { url, detail } => Self::Transport { url, detail },
+            ChatError::Malformed(m) => Self::Malformed(m),
+        }
     }
 }
 
@@ -187,8 +193,7 @@ pub(super) fn human_duration(d: Duration) -> String {
 /// Redirects are not followed.
 #[derive(Debug, Clone)]
 pub struct LlmJudge {
-    client: reqwest::Client,
-    url: String,
+    client: ChatClient,
     config: LlmJudgeConfig,
     focus: ReviewFocus,
 }
@@ -196,28 +201,23 @@ pub struct LlmJudge {
 impl LlmJudge {
     /// A creation-review judge; see [`LlmJudge::with_focus`] for panel reviewers.
     pub fn new(config: LlmJudgeConfig) -> Result<Self, JudgeError> {
-        let base = config.base_url.trim().trim_end_matches('/');
-        if !(base.starts_with("http://") || base.starts_with("https://"))
-            || base.len() <= "https://".len()
-        {
-            return Err(JudgeError::InvalidBaseUrl(config.base_url.clone()));
-        }
+        let client = ChatClient::new(
+            &config.base_url,
+            concat!("temper-judge/", env!("CARGO_PKG_VERSION")),
+            config.system_proxy,
+        )
+        .map_err(|e| match e {
+            ChatConfigError::InvalidBaseUrl(url) => JudgeError::InvalidBaseUrl(url),
+            ChatConfigError::Client(e) => JudgeError::Client(e),
+        })?;
         if config.model.trim().is_empty() {
             return Err(JudgeError::NoModel);
         }
         if config.timeout.is_zero() {
             return Err(JudgeError::ZeroTimeout);
         }
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("temper-judge/", env!("CARGO_PKG_VERSION")));
-        if !config.system_proxy {
-            builder = builder.no_proxy();
-        }
-        let client = builder.build().map_err(JudgeError::Client)?;
         Ok(Self {
             client,
-            url: format!("{base}/chat/completions"),
             config,
             focus: ReviewFocus::Creation,
         })
@@ -231,7 +231,7 @@ impl LlmJudge {
 
     /// The endpoint requests are sent to.
     pub fn endpoint(&self) -> &str {
-        &self.url
+        self.client.endpoint()
     }
 
     /// The name recorded in [`Verdict::judge`]: `llm:MODEL`, with
@@ -265,49 +265,14 @@ impl LlmJudge {
     /// The review as a `Result`; [`Judge::review`] turns an error into a
     /// rejection.
     pub async fn try_review(&self, candidate: &ToolCandidate) -> Result<Verdict, ReviewError> {
-        let timeout = self.config.timeout;
-        let content = tokio::time::timeout(timeout, self.exchange(candidate))
-            .await
-            .map_err(|_| ReviewError::Timeout(timeout))??;
+        let body = self.request_body(candidate);
+        let key = self.api_key();
+        let content = self
+            .client
+            .complete(&body, key.as_deref(), self.config.timeout)
+            .await?;
         let raw = parse_content(&content)?;
         Ok(raw.into_verdict(self.name()))
-    }
-
-    /// Sends the request and returns the answer's message content.
-    async fn exchange(&self, candidate: &ToolCandidate) -> Result<String, ReviewError> {
-        let body = serde_json::to_vec(&self.request_body(candidate))
-            .map_err(|e| ReviewError::Malformed(format!("cannot encode the request: {e}")))?;
-        let mut request = self
-            .client
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "application/json")
-            .body(body);
-        if let Some(key) = self.api_key() {
-            request = request.bearer_auth(key);
-        }
-        let mut response = request.send().await.map_err(|e| self.transport(e))?;
-        let status = response.status();
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport(e))? {
-            if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                if !status.is_success() {
-                    break;
-                }
-                return Err(ReviewError::Malformed(format!(
-                    "response larger than {MAX_RESPONSE_BYTES} bytes"
-                )));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        if !status.is_success() {
-            return Err(ReviewError::Status {
-                status: status.as_u16(),
-                url: self.url.clone(),
-                body: String::from_utf8_lossy(&bytes).into_owned(),
-            });
-        }
-        message_content(&bytes)
     }
 
     /// The API key from the configured environment variable, if non-empty.
@@ -316,22 +281,6 @@ impl LlmJudge {
         let key = std::env::var(name).ok()?;
         let key = key.trim();
         (!key.is_empty()).then(|| key.to_string())
-    }
-
-    /// Classifies a reqwest error.
-    fn transport(&self, e: reqwest::Error) -> ReviewError {
-        let detail = root_cause(&e);
-        if e.is_connect() {
-            ReviewError::Connect {
-                url: self.url.clone(),
-                detail,
-            }
-        } else {
-            ReviewError::Transport {
-                url: self.url.clone(),
-                detail,
-            }
-        }
     }
 }
 
@@ -343,33 +292,6 @@ impl Judge for LlmJudge {
                 Err(e) => Verdict::reject(self.name(), e.reasons()),
             }
         })
-    }
-}
-
-/// The innermost cause of an error, which names the actual problem
-/// (e.g. `Connection refused (os error 111)`).
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
-}
-
-/// Extracts `choices[0].message.content` from a chat-completions body.
-fn message_content(body: &[u8]) -> Result<String, ReviewError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ReviewError::Malformed(format!(
-            "response is not JSON ({e}): {}",
-            excerpt(&String::from_utf8_lossy(body))
-        ))
-    })?;
-    match value.pointer("/choices/0/message/content") {
-        Some(Value::String(s)) => Ok(s.clone()),
-        _ => Err(ReviewError::Malformed(format!(
-            "response has no choices[0].message.content string: {}",
-            excerpt(&value.to_string())
-        ))),
     }
 }
 
@@ -482,16 +404,6 @@ fn balanced_end(text: &str) -> Option<usize> {
         }
     }
     None
-}
-
-/// `text` cut to [`MAX_EXCERPT`] characters, for quoting in a reason.
-fn excerpt(text: &str) -> String {
-    if text.chars().count() <= MAX_EXCERPT {
-        text.to_string()
-    } else {
-        let cut: String = text.chars().take(MAX_EXCERPT).collect();
-        format!("{cut}...")
-    }
 }
 
 impl fmt::Display for ReviewFocus {

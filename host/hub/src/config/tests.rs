@@ -339,6 +339,40 @@ fn builtin_errors() {
         "at least 1",
     );
     bad("bad_gen_url", "builtin.generate_text", "url", "not a URL");
+    bad(
+        "bad_http_resolve_addr",
+        "builtin.http_request",
+        "resolve.api.example.com",
+        "not `IP:PORT`",
+    );
+    bad(
+        "bad_http_ca_file",
+        "builtin.http_request",
+        "ca_file",
+        "holds no PEM certificate",
+    );
+}
+
+#[test]
+fn http_request_defaults_and_resolve() {
+    let f = load("good").unwrap();
+    let http = f.http_request.unwrap();
+    assert!(
+        !http.allow_private,
+        "private addresses are refused by default"
+    );
+    assert!(http.resolve.is_empty() && http.ca_pem.is_none());
+    assert_eq!(
+        f.generate_text.unwrap().timeout,
+        DEFAULT_GENERATE_TIMEOUT,
+        "an LLM's default limit, not an upstream's"
+    );
+    let http = load("http_resolve").unwrap().http_request.unwrap();
+    assert!(http.allow_private);
+    let addrs = &http.resolve["api.example.com"];
+    assert_eq!(addrs.len(), 2);
+    assert_eq!(addrs[0].to_string(), "127.0.0.1:8443");
+    assert_eq!(addrs[1].port(), 8443);
 }
 
 #[test]

@@ -86,7 +86,9 @@ fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
 
 struct PolicyResolver {
     policy: Arc<FetchPolicy>,
-    overrides: Arc<HashMap<String, Vec<IpAddr>>>,
+    /// Names answered without DNS; a port other than 0 replaces the URL's
+    /// default port (a URL that names its port keeps it).
+    overrides: Arc<HashMap<String, Vec<SocketAddr>>>,
 }
 
 impl Resolve for PolicyResolver {
@@ -95,13 +97,11 @@ impl Resolve for PolicyResolver {
         let overrides = self.overrides.clone();
         let host = name.as_str().trim_end_matches('.').to_ascii_lowercase();
         Box::pin(async move {
-            let addrs: Vec<IpAddr> = match overrides.get(&host) {
+            let addrs: Vec<SocketAddr> = match overrides.get(&host) {
                 Some(addrs) => addrs.clone(),
-                None => tokio::net::lookup_host((host.as_str(), 0))
-                    .await?
-                    .map(|sa| sa.ip())
-                    .collect(),
+                None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
             };
+            let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
             // The URL itself passed `check_url` before reqwest asked us to
             // resolve its host; here only the addresses are judged.
             let checked = CheckedUrl {
@@ -111,9 +111,16 @@ impl Resolve for PolicyResolver {
                 port: 0,
             };
             let allowed = policy
-                .check_resolved(&checked, &addrs)
+                .check_resolved(&checked, &ips)
                 .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
-            let addrs: Addrs = Box::new(allowed.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            // The addresses that passed, each once, with its port.
+            let mut out: Vec<SocketAddr> = Vec::with_capacity(allowed.len());
+            for sa in addrs {
+                if allowed.contains(&sa.ip()) && !out.contains(&sa) {
+                    out.push(sa);
+                }
+            }
+            let addrs: Addrs = Box::new(out.into_iter());
             Ok(addrs)
         })
     }
@@ -122,14 +129,38 @@ impl Resolve for PolicyResolver {
 impl FetchTransport {
     /// Builds the client (TLS config, pool, resolver) for `policy`.
     pub fn new(policy: FetchPolicy, options: &TransportOptions) -> Result<Self, String> {
+        Self::with_addresses(policy, options, &HashMap::new())
+    }
+
+    /// Like [`Self::new`], with names also answered by `addresses` (host
+    /// name, lower case → socket addresses; like curl's `--resolve`): a
+    /// request for such a name on its scheme's default port connects to
+    /// the given port. The addresses are still checked by the policy
+    /// (`check_resolved`), and the URL, its host and every redirect hop by
+    /// `check_url`, as for any name. For `http_request` deployments whose
+    /// names are not in DNS, and tests.
+    pub fn with_addresses(
+        policy: FetchPolicy,
+        options: &TransportOptions,
+        addresses: &HashMap<String, Vec<SocketAddr>>,
+    ) -> Result<Self, String> {
         let policy = Arc::new(policy);
+        let mut overrides: HashMap<String, Vec<SocketAddr>> = options
+            .resolve_overrides
+            .iter()
+            .map(|(name, ips)| {
+                let addrs = ips.iter().map(|ip| SocketAddr::new(*ip, 0)).collect();
+                (name.clone(), addrs)
+            })
+            .collect();
+        overrides.extend(addresses.iter().map(|(k, v)| (k.clone(), v.clone())));
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .use_rustls_tls()
             .dns_resolver(Arc::new(PolicyResolver {
                 policy: policy.clone(),
-                overrides: Arc::new(options.resolve_overrides.clone()),
+                overrides: Arc::new(overrides),
             }));
         for pem in &options.extra_roots_pem {
             let cert = reqwest::Certificate::from_pem(pem)

@@ -1,0 +1,1161 @@
+//! The hub's built-in tools, `http_request` and `generate_text`, and the
+//! seed's two compose examples run end to end over MCP.
+//!
+//! - `http_request` through the hub library against a real HTTP server on
+//!   127.0.0.1: the fetch capability's policy code decides (domains,
+//!   private addresses, redirect hops, size caps), hostile inputs refused
+//!   before anything reaches the server.
+//! - `generate_text` against an OpenAI-compatible fake started here (its
+//!   completions derive from the prompt, so outputs can be checked): the
+//!   key is sent, never shown; errors name the tool and the status.
+//! - `temper mcp` as a child process, driven over stdio: the built-ins are
+//!   listed and callable, compose steps (a slow `generate_text` step is not
+//!   cut off by a short runtime timeout), the seed fixtures forged verbatim
+//!   (`web_search` from a Python-SDK upstream, `http_request` over TLS to a
+//!   local server answering for `api.example.com`) and run.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use temper::hub::{Hub, HubError, ToolsFile};
+
+use crate::support::cache_dir;
+use crate::support::http::{TestServer, TlsTestServer};
+
+/// The `generate_text` API key; it must never be shown.
+const KEY: &str = "sk-llm-test-KEY-5521-do-not-print";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A tools file from `text`; `env:TEMPER_TEST_LLM_KEY` is [`KEY`].
+fn tools_file(text: &str) -> ToolsFile {
+    ToolsFile::parse(Path::new("tools.toml"), text, |name| {
+        (name == "TEMPER_TEST_LLM_KEY").then(|| KEY.to_string())
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn start_hub(text: &str) -> Hub {
+    Hub::start(&tools_file(text))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn call_err(hub: &Hub, tool: &str, input: Value) -> String {
+    match hub.call(tool, input.clone()).await {
+        Ok(out) => panic!("{tool} {input}: expected an error, got {out}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------
+// The OpenAI-compatible fake.
+
+/// One request the fake received.
+#[derive(Debug, Clone)]
+struct Seen {
+    head: String,
+    body: Value,
+}
+
+/// A chat-completions endpoint on 127.0.0.1. Its answer derives from the
+/// request: `gen(PROMPT)`, or `gen[SYSTEM](PROMPT)` with a system message.
+/// A prompt containing `FAIL_401` is answered 401 with the request's
+/// `Authorization` header echoed in the body (a hostile endpoint), one
+/// containing `FAIL_500` with 500. Every answer waits `delay_ms`.
+struct FakeLlm {
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    delay_ms: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What the fake answers for `prompt` (and `system`).
+fn completion(system: Option<&str>, prompt: &str) -> String {
+    match system {
+        Some(s) => format!("gen[{s}]({prompt})"),
+        None => format!("gen({prompt})"),
+    }
+}
+
+impl FakeLlm {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let (seen2, delay2) = (seen.clone(), delay_ms.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (seen, delay) = (seen2.clone(), delay2.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    let head_end = loop {
+                        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break p;
+                        }
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                    let length = head
+                        .to_ascii_lowercase()
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:").map(str::to_string))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    let mut body = buf[head_end + 4..].to_vec();
+                    while body.len() < length {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => body.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    seen.lock().unwrap().push(Seen {
+                        head: head.clone(),
+                        body: body.clone(),
+                    });
+                    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+                    let text = |role: &str| {
+                        messages
+                            .iter()
+                            .find(|m| m["role"] == role)
+                            .and_then(|m| m["content"].as_str())
+                            .map(str::to_string)
+                    };
+                    let prompt = text("user").unwrap_or_default();
+                    let (status, reply) = if prompt.contains("FAIL_401") {
+                        let auth = head
+                            .lines()
+                            .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+                            .unwrap_or("")
+                            .to_string();
+                        (401, json!({"error": format!("bad credentials: {auth}")}))
+                    } else if prompt.contains("FAIL_500") {
+                        (500, json!({"error": "model crashed"}))
+                    } else {
+                        let content = completion(text("system").as_deref(), &prompt);
+                        (
+                            200,
+                            json!({"id": "c", "object": "chat.completion", "choices": [
+                                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                            ]}),
+                        )
+                    };
+                    tokio::time::sleep(Duration::from_millis(delay.load(Ordering::SeqCst))).await;
+                    let reply = reply.to_string();
+                    let response = format!(
+                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                        reply.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        FakeLlm {
+            base: format!("http://127.0.0.1:{port}/v1"),
+            seen,
+            delay_ms,
+            task,
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn table(&self, extra: &str) -> String {
+        format!(
+            "[builtin.generate_text]\nurl = \"{}\"\nmodel = \"test-model\"\napi_key = \"env:TEMPER_TEST_LLM_KEY\"\n{extra}\n",
+            self.base
+        )
+    }
+}
+
+// ---------------------------------------------------------------------
+// http_request through the hub library.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_request_answers_status_headers_and_a_parsed_body() {
+    let server = TestServer::start().await;
+    let port = server.port();
+    let hub = start_hub(&format!(
+        "[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\n"
+    ))
+    .await;
+    let tools = hub.tools();
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0].name, "http_request");
+    assert_eq!(tools[0].source, "built-in");
+    assert_eq!(tools[0].input_schema["required"], json!(["method", "url"]));
+    assert!(tools[0].output_schema.is_some());
+
+    let out = hub
+        .call(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/json")}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["status"], 200);
+    assert_eq!(out["headers"]["content-type"], "application/json");
+    assert_eq!(out["body"], json!({"hello": "world"}), "JSON is parsed");
+
+    // A JSON body goes out as JSON; headers are sent.
+    let out = hub
+        .call(
+            "http_request",
+            json!({"method": "POST", "url": format!("http://127.0.0.1:{port}/echo"),
+                   "headers": {"x-trace": "t1"}, "body": {"a": 1}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["body"]["method"], "POST");
+    assert_eq!(out["body"]["body"], r#"{"a":1}"#);
+    assert_eq!(out["body"]["headers"]["content-type"], "application/json");
+    assert_eq!(out["body"]["headers"]["x-trace"], "t1");
+
+    // Not JSON: the text.
+    let out = hub
+        .call(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/nope")}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["status"], 404);
+    assert_eq!(out["body"], "not found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_request_refuses_what_the_fetch_policy_refuses() {
+    let server = TestServer::start().await;
+    let port = server.port();
+    // evil.test and api.example.test "resolve" to 127.0.0.1.
+    let resolve = format!(
+        "resolve = {{ \"api.example.test\" = [\"127.0.0.1:{port}\"], \"evil.test\" = [\"127.0.0.1:{port}\"] }}"
+    );
+    let strict = start_hub(&format!(
+        "[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\", \"api.example.test:{port}\"]\n{resolve}\n"
+    ))
+    .await;
+
+    // A domain not in `domains`.
+    let err = call_err(
+        &strict,
+        "http_request",
+        json!({"method": "GET", "url": format!("http://evil.test:{port}/json")}),
+    )
+    .await;
+    assert!(
+        err.starts_with("http_request: host not allowed: evil.test"),
+        "{err}"
+    );
+    // A listed name resolving to a private address, private not allowed
+    // (and no rule naming the address: a rule naming an IP allows it).
+    let named = start_hub(&format!(
+        "[builtin.http_request]\ndomains = [\"api.example.test:{port}\"]\n{resolve}\n"
+    ))
+    .await;
+    let err = call_err(
+        &named,
+        "http_request",
+        json!({"method": "GET", "url": format!("http://api.example.test:{port}/json")}),
+    )
+    .await;
+    assert!(
+        err.contains(
+            "http_request: private address not allowed: api.example.test resolved to 127.0.0.1"
+        ),
+        "{err}"
+    );
+    // Cloud metadata, by IP literal: no rule names it.
+    let err = call_err(
+        &strict,
+        "http_request",
+        json!({"method": "GET", "url": "http://169.254.169.254/latest/meta-data/"}),
+    )
+    .await;
+    assert!(
+        err.contains("http_request: IP address not allowed: 169.254.169.254"),
+        "{err}"
+    );
+    // A redirect hop to a host not in `domains` is refused, not followed.
+    let err = call_err(
+        &strict,
+        "http_request",
+        json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/redirect-evil")}),
+    )
+    .await;
+    assert!(
+        err.contains("http_request: redirect to evil.test refused: host not allowed"),
+        "{err}"
+    );
+    // The input is checked before anything is sent.
+    let err = call_err(&strict, "http_request", json!({"method": "GET"})).await;
+    assert!(
+        err.starts_with("http_request: input does not match inputSchema") && err.contains("url"),
+        "{err}"
+    );
+    let err = call_err(
+        &strict,
+        "http_request",
+        json!({"method": "TRACE", "url": format!("http://127.0.0.1:{port}/json")}),
+    )
+    .await;
+    assert!(err.contains("input does not match inputSchema"), "{err}");
+    let seen: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        seen,
+        ["/redirect-evil"],
+        "only the first hop of the redirect reached the server"
+    );
+
+    // With private addresses allowed, the name reaches the server; a
+    // redirect from it to an IP literal no rule names is still refused.
+    let open = start_hub(&format!(
+        "[builtin.http_request]\ndomains = [\"api.example.test:{port}\"]\nallow_private = true\n{resolve}\n"
+    ))
+    .await;
+    let out = open
+        .call(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://api.example.test:{port}/json")}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["body"]["hello"], "world");
+    let err = call_err(
+        &open,
+        "http_request",
+        json!({"method": "GET", "url": format!("http://api.example.test:{port}/redirect-ip")}),
+    )
+    .await;
+    assert!(
+        err.contains(
+            "http_request: redirect to 127.0.0.1 refused: IP address not allowed: 127.0.0.1"
+        ),
+        "{err}"
+    );
+
+    // The response cap (default 4 MiB; /big is 9 MiB), and a smaller one.
+    let err = call_err(
+        &open,
+        "http_request",
+        json!({"method": "GET", "url": format!("http://api.example.test:{port}/big")}),
+    )
+    .await;
+    assert_eq!(err, "http_request: response body over 4 MiB");
+    let tiny = start_hub(&format!(
+        "[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\nmax_response_bytes = 8\n"
+    ))
+    .await;
+    let err = call_err(
+        &tiny,
+        "http_request",
+        json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/json")}),
+    )
+    .await;
+    assert_eq!(err, "http_request: response body over 8 bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn built_ins_are_off_until_configured() {
+    let hub = start_hub("").await;
+    assert!(hub.tools().is_empty());
+    for name in ["http_request", "generate_text"] {
+        let err = hub.call(name, json!({})).await.unwrap_err();
+        assert_eq!(err, HubError::Unknown(name.into()));
+    }
+}
+
+// ---------------------------------------------------------------------
+// generate_text through the hub library.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_text_completes_sends_the_key_and_never_shows_it() {
+    let llm = FakeLlm::start().await;
+    let hub = start_hub(&llm.table("max_tokens = 64")).await;
+    let tools = hub.tools();
+    assert_eq!(tools[0].name, "generate_text");
+    assert_eq!(
+        tools[0].timeout,
+        Duration::from_secs(120),
+        "an LLM's default limit"
+    );
+    let listed = format!("{tools:?} {hub:?}");
+    assert!(!listed.contains(KEY), "{listed}");
+
+    let out = hub
+        .call(
+            "generate_text",
+            json!({"prompt": "hello", "system": "be brief"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, json!({"output": "gen[be brief](hello)"}));
+    let seen = llm.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0]
+            .head
+            .contains(&format!("authorization: Bearer {KEY}"))
+            || seen[0]
+                .head
+                .contains(&format!("Authorization: Bearer {KEY}")),
+        "the key is sent: {}",
+        seen[0].head
+    );
+    assert!(seen[0].head.starts_with("POST /v1/chat/completions "));
+    assert_eq!(seen[0].body["model"], "test-model");
+    assert_eq!(seen[0].body["max_tokens"], 64, "the table's default");
+    assert_eq!(seen[0].body["messages"][0]["role"], "system");
+
+    // max_tokens above the table's is refused before anything is sent.
+    let err = call_err(
+        &hub,
+        "generate_text",
+        json!({"prompt": "x", "max_tokens": 65}),
+    )
+    .await;
+    assert!(
+        err.starts_with("generate_text: input does not match inputSchema"),
+        "{err}"
+    );
+    assert_eq!(llm.seen().len(), 1);
+
+    // Errors name the tool and the status; an endpoint echoing the key
+    // does not get it shown.
+    let err = call_err(&hub, "generate_text", json!({"prompt": "FAIL_500"})).await;
+    assert!(
+        err.starts_with(&format!(
+            "generate_text: HTTP 500 from {}/chat/completions",
+            llm.base
+        )),
+        "{err}"
+    );
+    assert!(err.contains("model crashed"), "{err}");
+    let err = call_err(&hub, "generate_text", json!({"prompt": "FAIL_401"})).await;
+    assert!(err.starts_with("generate_text: HTTP 401"), "{err}");
+    assert!(
+        !err.contains(KEY) && err.contains("Bearer [redacted]"),
+        "{err}"
+    );
+
+    // The table's timeout bounds a call.
+    let short = start_hub(&llm.table("timeout_ms = 300")).await;
+    llm.delay_ms.store(2000, Ordering::SeqCst);
+    let err = call_err(&short, "generate_text", json!({"prompt": "slow"})).await;
+    assert_eq!(err, "generate_text: no answer within 300 ms");
+    // Nothing listens: the endpoint is named.
+    let gone = start_hub(
+        "[builtin.generate_text]\nurl = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\napi_key = \"env:TEMPER_TEST_LLM_KEY\"\n",
+    )
+    .await;
+    let err = call_err(&gone, "generate_text", json!({"prompt": "x"})).await;
+    assert!(
+        err.starts_with("generate_text: cannot connect to http://127.0.0.1:9/v1/chat/completions"),
+        "{err}"
+    );
+    assert!(!err.contains(KEY));
+}
+
+// ---------------------------------------------------------------------
+// `temper mcp` as a child process.
+
+/// `temper mcp` over stdio, its stderr in a file; the key in its
+/// environment, and checked never to appear on its stdout.
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+    next: i64,
+}
+
+impl Mcp {
+    fn start(args: &[&str], stderr: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
+            .args(["mcp", "--judge", "rules", "--cache-dir"])
+            .arg(cache_dir())
+            .args(args)
+            .env("TEMPER_TEST_LLM_KEY", KEY)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                assert!(!line.contains(KEY), "key on stdout: {line}");
+                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut m = Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            next: 0,
+        };
+        let init = m.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
+        assert!(init.get("result").is_some(), "{init}");
+        m
+    }
+
+    /// The response to a request (notifications skipped).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .unwrap();
+        line.push(b'\n');
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(&line).unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let m = self
+                .lines
+                .recv_timeout(Duration::from_secs(120))
+                .expect("no answer");
+            if m["id"] == json!(id) {
+                return m;
+            }
+        }
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+
+    fn tools(&mut self) -> Vec<Value> {
+        let list = self.request("tools/list", json!({}));
+        list["result"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn close(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// A tool result's output (structured content, else the text as JSON).
+fn output(response: &Value) -> Value {
+    let r = &response["result"];
+    assert_ne!(r["isError"], json!(true), "tool error: {response}");
+    if let Some(s) = r.get("structuredContent") {
+        return s.clone();
+    }
+    serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn policy(dir: &Path, allow: &[&str]) -> PathBuf {
+    write(
+        dir,
+        "policy.toml",
+        &format!(
+            "[tools]\nallow = {}\n",
+            serde_json::to_string(allow).unwrap()
+        ),
+    )
+}
+
+fn assert_no_key_in(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(!text.contains(KEY), "key in {}", path.display());
+}
+
+/// Runs `f` on the blocking pool (the MCP driver blocks; the fake servers
+/// run on the test's runtime meanwhile).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn built_ins_over_mcp_are_listed_called_composed_and_governed_by_the_policy() {
+    let llm = FakeLlm::start().await;
+    let server = TestServer::start().await;
+    let port = server.port();
+    let dir = tempfile::tempdir().unwrap();
+    let tools = write(
+        dir.path(),
+        "tools.toml",
+        &format!(
+            "{}\n[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\n",
+            llm.table("")
+        ),
+    );
+    // Only generate_text is allowed: http_request is configured but hidden.
+    let policy = policy(dir.path(), &["generate_text"]);
+    let stderr = dir.path().join("stderr.txt");
+    let store = dir.path().join("store");
+    // A runtime timeout of 1 s and an LLM that takes 1.5 s per answer.
+    llm.delay_ms.store(1500, Ordering::SeqCst);
+    let args: Vec<String> = [
+        "--timeout-ms",
+        "1000",
+        "--store",
+        store.to_str().unwrap(),
+        "--tools",
+        tools.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let stderr2 = stderr.clone();
+    let (listed, direct, hidden, forged, composed) = blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut m = Mcp::start(&args, &stderr2);
+        let listed = m.tools();
+        let direct = m.call("generate_text", json!({"prompt": "hi"}));
+        let hidden = m.call(
+            "http_request",
+            json!({"method": "GET", "url": format!("http://127.0.0.1:{port}/json")}),
+        );
+        let forged = m.call(
+            "forge_tool",
+            json!({
+                "name": "shout",
+                "description": "Asks the model to shout a word.",
+                "inputSchema": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+                "implementation": {"mode": "compose", "steps": [
+                    {"name": "ask", "tool": "generate_text",
+                     "inputMapping": {"prompt": "Shout $input.word", "system": "loud"}}
+                ]},
+                "testCases": [{"input": {"word": "a"}}]
+            }),
+        );
+        let composed = m.call("shout", json!({"word": "hey"}));
+        m.close();
+        (listed, direct, hidden, forged, composed)
+    })
+    .await;
+
+    let names: Vec<&str> = listed.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"generate_text"), "{names:?}");
+    assert!(
+        !names.contains(&"http_request"),
+        "not allowed by the policy, so not listed: {names:?}"
+    );
+    let gt = listed
+        .iter()
+        .find(|t| t["name"] == "generate_text")
+        .unwrap();
+    assert_eq!(gt["inputSchema"]["required"], json!(["prompt"]));
+    assert_eq!(gt["outputSchema"]["required"], json!(["output"]));
+    assert!(!serde_json::to_string(&listed).unwrap().contains(KEY));
+
+    // Called directly, slower than the runtime's 1 s timeout: its own
+    // limit applies.
+    assert_eq!(output(&direct), json!({"output": "gen(hi)"}));
+    // Not allowed: not callable (an unknown tool), nothing sent.
+    assert_eq!(hidden["error"]["code"], json!(-32602), "{hidden}");
+    assert!(server.requests().is_empty());
+    // A compose step over it forges (its test case ran: 2 × 1.5 s) and
+    // runs, although each step takes longer than the runtime's timeout.
+    assert_eq!(output(&forged)["success"], json!(true), "{forged}");
+    assert_eq!(output(&composed), json!({"output": "gen[loud](Shout hey)"}));
+    assert_eq!(llm.seen().len(), 4, "direct, two test runs, the call");
+    assert_no_key_in(&stderr);
+}
+
+/// The SDK venv's python; `None` (skipped with a notice) when missing,
+/// unless TEMPER_REQUIRE_MCP_PY=1.
+fn python() -> Option<PathBuf> {
+    let python = root().join("target/mcp-venv/bin/python");
+    let ok = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ok {
+        return Some(python);
+    }
+    let why = format!(
+        "no Python venv with the `mcp` package at {} (run scripts/mcp-venv.sh)",
+        python.display()
+    );
+    if std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref() == Ok("1") {
+        panic!("TEMPER_REQUIRE_MCP_PY=1 but {why}");
+    }
+    eprintln!("SKIPPED hub_builtin test: {why}");
+    None
+}
+
+fn seed_upstream(python: &Path, tools: &str) -> String {
+    let script = root().join("tests/fixtures/hub/seed_search_server.py");
+    let command = [python.display().to_string(), script.display().to_string()];
+    format!(
+        "[upstream.search]\ncommand = {}\ntools = {tools}\n\n",
+        serde_json::to_string(&command).unwrap()
+    )
+}
+
+fn seed(name: &str) -> Value {
+    let path = root().join(format!("tests/fixtures/compose/{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
+    let Some(python) = python() else { return };
+    let llm = FakeLlm::start().await;
+    // `https://api.example.com/metrics` (the seed's test case) is answered
+    // by a TLS server on 127.0.0.1 with a certificate for that name.
+    let tls = TlsTestServer::start("api.example.com").await;
+    let plain = TestServer::start().await;
+    let (tls_port, plain_port) = (tls.port(), plain.port());
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "root.pem", &tls.root_pem());
+    let tools = write(
+        dir.path(),
+        "tools.toml",
+        &format!(
+            "{}{}\n[builtin.http_request]\ndomains = [\"https://api.example.com\", \"127.0.0.1:{plain_port}\"]\nallow_private = true\nresolve = {{ \"api.example.com\" = [\"127.0.0.1:{tls_port}\"] }}\nca_file = \"root.pem\"\n",
+            seed_upstream(&python, "[\"web_search\"]"),
+            llm.table(""),
+        ),
+    );
+    let policy = policy(dir.path(), &["web_search", "http_request", "generate_text"]);
+    let stderr = dir.path().join("stderr.txt");
+    let store = dir.path().join("store");
+    let args: Vec<String> = [
+        "--store",
+        store.to_str().unwrap(),
+        "--tools",
+        tools.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let stderr2 = stderr.clone();
+    let research = seed("research_and_summarize");
+    let report = seed("fetch_analyze_report");
+    let answers: HashMap<&str, Value> = blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut m = Mcp::start(&args, &stderr2);
+        let mut a = HashMap::new();
+        a.insert("forge_research", m.call("forge_tool", research));
+        a.insert("forge_report", m.call("forge_tool", report));
+        a.insert(
+            "research",
+            m.call("research_and_summarize", json!({"topic": "wasm runtimes"})),
+        );
+        a.insert(
+            "report_tls",
+            m.call(
+                "fetch_analyze_report",
+                json!({"endpoint": "https://api.example.com/metrics", "timeRange": "last 7 days"}),
+            ),
+        );
+        a.insert(
+            "report_plain",
+            m.call(
+                "fetch_analyze_report",
+                json!({"endpoint": format!("http://127.0.0.1:{plain_port}/json"), "timeRange": "Q3"}),
+            ),
+        );
+        a.insert("list", json!(m.tools()));
+        m.close();
+        a
+    })
+    .await;
+
+    let forged = &answers["forge_research"];
+    assert_eq!(output(forged)["success"], json!(true), "{forged}");
+    let forged = &answers["forge_report"];
+    assert_eq!(output(forged)["success"], json!(true), "{forged}");
+
+    // research_and_summarize: web_search (Python SDK upstream) → generate_text.
+    let search_text = "1. wasm runtimes: finding 1 (https://example.com/wasm-runtimes/0)\n2. wasm runtimes: finding 2 (https://example.com/wasm-runtimes/1)";
+    let expected = completion(
+        None,
+        &format!("Summarize these search results about \"wasm runtimes\":\n{search_text}"),
+    );
+    assert_eq!(output(&answers["research"]), json!({ "output": expected }));
+
+    // fetch_analyze_report: http_request (TLS, api.example.com) →
+    // generate_text → generate_text.
+    let out = output(&answers["report_tls"]);
+    let text = out["output"].as_str().unwrap();
+    assert!(
+        text.starts_with(
+            "gen(Format this analysis as a markdown report:\ngen(Analyze trends in this data for last 7 days:\n{"
+        ) && text.ends_with("}))"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"requests\":[120,135,180]") && text.contains("\"errors\":[3,2,1]"),
+        "the fetched body reached the prompt: {text}"
+    );
+    let out = output(&answers["report_plain"]);
+    assert_eq!(
+        out["output"],
+        "gen(Format this analysis as a markdown report:\ngen(Analyze trends in this data for Q3:\n{\"hello\":\"world\"}))"
+    );
+
+    // fetch_analyze_report has no outputSchema: it took its last step's
+    // (generate_text's).
+    let list = answers["list"].as_array().unwrap();
+    let listed = list
+        .iter()
+        .find(|t| t["name"] == "fetch_analyze_report")
+        .expect("listed");
+    assert_eq!(
+        listed["outputSchema"],
+        json!({"type": "object", "properties": {"output": {"type": "string"}}, "required": ["output"]}),
+        "{listed}"
+    );
+    for name in ["web_search", "http_request", "generate_text"] {
+        assert!(list.iter().any(|t| t["name"] == name), "{name} listed");
+    }
+    // The seed's own test case went to api.example.com (twice: the repeat
+    // run), and two calls reached the plain server's /json once.
+    assert_eq!(plain.requests().len(), 1);
+    assert!(!serde_json::to_string(&answers).unwrap().contains(KEY));
+    assert_no_key_in(&stderr);
+    for entry in walk(&store) {
+        let bytes = std::fs::read(&entry).unwrap();
+        assert!(
+            !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+            "key in {}",
+            entry.display()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_tool_named_like_a_built_in_is_a_clash_naming_both() {
+    let Some(python) = python() else { return };
+    let llm = FakeLlm::start().await;
+    let text = format!(
+        "{}{}",
+        seed_upstream(&python, "[\"generate_text\"]"),
+        llm.table("")
+    );
+    let err = Hub::start(&tools_file(&text))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("hub tool \"generate_text\" is exposed twice")
+            && err.contains("upstream \"search\"")
+            && err.contains("built-in"),
+        "{err}"
+    );
+    // A prefix resolves it.
+    let text = format!(
+        "{}\nprefix = \"search.\"\n\n{}",
+        seed_upstream(&python, "[\"generate_text\"]").trim_end(),
+        llm.table("")
+    );
+    let hub = Hub::start(&tools_file(&text)).await.unwrap();
+    let names: Vec<String> = hub.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["generate_text", "search.generate_text"]);
+}
+
+/// A tool an upstream adds later (`list_changed`) becomes a forge tool:
+/// listed, callable through `temper mcp`, and a compose step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_that_appears_later_is_listed_called_and_composed() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = root().join("tests/fixtures/hub/upstream_server.py");
+    let command = [python.display().to_string(), script.display().to_string()];
+    let tools = write(
+        dir.path(),
+        "tools.toml",
+        &format!(
+            "[upstream.search]\ncommand = {}\ntools = [\"add_late_tool\", \"late_tool\"]\n",
+            serde_json::to_string(&command).unwrap()
+        ),
+    );
+    let policy = policy(dir.path(), &["add_late_tool", "late_tool"]);
+    let stderr = dir.path().join("stderr.txt");
+    let store = dir.path().join("store");
+    let args: Vec<String> = [
+        "--store",
+        store.to_str().unwrap(),
+        "--tools",
+        tools.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (before, after, called, forged, composed) = blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut m = Mcp::start(&args, &stderr);
+        let names = |list: Vec<Value>| -> Vec<String> {
+            list.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        };
+        let before = names(m.tools());
+        let added = m.call("add_late_tool", json!({}));
+        assert_ne!(added["result"]["isError"], json!(true), "{added}");
+        // The upstream's notification is handled asynchronously: list
+        // until it shows (at most ~10 s).
+        let mut after = Vec::new();
+        for _ in 0..100 {
+            after = names(m.tools());
+            if after.iter().any(|n| n == "late_tool") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let called = m.call("late_tool", json!({"x": 41}));
+        let forged = m.call(
+            "forge_tool",
+            json!({
+                "name": "late_plus",
+                "description": "Adds one through the late tool.",
+                "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                "implementation": {"mode": "compose", "steps": [
+                    {"name": "inc", "tool": "late_tool", "inputMapping": {"x": "$input.n"}}
+                ]},
+                "testCases": [{"input": {"n": 1}}]
+            }),
+        );
+        let composed = m.call("late_plus", json!({"n": 9}));
+        m.close();
+        (before, after, called, forged, composed)
+    })
+    .await;
+    assert!(!before.iter().any(|n| n == "late_tool"), "{before:?}");
+    assert!(after.iter().any(|n| n == "late_tool"), "{after:?}");
+    let out = output(&called);
+    assert_eq!(out["result"], 42, "{called}");
+    assert_eq!(output(&forged)["success"], json!(true), "{forged}");
+    assert_eq!(output(&composed)["result"], 10, "{composed}");
+}
+
+/// One JSON-RPC exchange with `temper mcp --http`: the response, from a
+/// JSON body or the last SSE event, and the session id header.
+async fn http_rpc(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    session: Option<&str>,
+    message: Value,
+) -> (Option<Value>, Option<String>) {
+    let mut r = client
+        .post(url)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(message.to_string());
+    if let Some(s) = session {
+        r = r.header("mcp-session-id", s);
+    }
+    let resp = r.send().await.unwrap();
+    let sid = resp
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = resp.text().await.unwrap();
+    let value = if body.trim_start().starts_with('{') {
+        serde_json::from_str(&body).ok()
+    } else {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .rfind(|v| v.get("id").is_some())
+    };
+    (value, sid)
+}
+
+/// A token that narrows the hub tools hides a built-in from its caller:
+/// not listed, not callable; another token sees both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_narrowing_hides_a_built_in() {
+    use sha2::Digest;
+    let llm = FakeLlm::start().await;
+    let server = TestServer::start().await;
+    let port = server.port();
+    let dir = tempfile::tempdir().unwrap();
+    let tools = write(
+        dir.path(),
+        "tools.toml",
+        &format!(
+            "{}\n[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\n",
+            llm.table("")
+        ),
+    );
+    let policy = policy(dir.path(), &["generate_text", "http_request"]);
+    let hash = |t: &str| -> String {
+        sha2::Sha256::digest(t.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let tokens = write(
+        dir.path(),
+        "tokens.toml",
+        &format!(
+            "[tokens.\"sha256:{}\"]\nagent = \"alice\"\ntools = [\"generate_text\"]\n\n[tokens.\"sha256:{}\"]\nagent = \"bob\"\n",
+            hash("alice-token"),
+            hash("bob-token")
+        ),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
+        .args([
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--judge",
+            "rules",
+            "--cache-dir",
+        ])
+        .arg(cache_dir())
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--tokens")
+        .arg(&tokens)
+        .env("TEMPER_TEST_LLM_KEY", KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            assert!(!line.contains(KEY), "key in the log: {line}");
+            if let Some(rest) = line.strip_prefix("temper mcp: listening on ") {
+                let _ = tx.send(rest.trim().to_string());
+            }
+        }
+    });
+    let url = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(120)))
+        .await
+        .unwrap()
+        .expect("the server says where it listens");
+    let client = reqwest::Client::new();
+    let mut seen = HashMap::new();
+    for token in ["alice-token", "bob-token"] {
+        let (init, sid) = http_rpc(
+            &client,
+            &url,
+            token,
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        )
+        .await;
+        assert!(init.is_some_and(|i| i.get("result").is_some()));
+        let sid = sid.expect("a session id");
+        http_rpc(
+            &client,
+            &url,
+            token,
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+        let (list, _) = http_rpc(
+            &client,
+            &url,
+            token,
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+        )
+        .await;
+        let names: Vec<String> = list.unwrap()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect();
+        let (called, _) = http_rpc(
+            &client,
+            &url,
+            token,
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"method": "GET", "url": format!("http://127.0.0.1:{port}/json")}}}),
+        )
+        .await;
+        seen.insert(token, (names, called.unwrap()));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let (names, called) = &seen["alice-token"];
+    assert!(names.contains(&"generate_text".to_string()), "{names:?}");
+    assert!(
+        !names.contains(&"http_request".to_string()),
+        "narrowed away: {names:?}"
+    );
+    assert_eq!(called["error"]["code"], json!(-32602), "{called}");
+    let (names, called) = &seen["bob-token"];
+    assert!(
+        names.contains(&"generate_text".to_string()) && names.contains(&"http_request".to_string()),
+        "{names:?}"
+    );
+    assert_eq!(
+        output(called)["body"],
+        json!({"hello": "world"}),
+        "{called}"
+    );
+    assert_eq!(server.requests().len(), 1, "only bob's call was sent");
+}
