@@ -40,7 +40,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
 /// `temper inspect FILE.wasm`.
 pub fn inspect(file: &Path, common: &Common) -> Result<(), String> {
     let bytes = read_file(file)?;
-    let id = temper::id::blake3_hex(&bytes);
+    let id = temper::id::ArtifactId::of(&bytes);
     let manifest =
         artifact::read_manifest(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
     let world = artifact::world(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;

@@ -168,7 +168,7 @@ impl Forge {
     fn exported(&self, bytes: Vec<u8>, info: ToolInfo) -> Result<Exported, ExportError> {
         let provenance = self.provenance(&info.name)?;
         Ok(Exported {
-            id: blake3_hex(&bytes),
+            id: temper_runtime::id::ArtifactId::of(&bytes).to_string(),
             bytes,
             tool: info,
             provenance,

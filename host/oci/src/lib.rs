@@ -269,7 +269,7 @@ pub async fn push_artifact(
         .store_auth_if_needed(target.resolve_registry(), &options.auth.to_client())
         .await;
 
-    let id = temper_runtime::id::blake3_hex(bytes);
+    let id = temper_runtime::id::ArtifactId::of(bytes).to_string();
     let layer_digest = sha256_digest(bytes);
     let config = wasm_config(bytes, &layer_digest);
     let config_digest = sha256_digest(&config);
@@ -482,7 +482,7 @@ pub async fn pull_artifact(
             actual,
         }));
     }
-    let id = temper_runtime::id::blake3_hex(&bytes);
+    let id = temper_runtime::id::ArtifactId::of(&bytes).to_string();
     if let Some(annotated) = manifest
         .annotations
         .as_ref()
