@@ -21,3 +21,4 @@ mod multihost;
 mod oci;
 mod offline;
 mod properties;
+mod signing;

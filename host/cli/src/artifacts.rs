@@ -161,16 +161,26 @@ pub fn export(
     Ok(())
 }
 
-/// `temper import FILE.wasm`.
+/// The file `temper import` reads, and its detached signature.
+pub struct ImportFile<'a> {
+    /// The `.wasm` artifact.
+    pub path: &'a Path,
+    /// Its detached signature, if any.
+    pub signature: Option<&'a Path>,
+}
+
+/// `temper import FILE.wasm [--signature FILE.sig]`.
 pub async fn import(
-    file: &Path,
+    file: ImportFile<'_>,
     tier: TierArg,
     registry: &Registry,
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
     let opened = Opened::open(registry, common, Some(judge))?;
-    let bytes = read_file(file)?;
+    crate::signing::check_tiers(&opened).await?;
+    let bytes = crate::signing::with_signature(read_file(file.path)?, file.signature)?;
+    let file = file.path;
     let outcome = opened.forge.import(bytes, &opened.ctx, tier.into()).await;
     if outcome.is_ok() {
         opened.save()?;

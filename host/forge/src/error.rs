@@ -234,6 +234,9 @@ pub enum ImportError {
         /// blake3 of the embedded source.
         actual: String,
     },
+    /// The trust policy refuses it (names the rule and what is missing).
+    #[error("import: {0}")]
+    Trust(#[from] temper_sign::TrustError),
 }
 
 /// Why an export failed.

@@ -50,6 +50,7 @@ pub mod session;
 pub mod testcase;
 mod tiers;
 mod transfer;
+mod trust;
 pub mod validate;
 pub mod verify;
 
@@ -65,6 +66,7 @@ pub use invoke::MAX_COMPOSE_DEPTH;
 pub use manifest::{ToolInfo, ToolManifest};
 pub use native::{NativeTool, NativeToolSpec};
 pub use outcome::{Exported, ForgeResult, Forged, Invocation};
+pub use trust::DisabledTool;
 
 use cache::ToolCache;
 use gate::Gate;
@@ -120,6 +122,7 @@ pub struct ForgeBuilder {
     config: ForgeConfig,
     judge: Arc<dyn Judge>,
     panel: Option<(Arc<dyn Judge>, Arc<dyn Judge>)>,
+    trust: temper_sign::TrustPolicy,
 }
 
 impl ForgeBuilder {
@@ -139,6 +142,14 @@ impl ForgeBuilder {
     /// the creation judge for both).
     pub fn panel(mut self, safety: Arc<dyn Judge>, correctness: Arc<dyn Judge>) -> Self {
         self.panel = Some((safety, correctness));
+        self
+    }
+
+    /// Sets the trust policy imports must meet (default: `level = "off"`,
+    /// nothing checked). Check the tiers under it with
+    /// [`Forge::check_tiers`] once the forge is built.
+    pub fn trust(mut self, policy: temper_sign::TrustPolicy) -> Self {
+        self.trust = policy;
         self
     }
 
@@ -181,6 +192,8 @@ impl ForgeBuilder {
                 forges,
                 calls,
                 natives: Mutex::new(HashMap::new()),
+                trust: std::sync::RwLock::new(Arc::new(self.trust)),
+                disabled: Mutex::new(std::collections::BTreeMap::new()),
             }),
         }
     }
@@ -210,6 +223,11 @@ struct Inner {
     calls: Gate,
     /// Host-native tools by name.
     natives: Mutex<HashMap<String, Arc<NativeTool>>>,
+    /// The trust policy imports must meet.
+    trust: std::sync::RwLock<Arc<temper_sign::TrustPolicy>>,
+    /// Registered tools the trust policy disabled, by artifact id (at most
+    /// one per registered tool of the checked tiers).
+    disabled: Mutex<std::collections::BTreeMap<String, trust::DisabledTool>>,
 }
 
 /// Locks `m`, recovering the data of a poisoned lock (every critical
@@ -228,6 +246,7 @@ impl Forge {
             config: ForgeConfig::default(),
             judge: Arc::new(NoJudge),
             panel: None,
+            trust: temper_sign::TrustPolicy::off(),
         }
     }
 

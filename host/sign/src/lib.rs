@@ -29,7 +29,7 @@ pub mod verify;
 pub use date::Date;
 pub use keys::{KeyError, SigningKey, TrustedKey};
 pub use policy::{Level, PolicyError, TrustPolicy};
-pub use sign::{SignError, Signed, signer_key_ids};
+pub use sign::{SignError, Signed, combine, signer_key_ids};
 pub use verify::{Signer, Subject, TrustError, Verdict};
 
 #[cfg(test)]

@@ -178,6 +178,62 @@ pub fn attach(artifact: &[u8], signature: &[u8]) -> Result<Vec<u8>, SignError> {
     Ok(embed(&p.unsigned, signature))
 }
 
+/// `artifact` with the signatures of every `detached` signature added to
+/// its signature section (an embedded one, if any, is kept): how signatures
+/// fetched from elsewhere (OCI referrers) travel into an import. Each
+/// signature appears once.
+pub fn combine(artifact: &[u8], detached: &[Vec<u8>]) -> Result<Vec<u8>, SignError> {
+    let p = parts(artifact)?;
+    let parse = |payload: &[u8]| {
+        wasmsign2::SignatureData::deserialize(payload)
+            .map_err(|e| SignError::Malformed(e.to_string()))
+    };
+    let mut data = match p.signature {
+        Some(payload) => parse(payload)?,
+        None => match detached.first() {
+            Some(first) => parse(first)?,
+            None => return Ok(artifact.to_vec()),
+        },
+    };
+    let rest = if p.signature.is_some() {
+        detached
+    } else {
+        &detached[1..]
+    };
+    for payload in rest {
+        let more = parse(payload)?;
+        if more.specification_version != data.specification_version
+            || more.content_type != data.content_type
+            || more.hash_function != data.hash_function
+        {
+            return Err(SignError::Malformed(
+                "signatures of different format versions".into(),
+            ));
+        }
+        for set in more.signed_hashes_set {
+            match data
+                .signed_hashes_set
+                .iter_mut()
+                .find(|s| s.hashes == set.hashes)
+            {
+                Some(existing) => {
+                    for sig in set.signatures {
+                        if !existing.signatures.contains(&sig) {
+                            existing.signatures.push(sig);
+                        }
+                    }
+                }
+                None => data.signed_hashes_set.push(set),
+            }
+        }
+    }
+    let payload = data
+        .serialize()
+        .map_err(|e| SignError::Malformed(e.to_string()))?;
+    parse(&payload)?;
+    Ok(embed(&p.unsigned, &payload))
+}
+
 /// Signs `artifact` with `key`, adding to the signatures it carries (or to
 /// `detached_so_far`, a detached signature to extend). `detached`: return
 /// the artifact without a signature section and the signature on its own.

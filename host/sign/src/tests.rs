@@ -656,3 +656,28 @@ fn each_bad_policy_file_names_the_table_and_key() {
     let e = TrustPolicy::load(&fixture("absent.toml")).unwrap_err();
     assert!(e.message.contains("cannot read"), "{e}");
 }
+
+#[test]
+fn combined_detached_signatures_count_like_embedded_ones() {
+    let (a_key, b_key) = (SigningKey::generate(), SigningKey::generate());
+    let a = artifact("report");
+    let da = sign::sign(&a, &a_key, true, None).unwrap().signature;
+    let db = sign::sign(&a, &b_key, true, None).unwrap().signature;
+    // Twice the same one, and the other: each signature once.
+    let combined = sign::combine(&a, &[da.clone(), db.clone(), da.clone()]).unwrap();
+    let data = wasmsign2::SignatureData::deserialize(parts(&combined).unwrap().signature.unwrap())
+        .unwrap();
+    assert_eq!(data.signed_hashes_set.len(), 1);
+    assert_eq!(data.signed_hashes_set[0].signatures.len(), 2);
+    assert_eq!(parts(&combined).unwrap().unsigned, a);
+    // Added to an embedded signature, too.
+    let embedded = sign::sign(&a, &a_key, false, None).unwrap().bytes;
+    assert_eq!(sign::combine(&embedded, &[db.clone()]).unwrap(), combined);
+    assert_eq!(sign::combine(&a, &[]).unwrap(), a);
+    assert!(sign::combine(&a, &[b"junk".to_vec()]).is_err());
+    let p = require_team(&b_key);
+    assert!(
+        p.check(&subject("report"), &combined, None, today())
+            .is_ok()
+    );
+}

@@ -42,11 +42,11 @@ pub use temper_hub as hub;
 pub use temper_mcp as mcp;
 pub use temper_oci as oci;
 pub use temper_policy as policy;
-pub use temper_sign as sign;
 pub use temper_runtime::{
     artifact, canonical_json, capabilities, engine, error, fsutil, host_state, id, limits, request,
     runtime, shim, static_check,
 };
+pub use temper_sign as sign;
 pub use temper_store as store;
 
 pub use temper_runtime::{
