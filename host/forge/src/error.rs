@@ -236,7 +236,13 @@ pub enum ImportError {
     },
     /// The trust policy refuses it (names the rule and what is missing).
     #[error("import: {0}")]
-    Trust(#[from] temper_sign::TrustError),
+    Trust(Box<temper_sign::TrustError>),
+}
+
+impl From<temper_sign::TrustError> for ImportError {
+    fn from(e: temper_sign::TrustError) -> Self {
+        ImportError::Trust(Box::new(e))
+    }
 }
 
 /// Why an export failed.

@@ -672,7 +672,10 @@ fn combined_detached_signatures_count_like_embedded_ones() {
     assert_eq!(parts(&combined).unwrap().unsigned, a);
     // Added to an embedded signature, too.
     let embedded = sign::sign(&a, &a_key, false, None).unwrap().bytes;
-    assert_eq!(sign::combine(&embedded, &[db.clone()]).unwrap(), combined);
+    assert_eq!(
+        sign::combine(&embedded, std::slice::from_ref(&db)).unwrap(),
+        combined
+    );
     assert_eq!(sign::combine(&a, &[]).unwrap(), a);
     assert!(sign::combine(&a, &[b"junk".to_vec()]).is_err());
     let p = require_team(&b_key);
