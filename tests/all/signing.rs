@@ -512,7 +512,8 @@ require = ["team"]
             .next()
             .unwrap()
     );
-    let policy = TrustPolicy::parse(Path::new("trust.toml"), &policy).unwrap();
+    let policy_text = policy;
+    let policy = TrustPolicy::parse(Path::new("trust.toml"), &policy_text).unwrap();
     let (a, b, c) = (
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
@@ -532,6 +533,31 @@ require = ["team"]
     assert!(
         err.to_string()
             .contains("no signature from team (rule 1: scope oci://"),
+        "{err}"
+    );
+
+    // `temper pull --import` refuses it the same way.
+    let cli = tempfile::tempdir().unwrap();
+    std::fs::write(cli.path().join("trust.toml"), &policy_text).unwrap();
+    let (ok, _, err) = support::temper_json(
+        cli.path(),
+        &[],
+        [
+            "pull",
+            &unsigned_ref.to_string(),
+            "--import",
+            "--insecure",
+            "--judge",
+            "rules",
+            "--store",
+            "store",
+            "--trust",
+            "trust.toml",
+        ],
+    );
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("no signature from team (rule 1: scope oci://"),
         "{err}"
     );
 

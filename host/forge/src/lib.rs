@@ -187,13 +187,13 @@ impl ForgeBuilder {
                 config: self.config,
                 judge: self.judge,
                 panel,
+                trust: std::sync::RwLock::new(Arc::new(self.trust)),
+                disabled: Mutex::new(std::collections::BTreeMap::new()),
                 sessions: Mutex::new(HashMap::new()),
                 cache,
                 forges,
                 calls,
                 natives: Mutex::new(HashMap::new()),
-                trust: std::sync::RwLock::new(Arc::new(self.trust)),
-                disabled: Mutex::new(std::collections::BTreeMap::new()),
             }),
         }
     }
@@ -213,6 +213,11 @@ struct Inner {
     config: ForgeConfig,
     judge: Arc<dyn Judge>,
     panel: (Arc<dyn Judge>, Arc<dyn Judge>),
+    /// The trust policy imports must meet.
+    trust: std::sync::RwLock<Arc<temper_sign::TrustPolicy>>,
+    /// Registered tools the trust policy disabled, by artifact id (at most
+    /// one per registered tool of the checked tiers).
+    disabled: Mutex<std::collections::BTreeMap<String, trust::DisabledTool>>,
     /// The session tier, by (agent, session).
     sessions: Mutex<HashMap<(String, String), SessionTools>>,
     /// Loaded tools, adapters, manifests and schemas, bounded.
@@ -223,11 +228,6 @@ struct Inner {
     calls: Gate,
     /// Host-native tools by name.
     natives: Mutex<HashMap<String, Arc<NativeTool>>>,
-    /// The trust policy imports must meet.
-    trust: std::sync::RwLock<Arc<temper_sign::TrustPolicy>>,
-    /// Registered tools the trust policy disabled, by artifact id (at most
-    /// one per registered tool of the checked tiers).
-    disabled: Mutex<std::collections::BTreeMap<String, trust::DisabledTool>>,
 }
 
 /// Locks `m`, recovering the data of a poisoned lock (every critical
