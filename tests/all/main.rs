@@ -22,3 +22,4 @@ mod multihost;
 mod oci;
 mod offline;
 mod properties;
+mod signing;

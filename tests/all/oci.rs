@@ -37,8 +37,9 @@ use temper::policy::HostPolicy;
 use temper::request::ForgeRequest;
 use temper::store::{Registry, Tier};
 
-/// A throw-away `docker-registry serve` on 127.0.0.1; killed on drop.
-struct RegistryServer {
+/// A throw-away `docker-registry serve` on 127.0.0.1; killed on drop
+/// (also used by `signing.rs`).
+pub(crate) struct RegistryServer {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
@@ -55,7 +56,7 @@ impl RegistryServer {
     /// Starts a registry (with htpasswd auth for `user`/`password` when
     /// given), or `None` (printed) when docker-registry is not installed and
     /// TEMPER_REQUIRE_OCI is not 1.
-    fn start(credentials: Option<(&str, &str)>) -> Option<RegistryServer> {
+    pub(crate) fn start(credentials: Option<(&str, &str)>) -> Option<RegistryServer> {
         let Some(binary) = registry_binary() else {
             let why = "docker-registry not found (install Debian's docker-registry: scripts/oci-registry.sh)";
             if std::env::var("TEMPER_REQUIRE_OCI").as_deref() == Ok("1") {
@@ -147,7 +148,7 @@ impl RegistryServer {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn reference(&self, repo_tag: &str) -> OciReference {
+    pub(crate) fn reference(&self, repo_tag: &str) -> OciReference {
         OciReference::parse(&format!("oci://{}/{repo_tag}", self.host())).unwrap()
     }
 
@@ -174,7 +175,7 @@ fn registry_binary() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn insecure(auth: OciAuth) -> OciOptions {
+pub(crate) fn insecure(auth: OciAuth) -> OciOptions {
     OciOptions {
         auth,
         insecure: true,

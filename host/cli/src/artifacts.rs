@@ -40,7 +40,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
 /// `temper inspect FILE.wasm`.
 pub fn inspect(file: &Path, common: &Common) -> Result<(), String> {
     let bytes = read_file(file)?;
-    let id = temper::id::blake3_hex(&bytes);
+    let id = temper::id::ArtifactId::of(&bytes);
     let manifest =
         artifact::read_manifest(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
     let world = artifact::world(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -161,16 +161,26 @@ pub fn export(
     Ok(())
 }
 
-/// `temper import FILE.wasm`.
+/// The file `temper import` reads, and its detached signature.
+pub struct ImportFile<'a> {
+    /// The `.wasm` artifact.
+    pub path: &'a Path,
+    /// Its detached signature, if any.
+    pub signature: Option<&'a Path>,
+}
+
+/// `temper import FILE.wasm [--signature FILE.sig]`.
 pub async fn import(
-    file: &Path,
+    file: ImportFile<'_>,
     tier: TierArg,
     registry: &Registry,
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
     let opened = Opened::open(registry, common, Some(judge))?;
-    let bytes = read_file(file)?;
+    crate::signing::check_tiers(&opened).await?;
+    let bytes = crate::signing::with_signature(read_file(file.path)?, file.signature)?;
+    let file = file.path;
     let outcome = opened.forge.import(bytes, &opened.ctx, tier.into()).await;
     if outcome.is_ok() {
         opened.save()?;

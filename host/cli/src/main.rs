@@ -12,6 +12,7 @@ mod diagnostics;
 mod oci;
 mod registry;
 mod shutdown;
+mod signing;
 
 use clap::{Args, Parser, Subcommand};
 use registry::{JudgeArgs, Registry};
@@ -56,6 +57,8 @@ enum Command {
         /// The JSON input.
         #[arg(long, default_value = "{}")]
         input: String,
+        #[command(flatten)]
+        trust: signing::RunTrust,
         #[command(flatten)]
         common: Common,
     },
@@ -171,6 +174,9 @@ enum Command {
     Import {
         /// A `.wasm` artifact.
         file: PathBuf,
+        /// Its detached signature (from `temper sign --detached`).
+        #[arg(long, value_name = "FILE")]
+        signature: Option<PathBuf>,
         /// Where it lands.
         #[arg(long, value_enum, default_value = "agent")]
         tier: artifacts::TierArg,
@@ -181,6 +187,18 @@ enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Write a new Ed25519 key pair: KEY (secret, mode 0600) and KEY.pub.
+    Keygen {
+        /// The secret key file to write (never overwritten).
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Sign a `.wasm` artifact (in place, or -o), or a registered tool in
+    /// the store; another signer adds to the same signature section. The
+    /// artifact's id does not change.
+    Sign(signing::SignArgs),
     /// Push a tool (registered NAME or id, or a `.wasm` file) to an OCI
     /// registry in the CNCF Wasm layout: `oci://HOST[:PORT]/REPO:TAG`.
     Push {
@@ -188,6 +206,10 @@ enum Command {
         name: String,
         /// `oci://HOST[:PORT]/REPO:TAG`.
         reference: String,
+        /// Also sign it with KEY and push the signature as an OCI 1.1
+        /// referrer of the artifact's manifest.
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
         #[command(flatten)]
         oci: oci::OciArgs,
         #[command(flatten)]
@@ -657,18 +679,35 @@ async fn run(cli: Cli) -> Result<(), String> {
         ),
         Command::Import {
             file,
+            signature,
             tier,
             registry,
             judge,
             common,
-        } => artifacts::import(&file, tier, &registry, &judge, &common).await,
+        } => {
+            let file = artifacts::ImportFile {
+                path: &file,
+                signature: signature.as_deref(),
+            };
+            artifacts::import(file, tier, &registry, &judge, &common).await
+        }
+        Command::Keygen { output, common } => signing::keygen(&output, common.json),
+        Command::Sign(args) => signing::sign_command(&args),
         Command::Push {
             name,
             reference,
+            sign,
             oci,
             registry,
             common,
-        } => oci::push(&name, &reference, &oci, &registry, &common).await,
+        } => {
+            let what = oci::PushArgs {
+                name: &name,
+                reference: &reference,
+                sign: sign.as_deref(),
+            };
+            oci::push(what, &oci, &registry, &common).await
+        }
         Command::Pull {
             reference,
             output,
@@ -714,6 +753,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             common,
         } => {
             let mut opened = registry::Opened::open(&registry, &common, Some(&judge))?;
+            signing::check_tiers(&opened).await?;
             opened.attach_hub(&hub).await?;
             // The hub's children live until the server ends.
             let _hub = opened.hub.clone();
@@ -759,6 +799,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Run {
             tool,
             input,
+            trust,
             common,
         } => {
             let runtime = common.runtime()?;
@@ -770,6 +811,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             } else {
                 let bytes = std::fs::read(&tool)
                     .map_err(|e| format!("cannot read {}: {e}", tool.display()))?;
+                let bytes = trust.admit(&tool, bytes)?;
                 runtime.load(bytes).await.map_err(|e| e.to_string())?
             };
             // As with Deno's flags, the grant flags and policy are the grant.

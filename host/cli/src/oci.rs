@@ -45,15 +45,29 @@ fn parse(reference: &str) -> Result<OciReference, String> {
     OciReference::parse(reference).map_err(|e| e.to_string())
 }
 
-/// `temper push NAME|FILE.wasm oci://HOST[:PORT]/REPO:TAG`.
+/// What `temper push` pushes.
+pub struct PushArgs<'a> {
+    /// A registered tool's name or id, or a `.wasm` file.
+    pub name: &'a str,
+    /// `oci://HOST[:PORT]/REPO:TAG`.
+    pub reference: &'a str,
+    /// Sign with this key and push the signature as a referrer.
+    pub sign: Option<&'a Path>,
+}
+
+/// `temper push NAME|FILE.wasm oci://HOST[:PORT]/REPO:TAG [--sign KEY]`.
 pub async fn push(
-    name: &str,
-    reference: &str,
+    what: PushArgs<'_>,
     args: &OciArgs,
     registry: &Registry,
     common: &Common,
 ) -> Result<(), String> {
-    let reference = parse(reference)?;
+    let name = what.name;
+    let key = match what.sign {
+        Some(path) => Some(temper::sign::SigningKey::read(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let reference = parse(what.reference)?;
     let options = args.options(&reference)?;
     let path = Path::new(name);
     let bytes = if name.ends_with(".wasm") && path.is_file() {
@@ -69,12 +83,32 @@ pub async fn push(
     let pushed = oci::push_artifact(&bytes, &reference, &options)
         .await
         .map_err(|e| e.to_string())?;
+    let referrer = match &key {
+        None => None,
+        Some(key) => {
+            // Detached: the signature covers the pushed bytes and carries
+            // any signature they have embedded.
+            let signed = temper::sign::sign::sign(&bytes, key, true, None)
+                .map_err(|e| format!("{name}: {e}"))?;
+            let digest = oci::push_signature(
+                &reference,
+                &pushed.manifest_digest,
+                pushed.manifest_size,
+                &signed.signature,
+                &options,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            Some((key.id().to_string(), digest))
+        }
+    };
     if common.json {
         println!(
             "{}",
             json!({"ok": true, "reference": pushed.reference.to_string(), "name": pushed.name,
                    "id": pushed.id, "manifestDigest": pushed.manifest_digest,
-                   "layerDigest": pushed.layer_digest, "bytes": bytes.len()})
+                   "layerDigest": pushed.layer_digest, "bytes": bytes.len(),
+                   "signature": referrer.as_ref().map(|(key, digest)| json!({"key": key, "referrer": digest}))})
         );
     } else {
         println!(
@@ -85,6 +119,9 @@ pub async fn push(
             pushed.id,
             pushed.manifest_digest
         );
+        if let Some((key, digest)) = &referrer {
+            println!("  signed  by key {key}, referrer {digest}");
+        }
     }
     Ok(())
 }
@@ -118,9 +155,14 @@ pub async fn pull(
         None => None,
         Some(tier) => {
             let opened = Opened::open(registry, common, Some(judge))?;
+            crate::signing::check_tiers(&opened).await?;
+            let bytes = oci::with_referrer_signatures(&pulled, &options)
+                .await
+                .map_err(|e| e.to_string())?;
+            let from = reference.to_string();
             let outcome = opened
                 .forge
-                .import(pulled.bytes.clone(), &opened.ctx, tier.into())
+                .import_from(bytes, &opened.ctx, tier.into(), Some(&from))
                 .await;
             if outcome.is_ok() {
                 opened.save()?;

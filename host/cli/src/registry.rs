@@ -48,6 +48,11 @@ pub struct Registry {
     /// writes each call as it ends.
     #[arg(long, env = "TEMPER_STATS_FLUSH_MS", value_name = "MS")]
     stats_flush_ms: Option<u64>,
+    /// Trust policy (TOML): which publishers' signatures an artifact needs
+    /// to be imported, and to stay enabled in the agent and shared tiers.
+    /// Default: no policy (`level = "off"`).
+    #[arg(long, env = "TEMPER_TRUST", value_name = "FILE")]
+    pub(crate) trust: Option<PathBuf>,
 }
 
 /// The tool hub (`--tools FILE`).
@@ -278,7 +283,10 @@ impl Opened {
             config.stats_flush_ms = ms;
         }
         let runtime = common.runtime()?;
-        let mut builder = Forge::builder(runtime, Arc::new(store)).config(config);
+        let trust = crate::signing::trust_policy(registry.trust.as_deref())?;
+        let mut builder = Forge::builder(runtime, Arc::new(store))
+            .config(config)
+            .trust(trust);
         if let Some(j) = judges {
             let (creation, safety, correctness) = j.judges()?;
             builder = builder.judge(creation).panel(safety, correctness);
@@ -409,6 +417,7 @@ pub async fn forge(
 /// `temper tools`.
 pub async fn tools(registry: &Registry, hub: &HubArgs, common: &Common) -> Result<(), String> {
     let mut opened = Opened::open(registry, common, None)?;
+    crate::signing::check_tiers(&opened).await?;
     opened.attach_hub(hub).await?;
     let tools = opened
         .forge
@@ -446,6 +455,7 @@ pub async fn call(
     common: &Common,
 ) -> Result<(), String> {
     let mut opened = Opened::open(registry, common, None)?;
+    crate::signing::check_tiers(&opened).await?;
     opened.attach_hub(hub).await?;
     let input: Value =
         serde_json::from_str(input).map_err(|e| format!("--input is not valid JSON: {e}"))?;

@@ -186,7 +186,7 @@ impl ComposeRuntime for Runtime {
         let run = RunIndices::new(&pre).map_err(|_| LoadError::MissingExport(RUN_EXPORT.into()))?;
         Ok(ComposeTool {
             inner: Arc::new(ComposeInner {
-                id: temper_runtime::id::blake3_hex(&bytes),
+                id: temper_runtime::id::ArtifactId::of(&bytes).to_string(),
                 steps,
                 pre,
                 run,

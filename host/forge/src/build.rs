@@ -36,7 +36,7 @@ pub fn with_manifest(
         message: e.to_string(),
     })?;
     Ok(Artifact {
-        id: temper_runtime::id::blake3_hex(&bytes),
+        id: temper_runtime::id::ArtifactId::of(&bytes).to_string(),
         bytes: Arc::new(bytes),
         bytecode: component.bytecode.clone(),
     })

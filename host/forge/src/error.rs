@@ -234,6 +234,15 @@ pub enum ImportError {
         /// blake3 of the embedded source.
         actual: String,
     },
+    /// The trust policy refuses it (names the rule and what is missing).
+    #[error("import: {0}")]
+    Trust(Box<temper_sign::TrustError>),
+}
+
+impl From<temper_sign::TrustError> for ImportError {
+    fn from(e: temper_sign::TrustError) -> Self {
+        ImportError::Trust(Box::new(e))
+    }
 }
 
 /// Why an export failed.

@@ -427,6 +427,7 @@ impl Forge {
         id: &ArtifactId,
         m: &ArtifactManifest,
     ) -> Result<Tool, InvokeError> {
+        self.refuse_disabled(id, &m.name)?;
         let cache = &self.inner.cache.tools;
         if let Some(tool) = cache.get(id) {
             return Ok(tool);
@@ -468,6 +469,7 @@ impl Forge {
         id: &ArtifactId,
         m: &ArtifactManifest,
     ) -> Result<ComposeTool, InvokeError> {
+        self.refuse_disabled(id, &m.name)?;
         let cache = &self.inner.cache.compose;
         if let Some(tool) = cache.get(id) {
             return Ok(tool);

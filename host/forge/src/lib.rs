@@ -53,6 +53,7 @@ pub mod session;
 pub mod testcase;
 mod tiers;
 mod transfer;
+mod trust;
 pub mod validate;
 pub mod verify;
 
@@ -68,6 +69,7 @@ pub use invoke::MAX_COMPOSE_DEPTH;
 pub use manifest::{ToolInfo, ToolManifest};
 pub use native::{NativeTool, NativeToolSpec};
 pub use outcome::{Exported, ForgeResult, Forged, Invocation};
+pub use trust::DisabledTool;
 
 use cache::ToolCache;
 use gate::Gate;
@@ -123,6 +125,7 @@ pub struct ForgeBuilder {
     config: ForgeConfig,
     judge: Arc<dyn Judge>,
     panel: Option<(Arc<dyn Judge>, Arc<dyn Judge>)>,
+    trust: temper_sign::TrustPolicy,
 }
 
 impl ForgeBuilder {
@@ -142,6 +145,14 @@ impl ForgeBuilder {
     /// the creation judge for both).
     pub fn panel(mut self, safety: Arc<dyn Judge>, correctness: Arc<dyn Judge>) -> Self {
         self.panel = Some((safety, correctness));
+        self
+    }
+
+    /// Sets the trust policy imports must meet (default: `level = "off"`,
+    /// nothing checked). Check the tiers under it with
+    /// [`Forge::check_tiers`] once the forge is built.
+    pub fn trust(mut self, policy: temper_sign::TrustPolicy) -> Self {
+        self.trust = policy;
         self
     }
 
@@ -180,6 +191,8 @@ impl ForgeBuilder {
                 config: self.config,
                 judge: self.judge,
                 panel,
+                trust: std::sync::RwLock::new(Arc::new(self.trust)),
+                disabled: Mutex::new(std::collections::BTreeMap::new()),
                 sessions: Mutex::new(HashMap::new()),
                 cache,
                 names,
@@ -206,6 +219,11 @@ struct Inner {
     config: ForgeConfig,
     judge: Arc<dyn Judge>,
     panel: (Arc<dyn Judge>, Arc<dyn Judge>),
+    /// The trust policy imports must meet.
+    trust: std::sync::RwLock<Arc<temper_sign::TrustPolicy>>,
+    /// Registered tools the trust policy disabled, by artifact id (at most
+    /// one per registered tool of the checked tiers).
+    disabled: Mutex<std::collections::BTreeMap<String, trust::DisabledTool>>,
     /// The session tier, by (agent, session).
     sessions: Mutex<HashMap<(String, String), SessionTools>>,
     /// Loaded tools, adapters, manifests and schemas, bounded.
@@ -240,6 +258,7 @@ impl Forge {
             config: ForgeConfig::default(),
             judge: Arc::new(NoJudge),
             panel: None,
+            trust: temper_sign::TrustPolicy::off(),
         }
     }
 

@@ -44,6 +44,8 @@ pub(super) struct Admission {
     /// Source for the judge (kept in memory for the session tier).
     pub(super) source: Option<String>,
     pub(super) imported: bool,
+    /// The trust check of an import, for the audit entry.
+    pub(super) trust: Option<Value>,
 }
 
 fn summaries(results: &[CaseResult]) -> Vec<TestResultSummary> {
@@ -197,6 +199,7 @@ impl Forge {
                     schemas: v.schemas,
                     source: Some(code.clone()),
                     imported: false,
+                    trust: None,
                 }
             }
             (Checked::Compose(v), Implementation::Compose { steps }) => {
@@ -217,6 +220,7 @@ impl Forge {
                     schemas: v.schemas,
                     source: None,
                     imported: false,
+                    trust: None,
                 }
             }
             _ => unreachable!("validate checks the implementation's mode"),
@@ -318,6 +322,10 @@ impl Forge {
             "sourceBlake3": manifest.artifact.source_blake3,
             "verdict": verdict,
         });
+        let mut decision = decision;
+        if let Some(trust) = &a.trust {
+            decision["trust"] = trust.clone();
+        }
         let info = {
             let mut sessions = lock(&inner.sessions);
             // Re-checked under the lock: a concurrent forge may have taken

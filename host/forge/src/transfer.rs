@@ -35,7 +35,21 @@ impl Forge {
         ctx: &ForgeContext,
         tier: Tier,
     ) -> Result<Forged, ForgeError> {
-        let outcome = self.import_inner(bytes, ctx, tier).await;
+        self.import_from(bytes, ctx, tier, None).await
+    }
+
+    /// [`Forge::import`] of an artifact pulled from `reference`
+    /// (`oci://host/repo:tag`), which the trust policy's rules may scope.
+    /// The trust policy is checked first; an admitted artifact's audit
+    /// entry records its signers.
+    pub async fn import_from(
+        &self,
+        bytes: Vec<u8>,
+        ctx: &ForgeContext,
+        tier: Tier,
+        reference: Option<&str>,
+    ) -> Result<Forged, ForgeError> {
+        let outcome = self.import_inner(bytes, ctx, tier, reference).await;
         if let Err(e) = &outcome
             && !matches!(e, ForgeError::Register(_) | ForgeError::Busy(_))
         {
@@ -49,10 +63,12 @@ impl Forge {
         bytes: Vec<u8>,
         ctx: &ForgeContext,
         tier: Tier,
+        reference: Option<&str>,
     ) -> Result<Forged, ForgeError> {
         let _slot = self.inner.forges.enter().await.map_err(ForgeError::Busy)?;
         let deadline = self.forge_deadline();
         let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;
+        let trust = self.trust_check(&bytes, &manifest.name, reference)?;
         if manifest.mode == Mode::Compose {
             return Err(ValidateError::ComposeImport(manifest.name).into());
         }
@@ -112,6 +128,7 @@ impl Forge {
                 schemas,
                 source,
                 imported: true,
+                trust: Self::trust_record(&trust),
             },
             ctx,
             tier,
@@ -168,7 +185,7 @@ impl Forge {
     fn exported(&self, bytes: Vec<u8>, info: ToolInfo) -> Result<Exported, ExportError> {
         let provenance = self.provenance(&info.name)?;
         Ok(Exported {
-            id: blake3_hex(&bytes),
+            id: temper_runtime::id::ArtifactId::of(&bytes).to_string(),
             bytes,
             tool: info,
             provenance,

@@ -16,7 +16,7 @@ use temper_runtime::runtime::Runtime;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyReport {
-    /// blake3 of the file.
+    /// The file's artifact id (blake3 without its signature section).
     pub id: String,
     /// blake3 of the rebuilt artifact.
     pub rebuilt_id: String,
@@ -57,6 +57,8 @@ pub async fn verify(
     source: Option<&str>,
     request: Option<&ForgeRequest>,
 ) -> Result<VerifyReport, VerifyError> {
+    // A signature section is not part of what is rebuilt (nor of the id).
+    let file = &*temper_runtime::id::unsigned(file);
     let (manifest, component) = artifact::split(file)?;
     let from_request = match request.map(|r| &r.implementation) {
         Some(Implementation::Sandbox { code, .. }) => Some(code.as_str()),

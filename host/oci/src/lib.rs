@@ -58,10 +58,12 @@ use temper_store::Tier;
 mod auth;
 mod error;
 mod reference;
+mod referrers;
 
 pub use auth::*;
 pub use error::*;
 pub use reference::*;
+pub use referrers::*;
 
 /// The CNCF Wasm OCI artifact config media type.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -99,6 +101,8 @@ pub struct Pushed {
     pub reference: OciReference,
     /// The manifest's digest (`sha256:...`): pull by `REPO@DIGEST` to pin it.
     pub manifest_digest: String,
+    /// The manifest's size in bytes (a referrer's `subject` states it).
+    pub manifest_size: u64,
     /// The layer's digest (`sha256:...`).
     pub layer_digest: String,
     /// The blake3 id of the artifact.
@@ -269,7 +273,7 @@ pub async fn push_artifact(
         .store_auth_if_needed(target.resolve_registry(), &options.auth.to_client())
         .await;
 
-    let id = temper_runtime::id::blake3_hex(bytes);
+    let id = temper_runtime::id::ArtifactId::of(bytes).to_string();
     let layer_digest = sha256_digest(bytes);
     let config = wasm_config(bytes, &layer_digest);
     let config_digest = sha256_digest(&config);
@@ -304,6 +308,7 @@ pub async fn push_artifact(
     };
     let body = serde_json::to_vec(&oci_manifest).expect("the manifest serializes");
     let manifest_digest = sha256_digest(&body);
+    let manifest_size = body.len() as u64;
 
     client
         .push_blob(&target, bytes, &layer_digest)
@@ -324,6 +329,7 @@ pub async fn push_artifact(
     Ok(Pushed {
         reference: reference.clone(),
         manifest_digest,
+        manifest_size,
         layer_digest,
         id,
         name: manifest.name,
@@ -482,7 +488,7 @@ pub async fn pull_artifact(
             actual,
         }));
     }
-    let id = temper_runtime::id::blake3_hex(&bytes);
+    let id = temper_runtime::id::ArtifactId::of(&bytes).to_string();
     if let Some(annotated) = manifest
         .annotations
         .as_ref()
@@ -506,9 +512,26 @@ pub async fn pull_artifact(
     })
 }
 
-/// Pulls and verifies `reference` ([`pull_artifact`]), then imports it with
-/// [`Forge::import`]: the same checks as `temper import` (tests re-run here,
-/// judge, capabilities against this host's policy).
+/// The pulled artifact with the signatures pushed as referrers of its
+/// manifest ([`pull_signatures`]) added to its signature section: what an
+/// import checks against the trust policy.
+pub async fn with_referrer_signatures(
+    pulled: &PulledArtifact,
+    options: &OciOptions,
+) -> Result<Vec<u8>, OciError> {
+    let signatures = pull_signatures(&pulled.reference, &pulled.manifest_digest, options).await?;
+    temper_sign::combine(&pulled.bytes, &signatures).map_err(|e| OciError::Registry {
+        stage: OciStage::Pull,
+        reference: pulled.reference.to_string(),
+        detail: format!("referrer signatures: {e}"),
+    })
+}
+
+/// Pulls and verifies `reference` ([`pull_artifact`]) and the signatures
+/// pushed as its referrers ([`with_referrer_signatures`]), then imports it
+/// with [`Forge::import_from`] (its reference scopes the trust policy's
+/// rules): the same checks as `temper import` (trust policy, tests re-run
+/// here, judge, capabilities against this host's policy).
 pub async fn pull_and_import(
     forge: &Forge,
     reference: &OciReference,
@@ -517,8 +540,10 @@ pub async fn pull_and_import(
     tier: Tier,
 ) -> Result<(PulledArtifact, Forged), OciError> {
     let pulled = pull_artifact(reference, options).await?;
+    let bytes = with_referrer_signatures(&pulled, options).await?;
+    let from = reference.to_string();
     let forged = forge
-        .import(pulled.bytes.clone(), ctx, tier)
+        .import_from(bytes, ctx, tier, Some(&from))
         .await
         .map_err(|e| OciError::Import {
             reference: reference.to_string(),

@@ -52,6 +52,9 @@ pub enum AuditKind {
     Deletion,
     /// A tool was registered.
     Registration,
+    /// A registered tool failed the trust policy (a host start or a policy
+    /// change re-checked its tier) and was disabled, not deleted.
+    TrustDisabled,
 }
 
 impl AuditKind {
@@ -64,6 +67,7 @@ impl AuditKind {
             AuditKind::InvocationFailure => "invocation_failure",
             AuditKind::Deletion => "deletion",
             AuditKind::Registration => "registration",
+            AuditKind::TrustDisabled => "trust_disabled",
         }
     }
 
@@ -76,6 +80,7 @@ impl AuditKind {
             "invocation_failure" => AuditKind::InvocationFailure,
             "deletion" => AuditKind::Deletion,
             "registration" => AuditKind::Registration,
+            "trust_disabled" => AuditKind::TrustDisabled,
             _ => return None,
         })
     }

@@ -13,6 +13,7 @@
 //! | [`forge`], [`testcase`], [`verify`] | `temper-forge` | the forge pipeline, tiers, invoke, transfer |
 //! | [`mcp`] | `temper-mcp` | the MCP server |
 //! | [`oci`] | `temper-oci` | OCI distribution |
+//! | [`sign`] | `temper-sign` | signatures, keys, the trust policy |
 //!
 //! An embedder who wants only the sandbox depends on `temper-runtime`
 //! (no SQLite, PostgreSQL, HTTP server, OCI client or CLI parser).
@@ -45,6 +46,7 @@ pub use temper_runtime::{
     artifact, canonical_json, capabilities, engine, error, fsutil, host_state, id, limits, request,
     runtime, shim, static_check,
 };
+pub use temper_sign as sign;
 pub use temper_store as store;
 
 pub use temper_runtime::{

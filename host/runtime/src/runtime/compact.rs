@@ -106,6 +106,11 @@ impl Runtime {
     /// it already): the record is remembered as that artifact's, and loads
     /// without a rebuild in this process.
     pub(crate) fn compact_artifact(&self, id: &str, artifact: &[u8]) -> Option<Vec<u8>> {
+        // A record keeps no signature section: a signed artifact is stored
+        // whole, so its signatures travel with it.
+        if crate::id::is_signed(artifact) {
+            return None;
+        }
         let component = crate::artifact::split(artifact).ok()?.1;
         let bytecode = self.recorded_bytecode_of(component)?;
         let tail = &artifact[component.len()..];
@@ -137,7 +142,7 @@ impl Runtime {
             }
         }
         let bytes = self.expand_compact(record).await?;
-        let actual = blake3::hash(&bytes).to_hex();
+        let actual = crate::id::ArtifactId::of(&bytes);
         if actual.as_str() != id {
             return Err(CompactError::Mismatch {
                 expected: id.to_owned(),

@@ -59,7 +59,7 @@ impl Runtime {
     /// bounded cache in memory).
     pub async fn load(&self, bytes: Vec<u8>) -> Result<Tool, LoadError> {
         if let Some(bytecode) = self.recorded_bytecode(&bytes) {
-            let id = blake3::hash(&bytes).to_hex().to_string();
+            let id = crate::id::ArtifactId::of(&bytes).to_string();
             return Ok(self.engine_tool(&id, bytecode));
         }
         self.load_compiled(bytes).await
@@ -69,7 +69,7 @@ impl Runtime {
     /// could run it (e.g. to compare the two, or to run exactly what an
     /// exported file holds).
     pub async fn load_compiled(&self, bytes: Vec<u8>) -> Result<Tool, LoadError> {
-        let id: Arc<str> = blake3::hash(&bytes).to_hex().to_string().into();
+        let id: Arc<str> = crate::id::ArtifactId::of(&bytes).to_string().into();
         let artifact = Arc::new(bytes);
         self.compiled(&id, &artifact).await?;
         Ok(Tool {
@@ -157,7 +157,7 @@ impl Runtime {
         .map_err(|e| LoadError::Invalid(e.to_string()))??;
         Ok(Tool {
             inner: Arc::new(ToolInner {
-                id: crate::id::blake3_hex(&artifact).into(),
+                id: crate::id::ArtifactId::of(&artifact).to_string().into(),
                 form: ToolForm::Pinned {
                     artifact,
                     compiled: Arc::new(compiled),

@@ -151,7 +151,8 @@ impl Runtime {
     /// [`Runtime::recorded_bytecode`] of a component without its manifest
     /// section.
     pub(super) fn recorded_bytecode_of(&self, component: &[u8]) -> Option<Arc<Vec<u8>>> {
-        let id = blake3::hash(component).to_hex().to_string();
+        // A signature section is not part of what was recorded.
+        let id = crate::id::ArtifactId::of(component).to_string();
         if let Some(b) = lock(&self.inner.bytecodes).get(&id) {
             return Some(b.clone());
         }
