@@ -35,6 +35,7 @@
 
 pub mod build;
 mod cache;
+pub mod code_mode;
 pub mod config;
 pub mod error;
 mod gate;
@@ -181,6 +182,7 @@ impl ForgeBuilder {
                 forges,
                 calls,
                 natives: Mutex::new(HashMap::new()),
+                run_code_stats: code_mode::RunCodeCounters::default(),
             }),
         }
     }
@@ -210,6 +212,8 @@ struct Inner {
     calls: Gate,
     /// Host-native tools by name.
     natives: Mutex<HashMap<String, Arc<NativeTool>>>,
+    /// `run_code` runs counted.
+    run_code_stats: code_mode::RunCodeCounters,
 }
 
 /// Locks `m`, recovering the data of a poisoned lock (every critical
