@@ -586,3 +586,45 @@ async fn run_code_failures_are_typed() {
         .unwrap();
     assert_eq!(run.output, json!(4));
 }
+
+// ---- the command line ------------------------------------------------------
+
+/// `temper` with the registry flags, in a scratch store.
+fn cli(store: &Path, args: &[&str]) -> (bool, Value, String) {
+    let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    all.push("--store".into());
+    all.push(store.into());
+    support::temper_json(store, &[], all)
+}
+
+#[test]
+fn temper_run_code_runs_a_file_with_the_tools_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/seeds/slugify.json")
+        .display()
+        .to_string();
+    let (ok, doc, err) = cli(store, &["forge", &seed, "--judge", "rules"]);
+    assert!(ok, "{doc} {err}");
+    let body = store.join("body.js");
+    std::fs::write(
+        &body,
+        "const s = await tools.slugify({ text: 'Run Code' });\nconsole.log('slug', s.slug);\nreturn { slug: s.slug };\n",
+    )
+    .unwrap();
+    let body = body.display().to_string();
+    let (ok, doc, err) = cli(store, &["run-code", &body, "--tools", "slugify"]);
+    assert!(ok, "{doc} {err}");
+    assert_eq!(doc["output"], json!({"slug": "run-code"}));
+    assert_eq!(doc["tools"], json!(["slugify"]));
+    assert_eq!(doc["logs"][0]["message"], "slug run-code");
+    // Without the tool: refused, typed, and the exit status says so.
+    let (ok, doc, _) = cli(store, &["run-code", &body, "--tools", ""]);
+    assert!(!ok);
+    assert_eq!(doc["kind"], "capability-denied", "{doc}");
+    assert!(
+        doc["error"].as_str().unwrap().contains("tool:slugify"),
+        "{doc}"
+    );
+}
