@@ -694,6 +694,44 @@
   method(fs, 'promises', {});
   method(fs.promises, 'readFile', function readFile(path, options) { return readFilePromise(path, options); });
 
+  // ---------------------------------------------------------------- tools (code mode)
+  // `await callTool(name, input)` and `await tools.NAME(input)`: the host runs
+  // the tool in its own instance, if this tool was granted `tool:NAME`. A
+  // refusal is a capability denial (ECAPABILITY, typed like fetch's); a
+  // callee's failure an Error with code ETOOL, `tool` and the callee's message.
+  const nativeCallTool = host != null && typeof host.callTool === 'function' ? host.callTool : null;
+  const jsonStringify = JSON.stringify, jsonParse = JSON.parse;
+  async function callTool(name, input) {
+    if (typeof name !== 'string') throw new TypeError('callTool: the tool name must be a string');
+    const text = jsonStringify(input === undefined ? {} : input);
+    if (typeof text !== 'string') throw new TypeError(`callTool: the input of ${name} is not a JSON value`);
+    if (!nativeCallTool) throw denial('tool:' + name);
+    let out;
+    try { out = apply(nativeCallTool, host, [name, text]); } catch (e) {
+      const code = e !== null && typeof e === 'object' ? e.code : undefined;
+      if (code === 'ECAPABILITY') throw denial('tool:' + name);
+      const err = new Error(messageOf(e));
+      err.code = 'ETOOL';
+      err.tool = e !== null && typeof e === 'object' && typeof e.tool === 'string' ? e.tool : name;
+      throw err;
+    }
+    return jsonParse(out);
+  }
+  // One async function per tool name: a Proxy, so the names granted need not
+  // be known in the guest (the host checks every call). `then` and symbols
+  // are not tools (so `await tools` is not a call).
+  const tools = new Proxy(Object.freeze(Object.create(null)), {
+    get(_target, key) {
+      if (typeof key !== 'string' || key === 'then') return undefined;
+      return function (input) { return callTool(key, input); };
+    },
+    set() { return false; },
+    defineProperty() { return false; },
+    deleteProperty() { return false; },
+  });
+
+  def('callTool', callTool);
+  def('tools', tools);
   def('Headers', Headers);
   def('Request', Request);
   def('Response', Response);

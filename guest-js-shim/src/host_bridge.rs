@@ -9,7 +9,8 @@ use javy::quickjs::{
     function::{MutFn, Rest},
 };
 
-use crate::temper::tool::{crypto, fetch};
+use crate::temper::tool::types::ToolError;
+use crate::temper::tool::{crypto, fetch, tools};
 
 /// Largest single `randomBytes` request.
 const MAX_RANDOM_BYTES: u32 = 65536;
@@ -87,7 +88,56 @@ pub fn install(ctx: &Ctx<'_>) -> Result<()> {
             }),
         )?,
     )?;
+    host.set(
+        "callTool",
+        Function::new(
+            ctx.clone(),
+            MutFn::new(|cx, args| {
+                let (cx, args) = javy::Args::hold(cx, args).release();
+                let name = string_arg(&cx, &args, 0, "tool name")?;
+                let input = string_arg(&cx, &args, 1, "input")?;
+                host_call_tool(&cx, &name, &input)
+            }),
+        )?,
+    )?;
     ctx.globals().set("__temper_host", host)
+}
+
+/// Calls tool `name` through the host's `tools.call`: its JSON output as a
+/// string, or a thrown error. A refusal (`capability not granted:
+/// tool:NAME`) carries the code `ECAPABILITY`; a callee's failure the code
+/// `ETOOL` and the `tool` it names (`capabilities.js` makes the errors tools
+/// see from these).
+fn host_call_tool<'js>(cx: &Ctx<'js>, name: &str, input: &str) -> Result<Value<'js>> {
+    match tools::call(name, input) {
+        Ok(output) => Ok(javy::quickjs::String::from_str(cx.clone(), &output)?.into_value()),
+        Err(ToolError::CapabilityDenied(capability)) => Err(throw_error(
+            cx,
+            &format!("capability not granted: {capability}"),
+            Some("ECAPABILITY"),
+        )),
+        Err(ToolError::ToolFailed(failure)) => {
+            Err(throw_tool_error(cx, &failure.tool, &failure.message))
+        }
+        Err(other) => Err(throw_tool_error(cx, name, &format!("{other:?}"))),
+    }
+}
+
+/// Throws an `Error` with `code: "ETOOL"`, `tool` and the callee's message.
+fn throw_tool_error<'js>(cx: &Ctx<'js>, tool: &str, message: &str) -> javy::quickjs::Error {
+    match Exception::from_message(cx.clone(), message) {
+        Ok(exception) => {
+            let object = exception.as_object();
+            if let Err(e) = object.set("code", "ETOOL") {
+                return e;
+            }
+            if let Err(e) = object.set("tool", tool) {
+                return e;
+            }
+            exception.throw()
+        }
+        Err(e) => e,
+    }
 }
 
 fn host_fetch<'js>(cx: &Ctx<'js>, args: &Rest<Value<'js>>) -> Result<Value<'js>> {

@@ -9,6 +9,7 @@ mod bounds;
 mod bundle;
 mod callpath;
 mod capabilities;
+mod code_mode;
 mod compose;
 mod forge;
 mod foundation;

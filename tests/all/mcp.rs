@@ -212,7 +212,13 @@ fn mcp_over_stdio_pipes() {
         .collect();
     assert_eq!(
         names,
-        ["forge_tool", "promote_tool", "tool_stats"],
+        [
+            "forge_tool",
+            "promote_tool",
+            "tool_stats",
+            "run_code",
+            "describe_tools"
+        ],
         "{list}"
     );
     let forge_tool = &list["tools"][0];
@@ -278,7 +284,7 @@ fn mcp_over_stdio_pipes() {
     // Now listed, with its schemas.
     let list = c.ok("tools/list", json!({}));
     let tools = list["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 4, "{list}");
+    assert_eq!(tools.len(), 6, "{list}");
     let slugify = tools
         .iter()
         .find(|t| t["name"] == "slugify")
@@ -419,6 +425,8 @@ fn mcp_over_stdio_pipes() {
             "forge_tool",
             "promote_tool",
             "tool_stats",
+            "run_code",
+            "describe_tools",
             "slugify",
             "spin"
         ]
@@ -553,4 +561,105 @@ fn official_python_sdk_client() {
         .status()
         .expect("run tests/mcp_client.py");
     assert!(status.success(), "tests/mcp_client.py failed: {status}");
+}
+
+/// Code mode over stdio: `run_code`'s description declares the caller's
+/// tools in TypeScript and follows a forge; a body calling a forged tool
+/// twice is one round trip; failures are tool errors naming the kind; the
+/// runs are counted; `describe_tools` gives declarations by name.
+#[test]
+fn run_code_over_stdio() {
+    let store = tempfile::tempdir().unwrap();
+    let mut c = Client::start(store.path());
+    c.ok("initialize", json!({"protocolVersion": "2025-06-18"}));
+    let run_code_description = |c: &mut Client| {
+        let list = c.ok("tools/list", json!({}));
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "run_code")
+            .expect("run_code listed")["description"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(run_code_description(&mut c).contains("You can call no tools right now"));
+    let (forged, notes) = c.request(
+        "tools/call",
+        json!({"name": "forge_tool", "arguments": seed("slugify")}),
+    );
+    assert_eq!(forged["result"]["isError"], false, "{forged}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["method"] == "notifications/tools/list_changed")
+    );
+    let description = run_code_description(&mut c);
+    assert!(
+        description.contains("/** Convert a string to a URL-friendly slug */\n  slugify(input: { text: string; }): Promise<{ slug?: string; }>;"),
+        "{description}"
+    );
+
+    let r = c.call(
+        "run_code",
+        json!({"code": "const a = await tools.slugify({ text: 'Hello World' });\nconst b = await callTool('slugify', { text: a.slug + ' Again' });\nconsole.log('done');\nreturn [a.slug, b.slug];"}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    let out = &r["structuredContent"];
+    assert_eq!(
+        out["result"],
+        json!(["hello-world", "hello-world-again"]),
+        "{r}"
+    );
+    assert_eq!(
+        out["logs"].as_array().unwrap().last().unwrap()["message"],
+        "done"
+    );
+
+    // Narrowed to nothing: the call is refused, typed.
+    let r = c.call(
+        "run_code",
+        json!({"code": "return await tools.slugify({ text: 'x' });", "tools": []}),
+    );
+    assert_eq!(r["isError"], true);
+    let e = text_json(&r);
+    assert!(
+        e["error"]
+            .as_str()
+            .unwrap()
+            .contains("capability not granted: tool:slugify"),
+        "{e}"
+    );
+    // Returns nothing: a bad output.
+    let r = c.call("run_code", json!({"code": "const x = 1;"}));
+    assert!(
+        text_json(&r)["error"]
+            .as_str()
+            .unwrap()
+            .contains("returned undefined"),
+        "{r}"
+    );
+    // An unknown tool in `tools` is refused before anything runs.
+    let r = c.call("run_code", json!({"code": "return 1;", "tools": ["nope"]}));
+    assert!(
+        text_json(&r)["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool \"nope\""),
+        "{r}"
+    );
+
+    let stats = c.call("tool_stats", json!({"name": "run_code"}));
+    assert_eq!(stats["structuredContent"]["runs"], 3, "{stats}");
+    assert_eq!(stats["structuredContent"]["failures"], 2, "{stats}");
+    let d = c.call("describe_tools", json!({"names": ["slugify"]}));
+    assert!(
+        d["structuredContent"]["declarations"]
+            .as_str()
+            .unwrap()
+            .contains("slugify(input: { text: string; })"),
+        "{d}"
+    );
+    c.close();
 }

@@ -372,7 +372,13 @@ async fn streamable_http_protocol() {
     assert_eq!(init["capabilities"]["tools"]["listChanged"], true);
     assert_eq!(
         c.tool_names().await,
-        ["forge_tool", "promote_tool", "tool_stats"]
+        [
+            "forge_tool",
+            "promote_tool",
+            "tool_stats",
+            "run_code",
+            "describe_tools"
+        ]
     );
     let mut stream = c.open_stream().await;
 
@@ -635,6 +641,8 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             "forge_tool",
             "promote_tool",
             "tool_stats",
+            "run_code",
+            "describe_tools",
             "alice_private",
             "slugify"
         ]
@@ -646,7 +654,13 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     bob.open().await;
     assert_eq!(
         bob.tool_names().await,
-        ["forge_tool", "promote_tool", "tool_stats"]
+        [
+            "forge_tool",
+            "promote_tool",
+            "tool_stats",
+            "run_code",
+            "describe_tools"
+        ]
     );
     // A tool out of reach is answered as an unknown one: the same
     // protocol error (-32602), the same message but for the name.
@@ -684,7 +698,10 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     // is neither listed nor callable, and no pipeline reaches it.
     let mut limited = server.client(Some("alice-session-5"));
     limited.open().await;
-    assert_eq!(limited.tool_names().await, ["forge_tool", "tool_stats"]);
+    assert_eq!(
+        limited.tool_names().await,
+        ["forge_tool", "tool_stats", "run_code", "describe_tools"]
+    );
     let r = limited.call("slugify", json!({"text": "x"})).await;
     assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
     let pipeline = json!({
@@ -728,7 +745,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     anon.session = Some(alice_sid);
     assert_eq!(anon.rpc("tools/list", json!({})).await.status, 401);
     // Alice's session is untouched.
-    assert_eq!(alice.tool_names().await.len(), 6);
+    assert_eq!(alice.tool_names().await.len(), 8);
     let s = alice
         .call("tool_stats", json!({"name": "alice_private"}))
         .await;
@@ -760,7 +777,10 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     // A token limited to the session tier: no promotion offered or allowed.
     let mut dave = server.client(Some("single-secret-4"));
     dave.open().await;
-    assert_eq!(dave.tool_names().await, ["forge_tool", "tool_stats"]);
+    assert_eq!(
+        dave.tool_names().await,
+        ["forge_tool", "tool_stats", "run_code", "describe_tools"]
+    );
     dave.forge(spin_request()).await;
     let p = dave.call("promote_tool", json!({"name": "spin"})).await;
     assert_eq!(p.response()["error"]["code"], -32602, "{p:?}");
@@ -820,7 +840,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             .unwrap()
             .contains("quota")
     );
-    assert_eq!(carol.tool_names().await.len(), 3);
+    assert_eq!(carol.tool_names().await.len(), 5);
 
     // Revocation: Alice's token leaves the file; her next request is 401,
     // Bob's still work.
@@ -838,12 +858,12 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             .status,
         401
     );
-    assert_eq!(bob.tool_names().await.len(), 4);
+    assert_eq!(bob.tool_names().await.len(), 6);
     // A broken file fails closed.
     std::fs::write(&tokens, "this is not toml [").unwrap();
     assert_eq!(bob.rpc("tools/list", json!({})).await.status, 401);
     std::fs::write(&tokens, all[1].as_str()).unwrap();
-    assert_eq!(bob.tool_names().await.len(), 4);
+    assert_eq!(bob.tool_names().await.len(), 6);
 
     // Alice's agent-tier tool is still hers: a new token for her sees it.
     let mut file = all[1].clone();
@@ -853,7 +873,14 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     alice2.open().await;
     assert_eq!(
         alice2.tool_names().await,
-        ["forge_tool", "promote_tool", "tool_stats", "slugify"]
+        [
+            "forge_tool",
+            "promote_tool",
+            "tool_stats",
+            "run_code",
+            "describe_tools",
+            "slugify"
+        ]
     );
 }
 
@@ -1227,7 +1254,7 @@ async fn shared_tier_and_promotion_notices() {
     a1.forge(seed("slugify")).await;
     assert_eq!(
         a2.tool_names().await.len(),
-        3,
+        5,
         "a session tool is not shared"
     );
     let r = a1.call("slugify", json!({"text": "x y"})).await;
@@ -1278,7 +1305,13 @@ async fn shared_tier_and_promotion_notices() {
     bob.open().await;
     assert_eq!(
         bob.tool_names().await,
-        ["forge_tool", "promote_tool", "tool_stats"]
+        [
+            "forge_tool",
+            "promote_tool",
+            "tool_stats",
+            "run_code",
+            "describe_tools"
+        ]
     );
     let r = bob.call("slugify", json!({"text": "x"})).await;
     assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");

@@ -174,6 +174,7 @@ fn manifest() -> impl Strategy<Value = ArtifactManifest> {
                 source_blake3,
                 shim_blake3,
                 steps,
+                calls: Vec::new(),
                 source,
             },
         )

@@ -11,6 +11,7 @@ mod artifacts;
 mod diagnostics;
 mod oci;
 mod registry;
+mod run_code;
 mod shutdown;
 mod signing;
 
@@ -91,6 +92,22 @@ enum Command {
         /// The JSON input.
         #[arg(long, default_value = "{}")]
         input: String,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        hub: registry::HubArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run a JavaScript body once with the tools you may call (code mode):
+    /// nothing is registered.
+    RunCode {
+        /// The body of an async function (`return` the result).
+        file: PathBuf,
+        /// Only these tools may be called (comma-separated; default: all
+        /// you can call).
+        #[arg(long, value_delimiter = ',')]
+        tools: Option<Vec<String>>,
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
@@ -636,6 +653,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             hub,
             common,
         } => registry::call(&name, &input, &registry, &hub, &common).await,
+        Command::RunCode {
+            file,
+            tools,
+            registry,
+            hub,
+            common,
+        } => run_code::run_code(&file, tools.as_deref(), &registry, &hub, &common).await,
         Command::Stats {
             name,
             registry,

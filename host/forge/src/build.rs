@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use temper_compose::adapter;
-use temper_runtime::artifact::{self, ArtifactManifest, StepRef};
+use temper_runtime::artifact::{self, ArtifactManifest, CallRef, StepRef};
 use temper_runtime::error::BuildError;
 use temper_runtime::request::{ForgeRequest, Implementation};
 use temper_runtime::runtime::{Artifact, Runtime};
@@ -84,10 +84,24 @@ pub async fn build_sandbox_from(
     bytecode: Option<Vec<u8>>,
     keep_source: bool,
 ) -> Result<Built, BuildError> {
+    build_sandbox_calling(runtime, request, bytecode, keep_source, Vec::new()).await
+}
+
+/// [`build_sandbox_from`] for a tool that calls other tools (code mode):
+/// `calls` are its `tool:NAME` grants as VALIDATE pinned them, recorded in
+/// its manifest.
+pub async fn build_sandbox_calling(
+    runtime: &Runtime,
+    request: &ForgeRequest,
+    bytecode: Option<Vec<u8>>,
+    keep_source: bool,
+    calls: Vec<CallRef>,
+) -> Result<Built, BuildError> {
     let Implementation::Sandbox { code, .. } = &request.implementation else {
         return Err(BuildError::ComposeRequest(request.name.clone()));
     };
-    let manifest = sandbox_manifest(request, code, keep_source)?;
+    let mut manifest = sandbox_manifest(request, code, keep_source)?;
+    manifest.calls = calls;
     let component = match bytecode {
         Some(bytecode) => runtime.artifact_from_bytecode(bytecode).await?,
         None => runtime.build(code).await?,

@@ -113,6 +113,15 @@ pub enum ValidateError {
         /// Why.
         message: String,
     },
+    /// A `tool:NAME` grant cannot be given: the caller cannot call `NAME`,
+    /// it is never callable from code, or calling it would be a cycle.
+    #[error("validate: allowlist: tool:{tool}: {message}")]
+    ToolCall {
+        /// The tool named.
+        tool: String,
+        /// Why.
+        message: String,
+    },
     /// The compose tool would reach itself through its steps.
     #[error("validate: {0}")]
     Cycle(#[from] temper_compose::CycleError),
@@ -226,6 +235,16 @@ pub enum ImportError {
     /// with why.
     #[error("import: requested capabilities do not fit this host's policy: {}", .0.join(", "))]
     Capabilities(Vec<String>),
+    /// A tool the artifact calls (code mode) is not on this host: a forged
+    /// callee whose artifact is not in this store, a hub or host-native
+    /// callee not registered here, or a `tool:` grant without a pin.
+    #[error("import: the tool calls {tool:?}, which {reason}: import its callees first")]
+    MissingCallee {
+        /// The callee.
+        tool: String,
+        /// Why it cannot be called here.
+        reason: String,
+    },
     /// The embedded source does not hash to the recorded blake3.
     #[error("import: the embedded source hashes to {actual}, the manifest records {recorded}")]
     SourceMismatch {
@@ -272,6 +291,15 @@ pub enum ExportError {
     /// The bundle could not be made.
     #[error("export: {0}")]
     Bundle(#[from] temper_compose::bundle::BundleError),
+    /// A step of the compose tool calls tools (code mode): its callees
+    /// are not linked into bundles yet.
+    #[error(
+        "export: step {step:?} calls tools (code mode), which a bundle cannot link in yet: export the tools plainly and import each on the other host"
+    )]
+    CodeModeStep {
+        /// The step's tool.
+        step: String,
+    },
     /// The stored artifact is not well formed.
     #[error("export: {0}")]
     Artifact(#[from] temper_runtime::artifact::ArtifactError),

@@ -457,6 +457,7 @@ impl Forge {
         self.inner
             .runtime
             .grant(base, &m.capabilities)
+            .map(|tool| self.with_tool_calls(tool, m))
             .map_err(|error| InvokeError::Capability {
                 tool: m.name.clone(),
                 error,

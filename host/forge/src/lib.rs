@@ -37,6 +37,7 @@
 
 pub mod build;
 mod cache;
+pub mod code_mode;
 pub mod config;
 pub mod error;
 mod gate;
@@ -200,6 +201,7 @@ impl ForgeBuilder {
                 calls,
                 natives: Mutex::new(HashMap::new()),
                 hub: Mutex::new(None),
+                run_code_stats: code_mode::RunCodeCounters::default(),
             }),
         }
     }
@@ -240,6 +242,8 @@ struct Inner {
     /// The attached tool hub, whose tools that appear later (an upstream's
     /// `list_changed`) are registered when next looked up.
     hub: Mutex<Option<Arc<temper_hub::Hub>>>,
+    /// `run_code` runs counted.
+    run_code_stats: code_mode::RunCodeCounters,
 }
 
 /// Locks `m`, recovering the data of a poisoned lock (every critical

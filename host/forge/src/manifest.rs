@@ -63,6 +63,10 @@ pub struct ToolInfo {
     /// (none for a host-native step).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<temper_runtime::artifact::StepRef>,
+    /// The tools a sandbox tool calls (code mode), each pinned by its
+    /// artifact blake3 (none for a hub or host-native tool).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<temper_runtime::artifact::CallRef>,
 }
 
 impl ToolInfo {
@@ -89,6 +93,7 @@ impl ToolInfo {
             confidence: manifest.verdict.confidence,
             mode: m.mode,
             steps: m.steps.clone(),
+            calls: m.calls.clone(),
         }
     }
 }

@@ -67,11 +67,22 @@ pub(super) fn composition_of(m: &ArtifactManifest) -> Option<Value> {
     (m.mode == Mode::Compose).then(|| json!({ "steps": m.steps }))
 }
 
+/// What the judge sees the code use: the capability globals it references
+/// and, for code mode, `tool:NAME` for every tool it calls by a literal
+/// name, plus `tool:<computed>` when it calls one by a computed name (so
+/// the rules judge approves only when the names used equal the `tool:`
+/// grants, and never a name it cannot read).
 pub(super) fn used_apis(source: &str) -> Vec<String> {
-    temper_runtime::static_check::used_capabilities(source)
+    let mut used: Vec<String> = temper_runtime::static_check::used_capabilities(source)
         .into_iter()
         .map(|c| c.as_str().to_string())
-        .collect()
+        .collect();
+    let calls = temper_runtime::static_check::used_tool_calls(source);
+    used.extend(calls.names.iter().map(|n| format!("tool:{n}")));
+    if !calls.computed.is_empty() {
+        used.push("tool:<computed>".to_string());
+    }
+    used
 }
 
 impl Forge {
@@ -182,16 +193,18 @@ impl Forge {
         progress(Stage::Build);
         let admission = match (valid.checked, &request.implementation) {
             (Checked::Sandbox(v), Implementation::Sandbox { code, .. }) => {
-                let built = build::build_sandbox_from(
+                let built = build::build_sandbox_calling(
                     runtime,
                     request,
                     bytecode,
                     inner.config.persist_sandbox_source,
+                    v.call_refs,
                 )
                 .await?;
                 let tool = runtime
                     .grant(&runtime.tool(&built.artifact), &built.manifest.capabilities)
                     .map_err(ValidateError::from)?;
+                let tool = self.with_tool_calls(tool, &built.manifest);
                 Admission {
                     manifest: built.manifest,
                     bytes: built.artifact.bytes,

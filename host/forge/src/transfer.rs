@@ -79,9 +79,11 @@ impl Forge {
         let schemas = ToolSchemas::compile(&manifest.input_schema, &manifest.output_schema)
             .map_err(ValidateError::from)?;
         let policy = self.inner.runtime.policy();
+        self.check_callees(&manifest).await?;
         let refused: Vec<String> = manifest
             .capabilities
             .iter()
+            .filter(|name| temper_runtime::capabilities::tool_calls::tool_grant(name).is_none())
             .filter_map(|name| match name.parse::<temper_policy::Capability>() {
                 Err(_) => Some(format!("{name} (unknown capability)")),
                 Ok(cap) if !policy.allowed.contains(&cap) => {
@@ -119,6 +121,7 @@ impl Forge {
             .runtime
             .grant(&base, &manifest.capabilities)
             .map_err(ValidateError::from)?;
+        let tool = self.with_tool_calls(tool, &manifest);
         let source = manifest.source.clone();
         self.admit(
             Admission {
@@ -256,6 +259,11 @@ impl Forge {
                 Some(hex) => {
                     let step_bytes = self.inner.store.get_artifact(&ArtifactId::from_hex(hex)?)?;
                     let (step_manifest, component) = artifact::split(&step_bytes)?;
+                    if !step_manifest.calls.is_empty() {
+                        return Err(ExportError::CodeModeStep {
+                            step: step.tool.clone(),
+                        });
+                    }
                     if step_manifest.mode == Mode::Compose {
                         let (nested, nested_manifest) = self.bundle_of(&step_bytes, depth + 1)?;
                         BundleStep::Component {
@@ -277,6 +285,59 @@ impl Forge {
         manifest.mode = Mode::Bundle;
         manifest.capabilities = bundle_capabilities(&steps);
         Ok((bundled, manifest))
+    }
+
+    /// Refuses an artifact that calls tools (code mode) this host cannot
+    /// give it: every `tool:NAME` grant must be pinned in its manifest, a
+    /// forged callee's artifact must be in this store (by its blake3: the
+    /// very tool it was forged against), a hub or host-native one registered
+    /// here. A plain export records the callees' ids; it does not carry
+    /// them.
+    pub(super) async fn check_callees(
+        &self,
+        manifest: &temper_runtime::artifact::ArtifactManifest,
+    ) -> Result<(), ImportError> {
+        use temper_runtime::capabilities::tool_calls::tool_grant;
+        let missing = |tool: &str, reason: &str| ImportError::MissingCallee {
+            tool: tool.to_string(),
+            reason: reason.to_string(),
+        };
+        for name in manifest.capabilities.iter().filter_map(|c| tool_grant(c)) {
+            if !manifest.calls.iter().any(|c| c.tool == name) {
+                return Err(missing(name, "its manifest grants but does not pin"));
+            }
+        }
+        for call in &manifest.calls {
+            match &call.blake3 {
+                Some(hex) => {
+                    let id = ArtifactId::from_hex(hex)
+                        .map_err(|_| missing(&call.tool, "is pinned by a malformed id"))?;
+                    let key = id.clone();
+                    let found = self
+                        .with_store("get_artifact", move |s| s.get_stored(&key).map(|_| ()))
+                        .await;
+                    match found {
+                        Ok(()) => {}
+                        Err(StoreError::MissingArtifact { .. }) => {
+                            return Err(missing(
+                                &call.tool,
+                                &format!("is pinned to artifact {id}, not in this store"),
+                            ));
+                        }
+                        Err(e) => return Err(missing(&call.tool, &e.to_string())),
+                    }
+                }
+                None => {
+                    if !lock(&self.inner.natives).contains_key(&call.tool) {
+                        return Err(missing(
+                            &call.tool,
+                            "is a hub or host-native tool not registered on this host",
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A bundle (from [`Forge::export_bundle`]) ready to call without the

@@ -22,7 +22,8 @@ use serde_json::Value;
 
 use temper_compose::CompiledSpec;
 use temper_policy::{Grants, HostPolicy};
-use temper_runtime::artifact::{ArtifactManifest, Mode, StepRef};
+use temper_runtime::artifact::{ArtifactManifest, CallRef, StepRef};
+use temper_runtime::capabilities::tool_calls::{NEVER_CALLABLE, tool_grant};
 use temper_runtime::id::ArtifactId;
 use temper_runtime::request::{ForgeRequest, Implementation};
 use temper_runtime::runtime::MAX_SOURCE_BYTES;
@@ -38,6 +39,11 @@ pub struct Validated {
     pub schemas: ToolSchemas,
     /// What the tool will be granted (allowlist ∩ host policy), parsed once.
     pub grants: Grants,
+    /// The tools it may call (its `tool:NAME` entries), sorted.
+    pub tool_calls: Vec<String>,
+    /// Those tools, pinned (filled by [`check_request`]; empty after the
+    /// stateless [`check`]).
+    pub call_refs: Vec<CallRef>,
 }
 
 /// A compose request that passed the checks.
@@ -117,16 +123,93 @@ pub fn check_request<'r>(
         view.occupancy(&request.name)?,
         config,
     )?;
-    if let (Checked::Compose(v), Implementation::Compose { steps }) =
-        (&mut checked, &request.implementation)
-    {
-        v.refs = pin_steps(&v.spec, steps, view)?;
-        temper_compose::check_cycles(&request.name, &v.spec.tools(), |tool| {
-            let m = view.tool(tool).ok()??.manifest;
-            (m.mode == Mode::Compose).then(|| m.steps.iter().map(|s| s.tool.clone()).collect())
-        })?;
+    match (&mut checked, &request.implementation) {
+        (Checked::Compose(v), Implementation::Compose { steps }) => {
+            v.refs = pin_steps(&v.spec, steps, view)?;
+            temper_compose::check_cycles(&request.name, &v.spec.tools(), |tool| {
+                callees_of(tool, view)
+            })?;
+        }
+        (Checked::Sandbox(v), Implementation::Sandbox { .. }) if !v.tool_calls.is_empty() => {
+            v.call_refs = pin_calls(&request.name, &v.tool_calls, view)?;
+        }
+        _ => {}
     }
     Ok(ValidRequest { request, checked })
+}
+
+/// The tools a registered tool reaches directly: a compose tool's steps, a
+/// sandbox tool's calls (`None`: neither, or not registered).
+fn callees_of(tool: &str, view: &dyn RegistryView) -> Option<Vec<String>> {
+    let m = view.tool(tool).ok()??.manifest;
+    let mut callees: Vec<String> = m.steps.iter().map(|s| s.tool.clone()).collect();
+    callees.extend(m.calls.iter().map(|c| c.tool.clone()));
+    (!callees.is_empty()).then_some(callees)
+}
+
+/// Pins each tool a sandbox tool `name` calls, as compose steps are pinned:
+/// a registered tool the caller can call by its artifact's blake3, a
+/// host-native (or hub) one by name; any other is refused naming it, as is
+/// a call that would come back to `name` (a cycle, where the registry shows
+/// it).
+fn pin_calls(
+    name: &str,
+    tools: &[String],
+    view: &dyn RegistryView,
+) -> Result<Vec<CallRef>, ValidateError> {
+    let mut refs = Vec::with_capacity(tools.len());
+    for tool in tools {
+        let refuse = |message: String| ValidateError::ToolCall {
+            tool: tool.clone(),
+            message,
+        };
+        let blake3 = match view.tool(tool) {
+            Ok(Some(t)) => Some(t.artifact.to_string()),
+            Ok(None) if view.native_output_schema(tool).is_some() => None,
+            Ok(None) => return Err(refuse(not_callable(tool, view))),
+            Err(e) => return Err(refuse(e.to_string())),
+        };
+        refs.push(CallRef {
+            tool: tool.clone(),
+            blake3,
+        });
+    }
+    temper_compose::check_cycles(name, tools, |tool| callees_of(tool, view))?;
+    Ok(refs)
+}
+
+/// Splits an allowlist into its capabilities and the tools it lets the
+/// tool call (`tool:NAME`, sorted, no duplicates). A name that is empty,
+/// never callable from code, or the tool's own is refused.
+pub fn split_tool_grants(
+    name: &str,
+    allowlist: &[String],
+) -> Result<(Vec<String>, Vec<String>), ValidateError> {
+    let mut capabilities = Vec::new();
+    let mut tools = std::collections::BTreeSet::new();
+    for entry in allowlist {
+        let Some(tool) = tool_grant(entry) else {
+            capabilities.push(entry.clone());
+            continue;
+        };
+        let refuse = |message: &str| ValidateError::ToolCall {
+            tool: tool.to_string(),
+            message: message.to_string(),
+        };
+        if tool.is_empty() {
+            return Err(refuse("names no tool"));
+        }
+        if NEVER_CALLABLE.contains(&tool) {
+            return Err(refuse("is never callable from code"));
+        }
+        if tool == name {
+            return Err(refuse(
+                "a tool may not call itself (a cycle: tool calls nest at most 8 deep at run time)",
+            ));
+        }
+        tools.insert(tool.to_string());
+    }
+    Ok((capabilities, tools.into_iter().collect()))
 }
 
 /// A compose request without an `outputSchema` takes its last step's (the
@@ -264,7 +347,8 @@ pub fn validate(request: &ForgeRequest, policy: &HostPolicy) -> Result<Validated
         }
     };
     let schemas = check_common(request)?;
-    let grants = policy.grants(allowlist)?;
+    let (capabilities, tool_calls) = split_tool_grants(&request.name, allowlist)?;
+    let grants = policy.grants(&capabilities)?;
     if code.len() > MAX_SOURCE_BYTES {
         return Err(ValidateError::SourceTooLarge {
             actual: code.len(),
@@ -272,7 +356,12 @@ pub fn validate(request: &ForgeRequest, policy: &HostPolicy) -> Result<Validated
         });
     }
     temper_runtime::static_check::check(code)?;
-    Ok(Validated { schemas, grants })
+    Ok(Validated {
+        schemas,
+        grants,
+        tool_calls,
+        call_refs: Vec::new(),
+    })
 }
 
 /// The checks both modes share: name, description, schemas, test cases.
@@ -387,6 +476,7 @@ pub fn check_occupancy(
 mod tests {
     use super::*;
     use serde_json::json;
+    use temper_runtime::artifact::Mode;
     use temper_runtime::request::TestCase;
 
     fn request(code: &str, allowlist: &[&str]) -> ForgeRequest {

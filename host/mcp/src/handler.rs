@@ -19,6 +19,12 @@ use super::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
 use super::watch::{Changes, RegistryWatch};
 use temper_forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
 
+// Code mode (`run_code`, `describe_tools`): a child module, for this
+// handler's view of the caller's tools.
+#[path = "run_code.rs"]
+pub mod run_code;
+use run_code::{DESCRIBE_TOOLS, RUN_CODE};
+
 /// MCP protocol versions this server speaks, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
     &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -158,6 +164,8 @@ impl Handler {
             list.push(tools::promote_tool_definition());
         }
         list.push(tools::stats_tool_definition());
+        list.push(run_code::run_code_definition(&self.code_tools()?));
+        list.push(run_code::describe_tools_definition());
         let visible = self.visible()?;
         // Hub tools (Temper as a gateway), unless a forged tool the caller
         // sees has the name (forged tools keep precedence).
@@ -204,7 +212,12 @@ impl Handler {
             PROMOTE_TOOL if self.access.session && self.access.agent => {
                 Ok(self.promote_tool(&arguments, notes).await)
             }
+            STATS_TOOL if arguments.get("name").and_then(Value::as_str) == Some(RUN_CODE) => {
+                Ok(self.run_code_stats())
+            }
             STATS_TOOL => Ok(self.stats_tool(&arguments)),
+            RUN_CODE => self.run_code_tool(&arguments).await,
+            DESCRIBE_TOOLS => self.describe_tools_tool(&arguments),
             _ => self.invoke(name, &arguments, &progress).await,
         }
     }
@@ -219,6 +232,9 @@ impl Handler {
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
         if let Some(refused) = self.compose_outside_access(request)? {
+            return Ok(refused);
+        }
+        if let Some(refused) = self.grants_outside_access(request)? {
             return Ok(refused);
         }
         // One step per stage (validate, build, test, judge, register), then done.
@@ -431,6 +447,10 @@ impl Handler {
                     self.not_callable(&step.tool)
                 ),
             ));
+        }
+        // So is a code tool calling one (run_code.rs).
+        if let Some(refused) = forged.and_then(|t| self.calls_outside_access(t)) {
+            return Ok(refused);
         }
         progress.report(0, 1, format!("calling {name}"));
         let outcome = self.forge.invoke(name, arguments, &self.ctx).await;

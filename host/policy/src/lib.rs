@@ -38,6 +38,9 @@
 //! [tools]              # hub tools agents may use (see temper-hub); default none
 //! allow = ["web_search", "github.*", "http_request"]
 //!
+//! [run_code]           # capabilities code-mode runs (`run_code`) get; default none
+//! allow = ["crypto"]   # each must also be in the top-level `allow`
+//!
 //! [determinism]        # deterministic mode; leave the section out for real clocks
 //! enabled = true       # default true once the section is written
 //! seed = 42            # seeds every random source a tool can read; default 0
@@ -305,6 +308,10 @@ pub struct HostPolicy {
     /// Which hub tools (upstream MCP tools, built-ins) agents may use:
     /// `[tools] allow`. Empty by default: none.
     pub tools: ToolAllow,
+    /// The capabilities code-mode runs (`run_code`) are granted:
+    /// `[run_code] allow`, each one the host allows. Empty by default:
+    /// none (a run calls tools, and nothing else).
+    pub run_code: Vec<String>,
 }
 
 /// A list of tool-name globs (`web_search`, `github.*`, `*`): `*` matches
@@ -383,6 +390,7 @@ struct RawPolicy {
     limits: LimitsConfig,
     determinism: Option<RawDeterminism>,
     tools: Option<RawTools>,
+    run_code: Option<RawTools>,
 }
 
 #[derive(Deserialize)]
@@ -432,6 +440,7 @@ impl HostPolicy {
             limits: LimitsConfig::default(),
             determinism: None,
             tools: ToolAllow::default(),
+            run_code: Vec::new(),
         }
     }
 
@@ -494,6 +503,15 @@ impl HostPolicy {
         policy.limits = raw.limits;
         if let Some(tools) = raw.tools {
             policy.tools = ToolAllow::new(tools.allow)?;
+        }
+        if let Some(run_code) = raw.run_code {
+            // Checked now: a capability the host does not allow is an error
+            // naming it, not a run that fails later.
+            policy.grants(&run_code.allow)?;
+            let mut allow = run_code.allow;
+            allow.sort();
+            allow.dedup();
+            policy.run_code = allow;
         }
         if let Some(det) = raw.determinism {
             let epoch_ms = det.epoch_ms.unwrap_or(0);

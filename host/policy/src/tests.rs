@@ -102,6 +102,7 @@ fn good_full_fixture() {
             "http_request".into(),
         ])
         .unwrap(),
+        run_code: Vec::new(),
     };
     assert_eq!(p, expected);
 }
@@ -612,4 +613,15 @@ fn bad_tools_sections() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("allowed"), "{err}");
+}
+
+#[test]
+fn run_code_allow_is_checked_against_the_hosts_allow() {
+    let p =
+        HostPolicy::from_toml("allow = [\"crypto\"]\n[run_code]\nallow = [\"crypto\"]\n").unwrap();
+    assert_eq!(p.run_code, ["crypto"]);
+    assert!(HostPolicy::from_toml("").unwrap().run_code.is_empty());
+    let err = HostPolicy::from_toml("[run_code]\nallow = [\"fetch\"]\n").unwrap_err();
+    assert!(err.to_string().contains("fetch"), "{err}");
+    assert!(HostPolicy::from_toml("[run_code]\nallow = [\"sockets\"]\n").is_err());
 }

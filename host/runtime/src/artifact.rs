@@ -43,6 +43,20 @@ pub struct StepRef {
     pub input_mapping: Value,
 }
 
+/// A tool a sandbox tool calls (code mode, granted `tool:NAME`): pinned by
+/// the blake3 of that tool's artifact, like a compose step, or by name for a
+/// host-native or hub tool (absent `blake3`), which the running host
+/// provides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallRef {
+    /// The tool called.
+    pub tool: String,
+    /// blake3 of its artifact, hex; `None` for a host-native or hub tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+}
+
 /// How a tool is implemented; written as its lowercase name in manifests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -106,6 +120,10 @@ pub struct ArtifactManifest {
     /// Compose steps, by artifact blake3.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepRef>,
+    /// Tools a sandbox tool calls (its `tool:NAME` grants), pinned, sorted
+    /// by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallRef>,
     /// The JS source, only when it was persisted or exported with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -139,6 +157,7 @@ impl ArtifactManifest {
             source_blake3: crate::id::blake3_hex(source.as_bytes()),
             shim_blake3: crate::shim::shim_id(),
             steps: Vec::new(),
+            calls: Vec::new(),
             source: keep_source.then(|| source.to_string()),
         }
     }
@@ -165,6 +184,7 @@ impl ArtifactManifest {
             source_blake3: crate::id::blake3_hex(pipeline_json.as_bytes()),
             shim_blake3: core_blake3,
             steps,
+            calls: Vec::new(),
             source: None,
         }
     }

@@ -121,7 +121,7 @@ pub enum RunError {
     /// The tool used a capability it was not granted.
     #[error("run: capability not granted: {capability}")]
     CapabilityDenied {
-        /// `fetch`, `fs.readFile` or `crypto`.
+        /// `fetch`, `fs.readFile`, `crypto` or `tool:NAME`.
         capability: String,
     },
     /// The tool returned something JSON cannot represent: `undefined` (a
@@ -156,6 +156,16 @@ pub enum RunError {
         tool: Box<str>,
         /// The step's own error.
         message: Box<str>,
+    },
+    /// A tool this tool called failed (or could not be called: nested too
+    /// deep, input or output over its cap), and the failure was returned as
+    /// the call's own.
+    #[error("run: tool {tool} failed: {message}")]
+    ToolCall {
+        /// The called tool.
+        tool: String,
+        /// Its error.
+        message: String,
     },
     /// The shim reported an internal error.
     #[error("run: internal error: {message}")]

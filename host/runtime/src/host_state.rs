@@ -28,8 +28,9 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::bindings::temper::tool::{crypto, fetch, log, types};
+use crate::bindings::temper::tool::{crypto, fetch, log, tools, types};
 use crate::capabilities::fetch::FetchTransport;
+use crate::capabilities::tool_calls::CallContext;
 use temper_policy::Determinism;
 
 /// One captured console line.
@@ -58,7 +59,7 @@ impl ConsoleBuffer {
         }
     }
 
-    fn push(&mut self, level: &'static str, message: String) {
+    pub(crate) fn push(&mut self, level: &'static str, message: String) {
         if self.bytes + message.len() > self.limit {
             self.dropped += 1;
             return;
@@ -201,8 +202,12 @@ pub struct Granted {
     /// Read-only directories (host path, guest path), when `fs.readFile` is
     /// granted.
     pub read_dirs: Vec<(std::path::PathBuf, String)>,
-    /// When the call must be over (fetch requests end by then).
+    /// When the call must be over (fetch requests end by then; for tool
+    /// calls, the whole call tree).
     pub deadline: Option<Instant>,
+    /// The tools it may call (`tool:NAME`), and where it sits in the call
+    /// tree; `None`: none.
+    pub calls: Option<CallContext>,
 }
 
 impl HostState {
@@ -306,6 +311,12 @@ impl HostState {
     /// e.g. a pre-warmed instance).
     pub fn set_deadline(&mut self, deadline: Instant) {
         self.granted.deadline = Some(deadline);
+    }
+
+    /// Sets the tools the call may call and its place in the call tree (for
+    /// a store made before its call).
+    pub fn set_calls(&mut self, calls: Option<CallContext>) {
+        self.granted.calls = calls;
     }
 
     /// The refusal the guest gets for an ungranted capability (the shim
@@ -490,6 +501,24 @@ impl crypto::Host for HostState {
         let mut bytes = vec![0; len as usize];
         self.random.fill_bytes(&mut bytes);
         Ok(Ok(bytes))
+    }
+}
+
+impl tools::Host for HostState {
+    async fn call(
+        &mut self,
+        name: String,
+        input: String,
+    ) -> wasmtime::Result<Result<String, types::ToolError>> {
+        let context = self.granted.calls.clone();
+        Ok(crate::capabilities::tool_calls::call(
+            context.as_ref(),
+            self.granted.deadline,
+            &mut self.console,
+            name,
+            input,
+        )
+        .await)
     }
 }
 

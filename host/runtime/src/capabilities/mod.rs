@@ -4,3 +4,4 @@
 pub mod cassette;
 pub mod crypto;
 pub mod fetch;
+pub mod tool_calls;

@@ -99,4 +99,25 @@ impl Runtime {
             bytecode,
         })
     }
+
+    /// A tool run once from `source` (a code-mode run): static check and
+    /// compile, no snapshot and no artifact; it runs on the shared engine
+    /// under the runtime's limits, with nothing pre-warmed for it. Its id
+    /// is the blake3 of its bytecode. Grant it with [`Runtime::grant`].
+    pub async fn one_shot_tool(&self, source: &str) -> Result<Tool, BuildError> {
+        static_check::check(source)?;
+        let bytecode = self.compile_source(source).await?;
+        let id = blake3::hash(&bytecode).to_hex().to_string();
+        Ok(Tool {
+            inner: Arc::new(ToolInner {
+                id: id.as_str().into(),
+                form: ToolForm::Engine {
+                    bytecode: Arc::new(bytecode),
+                },
+                one_shot: true,
+            }),
+            grants: temper_policy::Grants::default(),
+            calls: ToolCalls::default(),
+        })
+    }
 }

@@ -130,6 +130,22 @@ pub(super) fn describe_trap(
     }
 }
 
+/// When a call must be over and where it sits in a call tree.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CallAt {
+    /// Its own deadline, or the call tree's when that is sooner.
+    pub(super) deadline: Instant,
+    /// Its depth in the call tree (0: a top-level call).
+    pub(super) depth: usize,
+}
+
+impl CallAt {
+    /// The time left until the deadline.
+    fn remaining(&self) -> std::time::Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
 impl Runtime {
     /// Calls `tool` with a JSON `input` in a fresh instance under the limits:
     /// a pre-warmed one when the tool is hot, else one made now.
@@ -140,10 +156,25 @@ impl Runtime {
             logs: Vec::new(),
         };
         self.check_input(input).map_err(fail)?;
-        let deadline = Instant::now() + limits.timeout;
+        // Inside a tool call's callee, the call tree's deadline and depth.
+        // The call's own deadline starts once what it runs on is compiled
+        // (a one-time cost of the host, not the call's).
+        let scope = crate::capabilities::tool_calls::current_scope();
+        let at = || {
+            let own = Instant::now() + limits.timeout;
+            CallAt {
+                deadline: scope.map_or(own, |s| s.deadline.min(own)),
+                depth: scope.map_or(0, |s| s.depth),
+            }
+        };
         match &tool.inner.form {
             ToolForm::Engine { bytecode } => {
-                self.call_engine(tool, bytecode, input, deadline).await
+                self.engine_rt().await.map_err(|e| {
+                    fail(RunError::Instantiate {
+                        message: e.to_string(),
+                    })
+                })?;
+                self.call_engine(tool, bytecode, input, at()).await
             }
             ToolForm::Component { artifact } => {
                 let compiled = self.compiled(&tool.inner.id, artifact).await.map_err(|e| {
@@ -151,10 +182,10 @@ impl Runtime {
                         message: e.to_string(),
                     })
                 })?;
-                self.call_compiled(tool, &compiled, input, deadline).await
+                self.call_compiled(tool, &compiled, input, at()).await
             }
             ToolForm::Pinned { compiled, .. } => {
-                self.call_compiled(tool, compiled, input, deadline).await
+                self.call_compiled(tool, compiled, input, at()).await
             }
         }
     }
@@ -164,17 +195,18 @@ impl Runtime {
         tool: &Tool,
         compiled: &Compiled,
         input: &str,
-        deadline: Instant,
+        call: CallAt,
     ) -> Result<CallOutput, CallFailure> {
-        let limits = &self.inner.limits;
-        let granted = self.granted(&tool.grants, deadline);
+        let mut granted = self.granted(&tool.grants, call.deadline);
+        granted.calls = self.call_context(tool, call.depth);
         let mut store = self
             .new_store_granted(self.call_clocks(), false, granted)
             .map_err(|message| CallFailure {
                 error: RunError::Instantiate { message },
                 logs: Vec::new(),
             })?;
-        let outcome = tokio::time::timeout(limits.timeout, async {
+        arm_deadline(&mut store, call.remaining());
+        let outcome = tokio::time::timeout(call.remaining(), async {
             let instance = match compiled.pre.instantiate_async(&mut store).await {
                 Ok(instance) => instance,
                 Err(e) => return Ok(Err(instantiate_failed(&e))),
@@ -198,9 +230,8 @@ impl Runtime {
         tool: &Tool,
         bytecode: &Arc<Vec<u8>>,
         input: &str,
-        deadline: Instant,
+        call: CallAt,
     ) -> Result<CallOutput, CallFailure> {
-        let limits = &self.inner.limits;
         let engine = self.engine_rt().await.map_err(|e| CallFailure {
             error: RunError::Instantiate {
                 message: e.to_string(),
@@ -210,12 +241,15 @@ impl Runtime {
         let key = tool.warm_key();
         let (mut store, ready) = match self.inner.warm.take(&key) {
             Some(Ready { mut store, run }) => {
-                arm_deadline(&mut store, limits.timeout);
-                store.data_mut().set_deadline(deadline);
+                store.data_mut().set_deadline(call.deadline);
+                store
+                    .data_mut()
+                    .set_calls(self.call_context(tool, call.depth));
                 (store, Some(run))
             }
             None => {
-                let granted = self.granted(&tool.grants, deadline);
+                let mut granted = self.granted(&tool.grants, call.deadline);
+                granted.calls = self.call_context(tool, call.depth);
                 let store = self
                     .new_store_granted(self.call_clocks(), true, granted)
                     .map_err(|message| CallFailure {
@@ -225,7 +259,8 @@ impl Runtime {
                 (store, None)
             }
         };
-        let outcome = tokio::time::timeout(limits.timeout, async {
+        arm_deadline(&mut store, call.remaining());
+        let outcome = tokio::time::timeout(call.remaining(), async {
             let run = match ready {
                 Some(run) => run,
                 None => {
@@ -248,7 +283,9 @@ impl Runtime {
         })
         .await;
         let result = self.finish(store, outcome, false);
-        self.refill(key, bytecode.clone(), tool.grants);
+        if !tool.inner.one_shot {
+            self.refill(key, bytecode.clone(), tool.grants);
+        }
         result
     }
 

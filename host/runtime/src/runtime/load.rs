@@ -47,8 +47,10 @@ impl Runtime {
             inner: Arc::new(ToolInner {
                 id: id.into(),
                 form: ToolForm::Engine { bytecode },
+                one_shot: false,
             }),
             grants: Grants::default(),
+            calls: ToolCalls::default(),
         }
     }
 
@@ -76,8 +78,10 @@ impl Runtime {
             inner: Arc::new(ToolInner {
                 id,
                 form: ToolForm::Component { artifact },
+                one_shot: false,
             }),
             grants: Grants::default(),
+            calls: ToolCalls::default(),
         })
     }
 
@@ -162,8 +166,10 @@ impl Runtime {
                     artifact,
                     compiled: Arc::new(compiled),
                 },
+                one_shot: false,
             }),
             grants: Grants::default(),
+            calls: ToolCalls::default(),
         })
     }
 }

@@ -34,6 +34,7 @@ use wasmtime_wizer::{ComponentContext, Wizer};
 use crate::bindings::{JsShim, RunIndices, ShimIndices, ToolError};
 use crate::capabilities::cassette::Cassette;
 use crate::capabilities::fetch::{FetchTransport, TransportOptions};
+use crate::capabilities::tool_calls::{self, CallContext, ToolCaller, ToolCalls};
 use crate::engine::{EngineOptions, TemperEngine};
 use crate::error::{BuildError, JsLocation, LoadError, RunError};
 use crate::host_state::Granted;
@@ -64,6 +65,7 @@ pub const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
     "temper:tool/log@0.1.",
     "temper:tool/fetch@0.1.",
     "temper:tool/crypto@0.1.",
+    "temper:tool/tools@0.1.",
     "wasi:cli/environment@0.2.",
     "wasi:cli/exit@0.2.",
     "wasi:cli/stdin@0.2.",
@@ -128,12 +130,17 @@ pub struct CallFailure {
 pub struct Tool {
     inner: Arc<ToolInner>,
     grants: Grants,
+    /// The tools it may call (`tool:NAME` grants) and who runs them.
+    calls: ToolCalls,
 }
 
 struct ToolInner {
     /// blake3 of the artifact, hex.
     id: Arc<str>,
     form: ToolForm,
+    /// Run once and dropped (a code-mode run): no instances are pre-warmed
+    /// for it.
+    one_shot: bool,
 }
 
 /// What a tool is run from.
@@ -175,6 +182,20 @@ impl Tool {
     /// What this tool is granted (nothing unless [`Runtime::grant`] said so).
     pub fn grants(&self) -> &Grants {
         &self.grants
+    }
+    /// The tools it may call (its `tool:NAME` grants).
+    pub fn tool_calls(&self) -> &ToolCalls {
+        &self.calls
+    }
+    /// This tool with its tool calls run by `caller` (the embedder's: the
+    /// runtime checks grants and bounds, `caller` runs the callee). Without
+    /// one, a granted tool call fails with a tool error saying so.
+    pub fn with_tool_caller(&self, caller: Arc<dyn ToolCaller>) -> Tool {
+        Tool {
+            inner: self.inner.clone(),
+            grants: self.grants,
+            calls: self.calls.clone().with_caller(caller),
+        }
     }
     /// Whether calls run on the shared engine (from bytecode) rather than on
     /// the tool's own compiled component.
@@ -433,12 +454,41 @@ impl Runtime {
 
     /// Grants `tool` the capabilities in `allowlist` that the host policy
     /// allows; a listed capability the policy does not allow is an error
-    /// naming it. The result is the intersection, never more.
+    /// naming it. The result is the intersection, never more. Entries
+    /// `tool:NAME` grant calling tool `NAME` (code mode; run by the caller
+    /// set with [`Tool::with_tool_caller`]); an empty name is refused.
     pub fn grant(&self, tool: &Tool, allowlist: &[String]) -> Result<Tool, PolicyError> {
-        let grants = self.inner.policy.grants(allowlist)?;
+        let mut capabilities = Vec::with_capacity(allowlist.len());
+        let mut names = std::collections::BTreeSet::new();
+        for entry in allowlist {
+            match tool_calls::tool_grant(entry) {
+                Some("") => return Err(PolicyError::UnknownCapability(entry.clone())),
+                Some(name) => {
+                    names.insert(name.to_string());
+                }
+                None => capabilities.push(entry.clone()),
+            }
+        }
+        let grants = self.inner.policy.grants(&capabilities)?;
         Ok(Tool {
             inner: tool.inner.clone(),
             grants,
+            calls: ToolCalls::new(names),
+        })
+    }
+
+    /// The call context of a call of `tool` at `depth` (none when it may
+    /// call no tool).
+    fn call_context(&self, tool: &Tool, depth: usize) -> Option<CallContext> {
+        if tool.calls.is_empty() {
+            return None;
+        }
+        Some(CallContext {
+            calls: tool.calls.clone(),
+            caller: tool.inner.id.clone(),
+            depth,
+            input_bytes: self.inner.limits.input_bytes,
+            output_bytes: self.inner.limits.output_bytes,
         })
     }
 
@@ -461,6 +511,7 @@ impl Runtime {
                 Vec::new()
             },
             deadline: Some(deadline),
+            calls: None,
         }
     }
 
@@ -588,6 +639,10 @@ impl From<ToolError> for RunError {
             },
             ToolError::CapabilityDenied(capability) => RunError::CapabilityDenied { capability },
             ToolError::Internal(message) => RunError::Internal { message },
+            ToolError::ToolFailed(f) => RunError::ToolCall {
+                tool: f.tool,
+                message: f.message,
+            },
         }
     }
 }

@@ -168,6 +168,8 @@ mod checker;
 mod lexer;
 #[cfg(test)]
 mod tests;
+mod tool_calls;
 
 use checker::Checker;
 use lexer::{Kind, Lexer, Token};
+pub use tool_calls::{ComputedToolCall, ToolCallsUsed, used_tool_calls};

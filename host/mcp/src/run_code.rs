@@ -1,0 +1,526 @@
+//! Code mode on the MCP server: the `run_code` meta-tool (run an async
+//! function body once, in a fresh sandbox, with the tools this caller may
+//! call) and `describe_tools` (the TypeScript declarations of tools, for
+//! when there are too many to put in `run_code`'s description).
+//!
+//! `run_code`'s description carries a TypeScript declaration of the tools
+//! the caller may call, generated from their schemas each time the tool
+//! list is read (so it follows `notifications/tools/list_changed`). It is
+//! bounded: past [`MAX_DECLARATION_BYTES`] it lists the names only and
+//! points at `describe_tools`.
+//!
+//! The tools a run may call are the caller's: its visible forged tools (the
+//! tiers its access allows), the hub tools its token allows and the host's
+//! other native tools; narrowed by the request's `tools`. The run gets no
+//! `fetch`, `fs` or `crypto` unless the host policy's `[run_code] allow`
+//! grants them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use super::Handler;
+use crate::jsonrpc::RpcError;
+use crate::tools;
+use temper_forge::code_mode::RunCodeError;
+use temper_runtime::capabilities::tool_calls::NEVER_CALLABLE;
+
+/// The meta-tool that runs code.
+pub const RUN_CODE: &str = "run_code";
+/// The meta-tool that describes tools as TypeScript.
+pub const DESCRIBE_TOOLS: &str = "describe_tools";
+/// Most bytes of TypeScript declarations put in `run_code`'s description;
+/// past it, names only.
+pub const MAX_DECLARATION_BYTES: usize = 8 * 1024;
+/// Most tool names listed in `run_code`'s description when the
+/// declarations do not fit.
+pub const MAX_LISTED_NAMES: usize = 200;
+/// Most tools one `describe_tools` call describes.
+pub const MAX_DESCRIBED: usize = 64;
+/// How deep a schema is rendered before it becomes `any`.
+const MAX_SCHEMA_DEPTH: usize = 6;
+/// Longest doc comment kept per tool.
+const MAX_DOC_CHARS: usize = 300;
+
+/// One tool as code sees it.
+#[derive(Debug, Clone)]
+pub struct CodeTool {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its input schema.
+    pub input_schema: Value,
+    /// Its output schema.
+    pub output_schema: Value,
+}
+
+/// Whether `name` can be written as `tools.NAME` in JavaScript.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+/// The TypeScript type of a JSON Schema (a readable approximation:
+/// objects, arrays, scalars, enums, unions; anything else `any`).
+pub fn ts_type(schema: &Value) -> String {
+    ts_type_at(schema, 0)
+}
+
+fn ts_type_at(schema: &Value, depth: usize) -> String {
+    if depth > MAX_SCHEMA_DEPTH {
+        return "any".into();
+    }
+    let Value::Object(s) = schema else {
+        return if schema == &Value::Bool(false) {
+            "never".into()
+        } else {
+            "any".into()
+        };
+    };
+    if let Some(Value::Array(values)) = s.get("enum") {
+        let parts: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        return if parts.is_empty() {
+            "never".into()
+        } else {
+            parts.join(" | ")
+        };
+    }
+    if let Some(c) = s.get("const") {
+        return c.to_string();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(options)) = s.get(key) {
+            let parts: Vec<String> = options.iter().map(|o| ts_type_at(o, depth + 1)).collect();
+            return format!("({})", parts.join(" | "));
+        }
+    }
+    match s.get("type") {
+        Some(Value::String(t)) => ts_of_type(t, s, depth),
+        Some(Value::Array(types)) => {
+            let parts: Vec<String> = types
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|t| ts_of_type(t, s, depth))
+                .collect();
+            format!("({})", parts.join(" | "))
+        }
+        _ if s.contains_key("properties") => ts_of_type("object", s, depth),
+        _ => "any".into(),
+    }
+}
+
+fn ts_of_type(t: &str, s: &serde_json::Map<String, Value>, depth: usize) -> String {
+    match t {
+        "string" => "string".into(),
+        "number" | "integer" => "number".into(),
+        "boolean" => "boolean".into(),
+        "null" => "null".into(),
+        "array" => match s.get("items") {
+            Some(items) => format!("Array<{}>", ts_type_at(items, depth + 1)),
+            None => "any[]".into(),
+        },
+        "object" => {
+            let required: Vec<&str> = s
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let Some(Value::Object(props)) = s.get("properties") else {
+                return "Record<string, any>".into();
+            };
+            let mut out = String::from("{ ");
+            for (key, prop) in props {
+                let key = if is_identifier(key) {
+                    key.clone()
+                } else {
+                    Value::String(key.clone()).to_string()
+                };
+                let optional = if required.contains(&key.as_str()) {
+                    ""
+                } else {
+                    "?"
+                };
+                let _ = write!(out, "{key}{optional}: {}; ", ts_type_at(prop, depth + 1));
+            }
+            out.push('}');
+            out
+        }
+        _ => "any".into(),
+    }
+}
+
+/// A doc comment's text: one line, no comment terminator, bounded.
+fn doc_text(description: &str) -> String {
+    let one_line = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cleaned = one_line.replace("*/", "* /");
+    match cleaned.char_indices().nth(MAX_DOC_CHARS) {
+        Some((at, _)) => format!("{}…", &cleaned[..at]),
+        None => cleaned,
+    }
+}
+
+/// The declaration of one tool, as a member of `tools`.
+pub fn declare_tool(tool: &CodeTool) -> String {
+    let name = if is_identifier(&tool.name) {
+        tool.name.clone()
+    } else {
+        Value::String(tool.name.clone()).to_string()
+    };
+    format!(
+        "  /** {} */\n  {name}(input: {}): Promise<{}>;\n",
+        doc_text(&tool.description),
+        ts_type(&tool.input_schema),
+        ts_type(&tool.output_schema)
+    )
+}
+
+/// `declare const tools: { ... };` for `tools`, plus `callTool`.
+pub fn declarations(tools: &[CodeTool]) -> String {
+    let mut out = String::from("declare const tools: {\n");
+    for tool in tools {
+        out.push_str(&declare_tool(tool));
+    }
+    out.push_str("};\ndeclare function callTool(name: string, input: object): Promise<any>;\n");
+    out
+}
+
+/// The `run_code` definition for a caller who may call `tools`: the full
+/// declarations when they fit [`MAX_DECLARATION_BYTES`], else the names
+/// and a pointer to `describe_tools`.
+pub fn run_code_definition(tools: &[CodeTool]) -> Value {
+    let decls = declarations(tools);
+    let callable = if tools.is_empty() {
+        "You can call no tools right now (forge some, or ask for hub tools).".to_string()
+    } else if decls.len() <= MAX_DECLARATION_BYTES {
+        format!("The tools you can call:\n```ts\n{decls}```")
+    } else {
+        let names: Vec<&str> = tools
+            .iter()
+            .take(MAX_LISTED_NAMES)
+            .map(|t| t.name.as_str())
+            .collect();
+        let more = match tools.len().saturating_sub(MAX_LISTED_NAMES) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        format!(
+            "You can call {} tools: {}{more}. Call `{DESCRIBE_TOOLS}` with `names` for their TypeScript declarations.",
+            tools.len(),
+            names.join(", ")
+        )
+    };
+    json!({
+        "name": RUN_CODE,
+        "title": "Run Code",
+        "description": format!(
+            "Run JavaScript once, in a fresh sandbox, to do in one call what would take several \
+            tool calls: `code` is the body of an async function; `return` its result. Call tools \
+            with `await tools.NAME(input)` or `await callTool(name, input)`; a failed call throws \
+            an Error with `code` \"ETOOL\", `tool` and the callee's message. Each tool runs in its \
+            own sandbox with its own grants; the code itself gets no network, files or crypto \
+            unless the host allows it. `tools` (optional) narrows what the code may call. The \
+            result is the returned value and the console lines. Nothing is registered.\n\n{callable}"
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "code": { "type": "string", "description": "The body of an async function; `return` the result" },
+                "tools": {
+                    "type": "array",
+                    "items": { "type": "string" },
+                    "description": "Only these tools may be called (default: every tool you can call)",
+                },
+            },
+            "required": ["code"],
+        },
+    })
+}
+
+/// The `describe_tools` definition.
+pub fn describe_tools_definition() -> Value {
+    json!({
+        "name": DESCRIBE_TOOLS,
+        "title": "Describe Tools",
+        "description": format!(
+            "TypeScript declarations of tools you can call from `{RUN_CODE}`, for up to \
+            {MAX_DESCRIBED} names."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "names": { "type": "array", "items": { "type": "string" } },
+            },
+            "required": ["names"],
+        },
+    })
+}
+
+impl Handler {
+    /// The tools this caller may call from code, by name: forged tools it
+    /// sees (they keep precedence), hub tools its token allows, the host's
+    /// other native tools; never a meta-tool.
+    pub(super) fn code_tools(&self) -> Result<Vec<CodeTool>, RpcError> {
+        let mut all = BTreeMap::new();
+        let hub: Vec<String> = self.forge.hub_tools().into_iter().map(|t| t.name).collect();
+        for native in self.forge.native_tools() {
+            if hub.contains(&native.name) && self.hub_hidden(&native.name) {
+                continue;
+            }
+            all.insert(
+                native.name.clone(),
+                CodeTool {
+                    name: native.name,
+                    description: native.description,
+                    input_schema: native.input_schema,
+                    output_schema: native.output_schema,
+                },
+            );
+        }
+        for info in self.visible()? {
+            all.insert(
+                info.name.clone(),
+                CodeTool {
+                    name: info.name,
+                    description: info.description,
+                    input_schema: info.input_schema,
+                    output_schema: info.output_schema,
+                },
+            );
+        }
+        all.retain(|name, _| !NEVER_CALLABLE.contains(&name.as_str()));
+        Ok(all.into_values().collect())
+    }
+
+    /// `run_code {code, tools?}`.
+    pub(super) async fn run_code_tool(&self, arguments: &Value) -> Result<Value, RpcError> {
+        let Some(code) = arguments.get("code").and_then(Value::as_str) else {
+            return Ok(tools::tool_error(
+                "run_code",
+                "run_code: arguments.code must be a string",
+            ));
+        };
+        let callable: Vec<String> = self.code_tools()?.into_iter().map(|t| t.name).collect();
+        let only: Vec<String> = match arguments.get("tools") {
+            None | Some(Value::Null) => callable,
+            Some(Value::Array(names)) => {
+                let mut only = Vec::with_capacity(names.len());
+                for name in names {
+                    let Some(name) = name.as_str() else {
+                        return Ok(tools::tool_error(
+                            "run_code",
+                            "run_code: arguments.tools must be an array of strings",
+                        ));
+                    };
+                    if !callable.iter().any(|c| c == name) {
+                        return Ok(tools::tool_error(
+                            "run_code",
+                            &format!("run_code: tools: {}", self.not_found(name)),
+                        ));
+                    }
+                    only.push(name.to_string());
+                }
+                only
+            }
+            Some(_) => {
+                return Ok(tools::tool_error(
+                    "run_code",
+                    "run_code: arguments.tools must be an array of strings",
+                ));
+            }
+        };
+        let outcome = self.forge.run_code(code, Some(&only), &self.ctx).await;
+        Ok(match outcome {
+            Ok(run) => {
+                let logs: Vec<Value> = run
+                    .logs
+                    .iter()
+                    .map(|l| json!({"level": l.level, "message": l.message}))
+                    .collect();
+                tools::tool_result(&json!({ "result": run.output, "logs": logs }), false)
+            }
+            Err(e) => {
+                if let RunCodeError::Run(failure) = &e {
+                    for line in &failure.logs {
+                        tracing::info!(target: "temper_mcp::console", "[run_code console.{}] {}", line.level, line.message);
+                    }
+                }
+                tools::tool_error("run_code", &e.to_string())
+            }
+        })
+    }
+
+    /// `describe_tools {names}`.
+    pub(super) fn describe_tools_tool(&self, arguments: &Value) -> Result<Value, RpcError> {
+        let Some(names) = arguments.get("names").and_then(Value::as_array) else {
+            return Ok(tools::tool_error(
+                "describe",
+                "describe_tools: arguments.names must be an array of strings",
+            ));
+        };
+        if names.len() > MAX_DESCRIBED {
+            return Ok(tools::tool_error(
+                "describe",
+                &format!("describe_tools: at most {MAX_DESCRIBED} names per call"),
+            ));
+        }
+        let all = self.code_tools()?;
+        let mut picked = Vec::new();
+        for name in names {
+            let name = name.as_str().unwrap_or_default();
+            match all.iter().find(|t| t.name == name) {
+                Some(t) => picked.push(t.clone()),
+                None => return Ok(tools::tool_error("describe", &self.not_found(name))),
+            }
+        }
+        Ok(tools::tool_result(
+            &json!({ "declarations": declarations(&picked) }),
+            false,
+        ))
+    }
+
+    /// A sandbox request granting `tool:NAME` for a tool this caller cannot
+    /// call from code (a tier its access does not allow, a hub tool its
+    /// token does not) is refused here, as a forge refused at the validate
+    /// stage, like a compose step (the engine resolves grants by agent and
+    /// session only).
+    pub(super) fn grants_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
+        let grants: Vec<&str> = request
+            .pointer("/implementation/allowlist")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .filter_map(|e| e.strip_prefix("tool:"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if grants.is_empty() {
+            return Ok(None);
+        }
+        let callable = self.code_tools()?;
+        for tool in grants {
+            if !tool.is_empty()
+                && !callable.iter().any(|t| t.name == tool)
+                && !NEVER_CALLABLE.contains(&tool)
+            {
+                let error = format!(
+                    "validate: allowlist: tool:{tool}: {}",
+                    self.not_callable(tool)
+                );
+                let result = json!({ "success": false, "errors": [error], "stage": "validate" });
+                return Ok(Some(tools::tool_result(&result, true)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A code tool that calls a hub tool this caller's token hides is
+    /// refused like the hub tool itself.
+    pub(super) fn calls_outside_access(&self, tool: &temper_forge::ToolInfo) -> Option<Value> {
+        let call = tool
+            .calls
+            .iter()
+            .find(|c| c.blake3.is_none() && self.hub_hidden(&c.tool))?;
+        Some(tools::tool_error(
+            "invoke",
+            &format!(
+                "{}: calls {:?}: {}",
+                tool.name,
+                call.tool,
+                self.not_callable(&call.tool)
+            ),
+        ))
+    }
+
+    /// `tool_stats {name: "run_code"}`: the forge's count of runs.
+    pub(super) fn run_code_stats(&self) -> Value {
+        match serde_json::to_value(self.forge.run_code_stats()) {
+            Ok(v) => tools::tool_result(&v, false),
+            Err(e) => tools::tool_error("stats", &format!("cannot encode: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, input: Value, output: Value) -> CodeTool {
+        CodeTool {
+            name: name.into(),
+            description: "Convert a string to a URL-friendly slug */ evil".into(),
+            input_schema: input,
+            output_schema: output,
+        }
+    }
+
+    #[test]
+    fn schemas_become_typescript() {
+        let slugify = tool(
+            "slugify",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+            json!({"type": "object", "properties": {"slug": {"type": "string"}, "n": {"type": ["integer", "null"]}}, "required": ["slug"]}),
+        );
+        assert_eq!(
+            declare_tool(&slugify),
+            "  /** Convert a string to a URL-friendly slug * / evil */\n  slugify(input: { text: string; }): Promise<{ n?: (number | null); slug: string; }>;\n"
+        );
+        assert_eq!(ts_type(&json!({"enum": ["a", 1]})), r#""a" | 1"#);
+        assert_eq!(
+            ts_type(
+                &json!({"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "boolean"}]}})
+            ),
+            "Array<(string | boolean)>"
+        );
+        assert_eq!(ts_type(&json!({})), "any");
+        assert_eq!(ts_type(&json!({"type": "object"})), "Record<string, any>");
+        let odd = tool(
+            "web-search",
+            json!({"type": "object", "properties": {"a b": {}}}),
+            json!(true),
+        );
+        assert!(
+            declare_tool(&odd).contains(r#""web-search"(input: { "a b"?: any; }): Promise<any>"#)
+        );
+    }
+
+    #[test]
+    fn deep_schemas_are_cut_to_any() {
+        let mut s = json!({"type": "string"});
+        for _ in 0..50 {
+            s = json!({"type": "array", "items": s});
+        }
+        let t = ts_type(&s);
+        assert!(t.ends_with("any>>>>>>>"), "{t}");
+        assert!(t.len() < 100, "{t}");
+    }
+
+    #[test]
+    fn the_description_is_bounded() {
+        let few: Vec<CodeTool> = (0..3)
+            .map(|i| tool(&format!("t{i}"), json!({"type": "object"}), json!({})))
+            .collect();
+        let d = run_code_definition(&few);
+        let text = d["description"].as_str().unwrap();
+        assert!(text.contains("declare const tools: {"), "{text}");
+        assert!(
+            text.contains("t2(input: Record<string, any>): Promise<any>;"),
+            "{text}"
+        );
+        let many: Vec<CodeTool> = (0..1000)
+            .map(|i| tool(&format!("tool_{i}"), json!({"type": "object"}), json!({})))
+            .collect();
+        let d = run_code_definition(&many);
+        let text = d["description"].as_str().unwrap();
+        assert!(!text.contains("declare const"), "names only");
+        assert!(text.contains("You can call 1000 tools: tool_0, tool_1,"));
+        assert!(text.contains(DESCRIBE_TOOLS));
+        assert!(text.contains("tool_199 and 800 more."), "capped");
+        assert!(text.len() < MAX_DECLARATION_BYTES, "{}", text.len());
+    }
+}
