@@ -14,6 +14,7 @@ mod forge;
 mod foundation;
 mod hardening;
 mod hub;
+mod hub_http;
 mod interop;
 mod mcp;
 mod mcp_http;
