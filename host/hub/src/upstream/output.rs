@@ -49,6 +49,11 @@ fn shorten(s: &str, max: usize) -> String {
 /// Checks `value` against `validator`; the first five violations, each with
 /// its place, joined.
 pub(super) fn check(validator: &jsonschema::Validator, value: &Value) -> Result<(), String> {
+    // The fast path: collecting errors walks the value in a slower mode
+    // (measured in the hub bench: `collect_errors` showed in the profile).
+    if validator.is_valid(value) {
+        return Ok(());
+    }
     let violations: Vec<String> = validator
         .iter_errors(value)
         .take(5)
