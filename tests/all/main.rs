@@ -16,6 +16,7 @@ mod foundation;
 mod hardening;
 mod hub;
 mod hub_builtin;
+mod hub_http;
 mod interop;
 mod mcp;
 mod mcp_http;

@@ -18,6 +18,7 @@
 // Faults (answered before the SDK sees the call, so they are listed with
 // schemas but misbehave on the wire): http_500, revoked (HTTP 401, echoing
 // the Authorization header), malformed (200 with a body that is not JSON),
+// malformed_event (an event stream whose event is not JSON),
 // liar (a structuredContent that breaks its own outputSchema), crash (the
 // process exits during the call).
 
@@ -93,7 +94,7 @@ function makeServer() {
   );
   // Listed with real schemas; their calls are answered by the fault layer.
   const unreachable = async () => ({ isError: true, content: [{ type: "text", text: "not reached" }] });
-  for (const name of ["http_500", "revoked", "malformed", "crash"]) {
+  for (const name of ["http_500", "revoked", "malformed", "malformed_event", "crash"]) {
     server.registerTool(name, { description: `Fault: ${name}.`, inputSchema: {} }, unreachable);
   }
   server.registerTool(
@@ -130,6 +131,9 @@ function fault(body, req, res) {
       return true;
     case "malformed":
       res.writeHead(200, { "content-type": "application/json" }).end("{this is not json");
+      return true;
+    case "malformed_event":
+      res.writeHead(200, { "content-type": "text/event-stream" }).end("event: message\ndata: {this is not json\n\n");
       return true;
     case "liar":
       res.writeHead(200, { "content-type": "application/json" }).end(

@@ -60,6 +60,7 @@ impl Shared {
             ended_tx.clone(),
             self.config.max_result_bytes,
             Arc::new(stream_tx),
+            Arc::new(self.secrets.clone()),
         )
         .map_err(start_error)?;
         let cap = self.config.max_result_bytes.saturating_add(ENVELOPE_SLACK);

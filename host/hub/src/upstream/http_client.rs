@@ -51,6 +51,9 @@ pub(super) enum HttpClientError {
     /// An answer (an event, a JSON body) over the result cap.
     #[error("sent a message over the {0}-byte cap")]
     TooLarge(usize),
+    /// An event whose data is not JSON (the data is not quoted).
+    #[error("sent malformed JSON-RPC ({0})")]
+    Malformed(String),
     /// Anything else reqwest reports.
     #[error("{0}")]
     Other(String),
@@ -68,6 +71,10 @@ pub(super) struct HttpClient {
     /// Set once the first GET for the session's event stream has been
     /// answered (opened, refused or failed).
     stream_tried: Arc<watch::Sender<bool>>,
+    /// Header values, cut out of everything the server sends that goes
+    /// into an error (rmcp logs some errors itself, before Temper sees
+    /// them).
+    secrets: Arc<Vec<String>>,
 }
 
 impl HttpClient {
@@ -80,6 +87,7 @@ impl HttpClient {
         lost: Arc<watch::Sender<Option<String>>>,
         result_cap: usize,
         stream_tried: Arc<watch::Sender<bool>>,
+        secrets: Arc<Vec<String>>,
     ) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
@@ -91,7 +99,37 @@ impl HttpClient {
             lost,
             result_cap,
             stream_tried,
+            secrets,
         })
+    }
+
+    /// `text` with every header value cut out.
+    fn redact(&self, text: String) -> String {
+        let mut text = text;
+        for s in self.secrets.iter() {
+            if text.contains(s.as_str()) {
+                text = text.replace(s.as_str(), "[redacted]");
+            }
+        }
+        text
+    }
+
+    /// `HTTP 500 Internal Server Error: <the body's start>`, redacted.
+    fn status_error(
+        &self,
+        status: StatusCode,
+        body: &[u8],
+    ) -> StreamableHttpError<HttpClientError> {
+        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+            self.redact(http_status_text(status, body)),
+        ))
+    }
+
+    /// A Content-Type that is neither JSON nor an event stream, redacted.
+    fn content_type_error(&self, ct: Option<&HeaderValue>) -> StreamableHttpError<HttpClientError> {
+        StreamableHttpError::UnexpectedContentType(
+            ct.map(|ct| self.redact(String::from_utf8_lossy(ct.as_bytes()).into_owned())),
+        )
     }
 
     /// Reports the connection lost, with `reason` (the first one stays).
@@ -274,9 +312,7 @@ impl StreamableHttpClient for HttpClient {
             {
                 return Ok(StreamableHttpPostResponse::Json(msg, new_session));
             }
-            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
-                http_status_text(status, &body),
-            )));
+            return Err(self.status_error(status, &body));
         }
         match content_type {
             Some(ct) if media_type_is(&ct, EVENT_STREAM_MIME_TYPE) => {
@@ -296,9 +332,7 @@ impl StreamableHttpClient for HttpClient {
                 }
             }
             _ if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
-            other => Err(StreamableHttpError::UnexpectedContentType(
-                other.map(|ct| String::from_utf8_lossy(ct.as_bytes()).into_owned()),
-            )),
+            other => Err(self.content_type_error(other.as_ref())),
         }
     }
 
@@ -323,9 +357,7 @@ impl StreamableHttpClient for HttpClient {
         if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(());
         }
-        Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
-            http_status_text(status, &[]),
-        )))
+        Err(self.status_error(status, &[]))
     }
 
     async fn get_stream(
@@ -375,16 +407,12 @@ impl StreamableHttpClient for HttpClient {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);
         }
         if !status.is_success() {
-            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
-                http_status_text(status, &[]),
-            )));
+            return Err(self.status_error(status, &[]));
         }
         match response.headers().get(reqwest::header::CONTENT_TYPE) {
             Some(ct) if media_type_is(ct, EVENT_STREAM_MIME_TYPE) => {}
             other => {
-                return Err(StreamableHttpError::UnexpectedContentType(
-                    other.map(|ct| String::from_utf8_lossy(ct.as_bytes()).into_owned()),
-                ));
+                return Err(self.content_type_error(other));
             }
         }
         Ok(self.events(response, max_sse_event_size))
@@ -496,7 +524,27 @@ impl HttpClient {
             at_line_start: true,
             failed: false,
         };
-        SseStream::from_bytes_stream(bounded).boxed()
+        // rmcp skips an event whose data is not JSON-RPC, which would leave
+        // the call waiting for its timeout: such an event ends the stream
+        // (and the session, with the reason) instead, as a malformed line
+        // from a stdio upstream does.
+        let client = self.clone();
+        SseStream::from_bytes_stream(bounded)
+            .map(move |event| {
+                let sse = event?;
+                let Some(data) = sse.data.as_deref() else {
+                    return Ok(sse);
+                };
+                match serde_json::from_str::<serde::de::IgnoredAny>(data) {
+                    Ok(_) => Ok(sse),
+                    Err(e) => {
+                        let err = HttpClientError::Malformed(e.to_string());
+                        client.report_lost(err.to_string());
+                        Err(SseError::Body(Box::new(err)))
+                    }
+                }
+            })
+            .boxed()
     }
 }
 

@@ -261,6 +261,24 @@ async fn http_errors_on_a_call_name_the_upstream_and_keep_the_session() {
         err.to_string().ends_with("(calling \"malformed\")"),
         "{err}"
     );
+    // In an event stream, a malformed event ends the session (rmcp would
+    // skip it and leave the call waiting); a new one is opened.
+    let t = Instant::now();
+    let err = up
+        .call("github.malformed_event", json!({}))
+        .await
+        .unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        err.to_string()
+            .starts_with("upstream \"gh\" sent malformed JSON-RPC ("),
+        "{err}"
+    );
+    assert!(
+        err.to_string().ends_with("(calling \"malformed_event\")"),
+        "{err}"
+    );
+    until_back(&up).await;
     let err = up.call("github.liar", json!({})).await.unwrap_err();
     assert!(matches!(err, UpstreamError::Output { .. }), "{err:?}");
     assert!(
@@ -269,7 +287,7 @@ async fn http_errors_on_a_call_name_the_upstream_and_keep_the_session() {
         ),
         "{err}"
     );
-    // None of these ended the session.
+    // The last ones kept the session.
     let out = up
         .call("github.echo_text", json!({"text": "still here"}))
         .await
