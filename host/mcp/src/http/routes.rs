@@ -258,7 +258,7 @@ pub(super) async fn post(
             &jsonrpc::error_response(&id, &error),
         );
     };
-    let streaming = sse_ok && (method == "tools/call" || !json_ok);
+    let streaming = sse_ok && (!json_ok || (method == "tools/call" && may_notify(params.as_ref())));
     let (tx, rx) = if streaming {
         let (tx, rx) = mpsc::channel(64);
         (Some(tx), Some(rx))
@@ -289,6 +289,21 @@ pub(super) async fn post(
             _ => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
         },
     }
+}
+
+/// Whether a `tools/call` with `params` may send notifications on its own
+/// stream: progress when it carries a progress token, `list_changed` from
+/// a forge or a promotion (when the session has no GET stream). Any other
+/// call is answered with plain JSON when the client accepts it: no SSE
+/// framing, no channel, no chunked body.
+fn may_notify(params: Option<&Value>) -> bool {
+    let Some(p) = params else { return false };
+    p.pointer("/_meta/progressToken")
+        .is_some_and(|t| t.is_string() || t.is_number())
+        || matches!(
+            p.get("name").and_then(Value::as_str),
+            Some(crate::tools::FORGE_TOOL | crate::tools::PROMOTE_TOOL)
+        )
 }
 
 /// Runs one request to its end (even when the client has gone: a forge or
