@@ -265,6 +265,7 @@ pub(super) async fn post(
     } else {
         (None, None)
     };
+    let answer_id = id.clone();
     let task = answer(
         state.clone(),
         session,
@@ -286,7 +287,12 @@ pub(super) async fn post(
                 answered(started);
                 response
             }
-            _ => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
+            Ok(None) => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
+            Err(e) => {
+                tracing::error!("request {answer_id} failed: {e}");
+                let error = RpcError::internal(format!("the handler failed: {e}"));
+                json_response(StatusCode::OK, &jsonrpc::error_response(&answer_id, &error))
+            }
         },
     }
 }
@@ -327,16 +333,23 @@ pub(super) async fn answer(
             session: session.clone(),
             post: stream.clone(),
         };
-        let handled = {
+        let handling = {
             let session = session.clone();
-            tokio::spawn(async move {
+            async move {
                 let r = session
                     .handler
                     .handle(&method, params.as_ref(), &notes)
                     .await;
                 (r, notes)
-            })
-            .await
+            }
+        };
+        // A streamed answer runs detached: a task of its own catches a
+        // panic so that the stream still gets its error. A JSON answer is
+        // awaited by `post`, whose task already catches one.
+        let handled = if stream.is_some() {
+            tokio::spawn(handling).await
+        } else {
+            Ok(handling.await)
         };
         let message = match handled {
             Ok((Ok(result), _)) => jsonrpc::response(&id, result),
