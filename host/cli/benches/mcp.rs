@@ -258,9 +258,9 @@ impl Client for Stdio {
                 let mut line = Vec::with_capacity(256);
                 let mut send = |id: u64| {
                     line.clear();
-                    write!(
+                    writeln!(
                         line,
-                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}\n"
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}"
                     )
                     .unwrap();
                     // Counted first: an answer is never read before its
@@ -408,7 +408,7 @@ impl Conn {
 /// The JSON-RPC message of a response body: JSON, or the last SSE event.
 fn message_of(body: &[u8]) -> Value {
     let text = std::str::from_utf8(body).unwrap();
-    match text.lines().filter_map(|l| l.strip_prefix("data: ")).last() {
+    match text.lines().rev().find_map(|l| l.strip_prefix("data: ")) {
         Some(data) => serde_json::from_str(data).unwrap(),
         None => serde_json::from_str(text).unwrap(),
     }
