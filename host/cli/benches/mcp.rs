@@ -42,6 +42,8 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Calls with one in flight, per case (after as many to warm up).
 const SEQUENTIAL: usize = 2000;
+/// The least time each case warms up for.
+const WARM_UP: Duration = Duration::from_secs(2);
 /// How long each concurrent run lasts.
 const LOAD: Duration = Duration::from_secs(2);
 /// Calls in flight in the concurrent runs.
@@ -122,6 +124,8 @@ struct Row {
     p50: Duration,
     p99: Duration,
     per_sec: Vec<(usize, f64)>,
+    /// CPU time of the whole process per call, µs, at each load.
+    cpu_us: Vec<(usize, f64)>,
     server_p50_us: u64,
     load: String,
 }
@@ -134,8 +138,8 @@ trait Client {
     fn request(&mut self, method: &str, params: Value) -> Value;
     /// One `tools/call` of slugify, checked, timed.
     fn call_once(&mut self) -> Duration;
-    /// Calls with `n` in flight for `LOAD`: calls/s.
-    fn load(&mut self, n: usize) -> f64;
+    /// Calls with `n` in flight for `LOAD`: how many, in how long.
+    fn load(&mut self, n: usize) -> (u64, Duration);
 }
 
 /// Checks one `tools/call` answer's bytes without parsing them all.
@@ -239,7 +243,7 @@ impl Client for Stdio {
         took
     }
 
-    fn load(&mut self, n: usize) -> f64 {
+    fn load(&mut self, n: usize) -> (u64, Duration) {
         // A writer thread keeps `n` requests in flight: one more per answer
         // this thread reads, until the time is up.
         let (credit_tx, credit_rx) = mpsc::channel::<()>();
@@ -254,13 +258,15 @@ impl Client for Stdio {
                 let mut line = Vec::with_capacity(256);
                 let mut send = |id: u64| {
                     line.clear();
-                    write!(
+                    writeln!(
                         line,
-                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}\n"
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}"
                     )
                     .unwrap();
-                    to_server.lock().unwrap().write_all(&line).unwrap();
+                    // Counted first: an answer is never read before its
+                    // request is counted as sent.
                     sent.fetch_add(1, Ordering::SeqCst);
+                    to_server.lock().unwrap().write_all(&line).unwrap();
                 };
                 for _ in 0..n {
                     send(id);
@@ -301,8 +307,7 @@ impl Client for Stdio {
             answered += 1;
         }
         self.next_id = next;
-        let (calls, elapsed) = counted.unwrap();
-        calls as f64 / elapsed.as_secs_f64()
+        counted.unwrap()
     }
 }
 
@@ -403,7 +408,7 @@ impl Conn {
 /// The JSON-RPC message of a response body: JSON, or the last SSE event.
 fn message_of(body: &[u8]) -> Value {
     let text = std::str::from_utf8(body).unwrap();
-    match text.lines().filter_map(|l| l.strip_prefix("data: ")).last() {
+    match text.lines().rev().find_map(|l| l.strip_prefix("data: ")) {
         Some(data) => serde_json::from_str(data).unwrap(),
         None => serde_json::from_str(text).unwrap(),
     }
@@ -486,7 +491,7 @@ impl Client for Http {
         took
     }
 
-    fn load(&mut self, n: usize) -> f64 {
+    fn load(&mut self, n: usize) -> (u64, Duration) {
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let barrier = Arc::new(std::sync::Barrier::new(n + 1));
@@ -516,7 +521,7 @@ impl Client for Http {
         for w in workers {
             w.join().unwrap();
         }
-        done as f64 / elapsed.as_secs_f64()
+        (done, elapsed)
     }
 }
 
@@ -537,15 +542,28 @@ fn measure(
     store: &'static str,
     tier: &'static str,
 ) -> Row {
-    for _ in 0..SEQUENTIAL {
+    // Warm up: at least SEQUENTIAL calls and WARM_UP (a new tool's
+    // artifact is compiled in the background; its first calls are slower).
+    let warm = Instant::now();
+    let mut warmed = 0;
+    while warmed < SEQUENTIAL || warm.elapsed() < WARM_UP {
         client.call_once();
+        warmed += 1;
     }
     record_server(true);
     let mut one: Vec<Duration> = (0..SEQUENTIAL).map(|_| client.call_once()).collect();
     let mut server = record_server(false);
     let server_p50_us = percentile(&mut server, 0.5);
     let (p50, p99) = (percentile(&mut one, 0.5), percentile(&mut one, 0.99));
-    let per_sec = IN_FLIGHT.iter().map(|&n| (n, client.load(n))).collect();
+    let mut per_sec = Vec::new();
+    let mut cpu_us = Vec::new();
+    for n in IN_FLIGHT {
+        let cpu = process_cpu();
+        let (calls, elapsed) = client.load(n);
+        // The process's CPU time per call: the server's and this client's.
+        cpu_us.push((n, (process_cpu() - cpu).as_secs_f64() * 1e6 / calls as f64));
+        per_sec.push((n, calls as f64 / elapsed.as_secs_f64()));
+    }
     let row = Row {
         transport,
         store,
@@ -553,6 +571,7 @@ fn measure(
         p50,
         p99,
         per_sec,
+        cpu_us,
         server_p50_us,
         load: load_average(),
     };
@@ -562,13 +581,23 @@ fn measure(
         us(row.p99),
         row.per_sec
             .iter()
-            .map(|(n, r)| format!("{n} in flight {r:>7.0}/s"))
+            .zip(&row.cpu_us)
+            .map(|((n, r), (_, c))| format!("{n} in flight {r:>7.0}/s ({c:.0} µs CPU/call)"))
             .collect::<Vec<_>>()
             .join("  "),
         row.server_p50_us,
         row.load
     );
     row
+}
+
+/// This process's CPU time so far (all threads: server and client).
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) }, 0);
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 fn us(d: Duration) -> f64 {
@@ -616,12 +645,14 @@ fn postgres_database(rt: &tokio::runtime::Runtime, url: &str, name: &str) -> Str
             .await
             .expect("connect to TEMPER_TEST_PG_URL");
         tokio::spawn(conn);
-        client
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"
-            ))
-            .await
-            .unwrap();
+        // One statement each: DROP and CREATE DATABASE refuse to run in
+        // the implicit transaction of a multi-statement batch.
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name}"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            client.batch_execute(&sql).await.unwrap();
+        }
     });
     let mut u = url::Url::parse(url).unwrap();
     u.set_path(&format!("/{name}"));
@@ -733,15 +764,21 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
         "`cargo bench -p temper-cli --bench mcp`, {date}: {cores} cores, load average {load_before} before \
          and {} after; {:.0} s in all. The slugify seed through an in-process `temper mcp` \
          (2 tokio workers), client in the same process. Round trips with one call in flight \
-         ({SEQUENTIAL} calls after {SEQUENTIAL} to warm up); calls/s over {} s per figure; \
+         ({SEQUENTIAL} calls after {} s and at least {SEQUENTIAL} calls to warm up); calls/s over {} s per figure; \
          server-side time per call (stdio: request line read → answer written; HTTP: headers \
          read → answer handed to hyper), p50 over the one-in-flight calls.\n\n",
         load_average(),
         took.as_secs_f64(),
+        WARM_UP.as_secs(),
         LOAD.as_secs()
     ));
-    out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | server-side p50 | load (1, 5, 15 min) |\n");
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---|\n");
+    out.push_str(&format!(
+        "CPU per call is the whole process's (server and client) over the run, so it holds when \
+         other work shares the cores; *CPU-bound* is {cores} cores divided by it, the rate the \
+         process would reach with the cores to itself.\n\n"
+    ));
+    out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | server-side p50 | load (1, 5, 15 min) |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in rows {
         let rate = |n| {
             r.per_sec
@@ -749,8 +786,14 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
                 .find(|(k, _)| *k == n)
                 .map_or("–".to_string(), |(_, v)| format!("{v:.0}"))
         };
+        let cpu = |n| {
+            r.cpu_us
+                .iter()
+                .find(|(k, _)| *k == n)
+                .map_or(f64::NAN, |(_, v)| *v)
+        };
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1} µs | {:.1} µs | {} | {} | {} µs | {} |\n",
+            "| {} | {} | {} | {:.1} µs | {:.1} µs | {} | {} | {:.0} / {:.0} µs | {:.0} | {} µs | {} |\n",
             r.transport,
             r.store,
             r.tier,
@@ -758,6 +801,9 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
             us(r.p99),
             rate(32),
             rate(64),
+            cpu(32),
+            cpu(64),
+            cores as f64 * 1e6 / cpu(64),
             r.server_p50_us,
             r.load
         ));

@@ -317,10 +317,14 @@ impl Forge {
             .get(&ctx.key())
             .and_then(|s| s.get(name))
             .map(|t| {
+                let manifest = self
+                    .inner
+                    .names
+                    .session_manifest(&t.artifact, || t.manifest.artifact.clone());
                 Arc::new(Target {
                     tier: Tier::Session,
                     artifact: t.artifact.clone(),
-                    manifest: Arc::new(t.manifest.artifact.clone()),
+                    manifest,
                 })
             })
     }

@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hashlink::LruCache;
 
 use super::invoke::Target;
+use temper_runtime::artifact::ArtifactManifest;
+use temper_store::ArtifactId;
 
 /// One resolution: for whom, under which epoch, to what.
 struct Entry {
@@ -45,6 +47,12 @@ struct Entry {
 /// lookup allocates nothing; the entry keeps both to rule out a collision.
 pub(super) struct NameCache {
     map: Option<Mutex<LruCache<u64, Entry>>>,
+    /// The manifests of session-tier tools a call needs, by artifact id
+    /// (a session tool's manifest is its artifact's, so an entry is never
+    /// stale): a session-tier call shares one instead of copying the
+    /// manifest, test cases and schemas included. As many entries as
+    /// names (at least one).
+    session_manifests: Mutex<LruCache<ArtifactId, Arc<ArtifactManifest>>>,
 }
 
 /// A fixed hash of (agent, name): std's SipHash with its fixed keys (a
@@ -61,7 +69,27 @@ impl NameCache {
     pub(super) fn new(capacity: usize) -> Self {
         Self {
             map: (capacity > 0).then(|| Mutex::new(LruCache::new(capacity))),
+            session_manifests: Mutex::new(LruCache::new(capacity.max(1))),
         }
+    }
+
+    /// The shared manifest of the session tool whose artifact is `id`,
+    /// made by `make` the first time.
+    pub(super) fn session_manifest(
+        &self,
+        id: &ArtifactId,
+        make: impl FnOnce() -> ArtifactManifest,
+    ) -> Arc<ArtifactManifest> {
+        let mut map = self
+            .session_manifests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = map.get(id) {
+            return m.clone();
+        }
+        let m = Arc::new(make());
+        map.insert(id.clone(), m.clone());
+        m
     }
 
     fn lock(&self) -> Option<MutexGuard<'_, LruCache<u64, Entry>>> {
@@ -113,8 +141,7 @@ impl NameCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use temper_runtime::artifact::ArtifactManifest;
-    use temper_store::{ArtifactId, Tier};
+    use temper_store::Tier;
 
     fn target(n: u8) -> Arc<Target> {
         Arc::new(Target {

@@ -201,17 +201,31 @@ fn read_loop<R: Read>(input: R, frames: mpsc::Sender<(Instant, io::Result<Frame>
     }
 }
 
-fn write_loop<W: Write>(mut output: W, mut messages: mpsc::UnboundedReceiver<Outgoing>) {
-    while let Some(Outgoing { message, read_at }) = messages.blocking_recv() {
-        let written = serde_json::to_writer(&mut output, &message)
-            .map_err(io::Error::from)
-            .and_then(|()| output.write_all(b"\n"))
-            .and_then(|()| output.flush());
-        if let Err(e) = written {
+/// Writes messages as they come, one per line. Whatever is queued when the
+/// writer wakes goes out in one buffered write and one flush: under load
+/// the answers of many calls share a system call, and a lone answer is
+/// flushed at once.
+fn write_loop<W: Write>(output: W, mut messages: mpsc::UnboundedReceiver<Outgoing>) {
+    let mut output = io::BufWriter::with_capacity(64 << 10, output);
+    let mut written: Vec<Instant> = Vec::new();
+    while let Some(first) = messages.blocking_recv() {
+        let mut next = Some(first);
+        while let Some(Outgoing { message, read_at }) = next {
+            let line = serde_json::to_writer(&mut output, &message)
+                .map_err(io::Error::from)
+                .and_then(|()| output.write_all(b"\n"));
+            if let Err(e) = line {
+                tracing::warn!("cannot write to the client: {e}");
+                return;
+            }
+            written.extend(read_at);
+            next = messages.try_recv().ok();
+        }
+        if let Err(e) = output.flush() {
             tracing::warn!("cannot write to the client: {e}");
             return;
         }
-        if let Some(at) = read_at {
+        for at in written.drain(..) {
             answered(at);
         }
     }

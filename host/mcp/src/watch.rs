@@ -17,6 +17,14 @@
 //! - a poll every [`DEFAULT_POLL`] ([`RegistryWatch::poll`]) finds the
 //!   changes other processes made.
 //!
+//! The same reads keep the forge's cache of resolved names current: a read
+//! that finds a registration, deletion or promotion moves the registry's
+//! tiers epoch ([`Registry::tiers_changed`]), and every complete poll
+//! renews the registry's lease on cached resolutions until one interval
+//! after the poll started ([`Registry::trail_read`]). So a change another
+//! process commits stops cached resolutions here within the poll interval;
+//! without polls (or while they fail) nothing cached is used.
+//!
 //! What counts: registrations and deletions in the agent tier (they concern
 //! that agent's sessions) and in the shared tier (everyone's), and
 //! promotions to the shared tier. Session tiers belong to one connection

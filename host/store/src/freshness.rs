@@ -63,11 +63,11 @@ impl TierClock {
         self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// A complete read of the audit trail that started at `started`, by a
-    /// watch that reads every `every`, found no change it did not report
-    /// through [`TierClock::changed`] first: cached resolutions may be used
-    /// until `started + every`. A lease never moves back (several watches
-    /// may share one registry).
+    /// A watch that reads the audit trail every `every` completed a read
+    /// that started at `started`, and reported every change it found
+    /// through [`TierClock::changed`]: cached resolutions may be used until
+    /// `started + every`. A lease never moves back (several watches may
+    /// share one registry).
     pub(crate) fn trail_read(&self, started: Instant, every: Duration) {
         let until = self.us_since_base(started + every).max(1);
         self.lease_until_us.fetch_max(until, Ordering::SeqCst);

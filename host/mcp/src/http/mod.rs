@@ -4,9 +4,10 @@
 //! One endpoint, `/mcp`:
 //! - `POST`: one JSON-RPC message. A request is answered with JSON, or with
 //!   an SSE stream when the client accepts one and the request is a
-//!   `tools/call` (progress notifications, then the response); a
-//!   notification or response gets `202`. `initialize` opens a session and
-//!   returns its `Mcp-Session-Id`.
+//!   `tools/call` that may notify on it (a progress token, or a forge or
+//!   promotion: progress notifications, `list_changed`, then the response);
+//!   a notification or response gets `202`. `initialize` opens a session
+//!   and returns its `Mcp-Session-Id`.
 //! - `GET`: the session's server-to-client SSE stream
 //!   (`notifications/tools/list_changed`); a newer GET replaces it.
 //! - `DELETE`: ends the session.

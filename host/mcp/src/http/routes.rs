@@ -258,13 +258,14 @@ pub(super) async fn post(
             &jsonrpc::error_response(&id, &error),
         );
     };
-    let streaming = sse_ok && (method == "tools/call" || !json_ok);
+    let streaming = sse_ok && (!json_ok || (method == "tools/call" && may_notify(params.as_ref())));
     let (tx, rx) = if streaming {
         let (tx, rx) = mpsc::channel(64);
         (Some(tx), Some(rx))
     } else {
         (None, None)
     };
+    let answer_id = id.clone();
     let task = answer(
         state.clone(),
         session,
@@ -286,9 +287,29 @@ pub(super) async fn post(
                 answered(started);
                 response
             }
-            _ => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
+            Ok(None) => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
+            Err(e) => {
+                tracing::error!("request {answer_id} failed: {e}");
+                let error = RpcError::internal(format!("the handler failed: {e}"));
+                json_response(StatusCode::OK, &jsonrpc::error_response(&answer_id, &error))
+            }
         },
     }
+}
+
+/// Whether a `tools/call` with `params` may send notifications on its own
+/// stream: progress when it carries a progress token, `list_changed` from
+/// a forge or a promotion (when the session has no GET stream). Any other
+/// call is answered with plain JSON when the client accepts it: no SSE
+/// framing, no channel, no chunked body.
+fn may_notify(params: Option<&Value>) -> bool {
+    let Some(p) = params else { return false };
+    p.pointer("/_meta/progressToken")
+        .is_some_and(|t| t.is_string() || t.is_number())
+        || matches!(
+            p.get("name").and_then(Value::as_str),
+            Some(crate::tools::FORGE_TOOL | crate::tools::PROMOTE_TOOL)
+        )
 }
 
 /// Runs one request to its end (even when the client has gone: a forge or
@@ -312,16 +333,23 @@ pub(super) async fn answer(
             session: session.clone(),
             post: stream.clone(),
         };
-        let handled = {
+        let handling = {
             let session = session.clone();
-            tokio::spawn(async move {
+            async move {
                 let r = session
                     .handler
                     .handle(&method, params.as_ref(), &notes)
                     .await;
                 (r, notes)
-            })
-            .await
+            }
+        };
+        // A streamed answer runs detached: a task of its own catches a
+        // panic so that the stream still gets its error. A JSON answer is
+        // awaited by `post`, whose task already catches one.
+        let handled = if stream.is_some() {
+            tokio::spawn(handling).await
+        } else {
+            Ok(handling.await)
         };
         let message = match handled {
             Ok((Ok(result), _)) => jsonrpc::response(&id, result),
