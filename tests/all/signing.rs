@@ -667,3 +667,139 @@ fn run_checks_an_external_file_against_the_trust_policy() {
     assert!(ok, "{err}");
     assert_eq!(out["output"], json!({"slug": "run-me"}), "{out}");
 }
+
+/// An HTTP host serves every agent its tokens file names, so on start it
+/// checks each of their agent tiers, not only its own `--agent`'s: an
+/// unsigned tool registered earlier in alice's tier is disabled there.
+#[test]
+fn an_http_host_checks_the_agent_tier_of_every_token_agent() {
+    use sha2::Digest;
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ok, keygen, err) = support::temper_json(d, &[], ["keygen", "-o", "team.key"]);
+    assert!(ok, "{err}");
+    std::fs::write(
+        d.join("trust.toml"),
+        format!(
+            "level = \"enforce\"\n[publishers.team]\nkeys = [{}]\n[[rule]]\nscope = [\"*\"]\nrequire = [\"team\"]\n",
+            keygen["trustEntry"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let seed = fixture("seeds/slugify.json");
+    let (ok, _, err) = support::temper_json(
+        d,
+        &[],
+        ["build", seed.to_str().unwrap(), "-o", "unsigned.wasm"],
+    );
+    assert!(ok, "{err}");
+    // Registered in alice's agent tier before any trust policy.
+    let alice = std::ffi::OsStr::new("alice");
+    let (ok, _, err) = support::temper_json(
+        d,
+        &[("TEMPER_AGENT", alice)],
+        [
+            "import",
+            "unsigned.wasm",
+            "--judge",
+            "rules",
+            "--store",
+            "store",
+        ],
+    );
+    assert!(ok, "{err}");
+    let hash: String = sha2::Sha256::digest(b"alice-token")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(
+        d.join("tokens.toml"),
+        format!("[tokens.\"sha256:{hash}\"]\nagent = \"alice\"\n"),
+    )
+    .unwrap();
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_temper"))
+        .current_dir(d)
+        .args(["mcp", "--http", "127.0.0.1:0", "--tokens", "tokens.toml"])
+        .args(["--store", "store", "--trust", "trust.toml", "--cache-dir"])
+        .arg(support::cache_dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn temper mcp --http");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            let listening = line.starts_with("temper mcp: listening on");
+            let _ = tx.send(line);
+            if listening {
+                return;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        let listening = line.starts_with("temper mcp: listening on");
+        lines.push(line);
+        if listening {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = lines.join("\n");
+    assert!(text.contains("temper mcp: listening on"), "{text}");
+    assert!(
+        text.contains("slugify (agent tier of alice) is disabled")
+            && text.contains("no signature from team"),
+        "{text}"
+    );
+}
+
+/// `Runtime::load` of outside bytes under a trust policy: a runtime built
+/// with the policy as its admission gate refuses an unsigned artifact
+/// (`LoadError::Refused`, naming the rule) and loads and runs a signed one;
+/// `load_admitted` (an embedder's own registry) does not ask the gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_load_under_a_trust_policy_refuses_unsigned_bytes() {
+    let key = SigningKey::generate();
+    let (_origin, unsigned) = slugify_artifact().await;
+    let signed = sign::sign(&unsigned, &key, false, None).unwrap().bytes;
+    let gate = temper::forge::TrustAdmission::new(team_policy("enforce", &key));
+    let runtime = support::runtime_builder()
+        .policy(HostPolicy::deny_all())
+        .admission(Arc::new(gate))
+        .build()
+        .unwrap();
+
+    let err = match runtime.load(unsigned.clone()).await {
+        Ok(_) => panic!("an unsigned artifact loaded under enforce"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, temper::LoadError::Refused { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("(slugify) has no signature from team (rule 1: scope *)"),
+        "{text}"
+    );
+    assert!(
+        runtime.load_compiled(unsigned.clone()).await.is_err(),
+        "load_compiled asks the gate too"
+    );
+
+    let tool = runtime.load(signed).await.expect("a signed artifact loads");
+    let out = runtime
+        .call(&tool, r#"{"text":"Signed And Sealed"}"#)
+        .await
+        .expect("and runs");
+    assert!(out.output.contains("signed-and-sealed"), "{}", out.output);
+
+    assert!(
+        runtime.load_admitted(unsigned).await.is_ok(),
+        "bytes the embedder admitted itself skip the gate"
+    );
+}

@@ -778,6 +778,13 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => {
             let mut opened = registry::Opened::open(&registry, &common, Some(&judge))?;
             signing::check_tiers(&opened).await?;
+            // An HTTP host serves every agent its tokens name: their agent
+            // tiers are checked too.
+            if let Some(path) = http.config().and_then(|c| c.tokens) {
+                let tokens = temper::mcp::tokens::Tokens::load(&path).map_err(|e| e.to_string())?;
+                let agents: Vec<&str> = tokens.agents().into_iter().collect();
+                signing::check_agent_tiers(&opened, &agents).await?;
+            }
             opened.attach_hub(&hub).await?;
             // The hub's children live until the server ends.
             let _hub = opened.hub.clone();

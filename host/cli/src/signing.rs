@@ -214,19 +214,32 @@ impl RunTrust {
 /// Re-checks the agent and shared tiers under the trust policy (a host's
 /// start); says which tools it disabled, on stderr.
 pub async fn check_tiers(opened: &Opened) -> Result<(), String> {
+    check_agent_tiers(opened, &[opened.ctx.agent_id.as_str()]).await
+}
+
+/// [`check_tiers`] for each of `agents` (an HTTP host's start: every agent
+/// its tokens file names, since each token's calls reach that agent's tier).
+pub async fn check_agent_tiers(opened: &Opened, agents: &[&str]) -> Result<(), String> {
     if opened.forge.trust().level == temper::sign::Level::Off {
         return Ok(());
     }
-    let disabled = opened
-        .forge
-        .check_tiers(&opened.ctx.agent_id)
-        .await
-        .map_err(|e| e.to_string())?;
-    for d in disabled {
-        eprintln!(
-            "temper: {} ({} tier) is disabled: {}",
-            d.name, d.tier, d.reason
-        );
+    for agent in agents {
+        let disabled = opened
+            .forge
+            .check_tiers(agent)
+            .await
+            .map_err(|e| e.to_string())?;
+        for d in disabled {
+            let owner = d
+                .agent
+                .as_deref()
+                .map(|a| format!(" of {a}"))
+                .unwrap_or_default();
+            eprintln!(
+                "temper: {} ({} tier{owner}) is disabled: {}",
+                d.name, d.tier, d.reason
+            );
+        }
     }
     Ok(())
 }

@@ -444,7 +444,10 @@ impl Forge {
             .await
             .map_err(|e| load_err(e.to_string()))?;
         let base = match stored {
-            StoredArtifact::Wasm(bytes) => runtime.load(bytes).await.map_err(|e| e.to_string()),
+            StoredArtifact::Wasm(bytes) => runtime
+                .load_admitted(bytes)
+                .await
+                .map_err(|e| e.to_string()),
             StoredArtifact::Compact(record) => runtime
                 .load_compact(&record, id.as_str())
                 .await

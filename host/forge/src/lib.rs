@@ -70,7 +70,7 @@ pub use invoke::MAX_COMPOSE_DEPTH;
 pub use manifest::{ToolInfo, ToolManifest};
 pub use native::{NativeTool, NativeToolSpec};
 pub use outcome::{Exported, ForgeResult, Forged, Invocation};
-pub use trust::DisabledTool;
+pub use trust::{DisabledTool, TrustAdmission};
 
 use cache::ToolCache;
 use gate::Gate;

@@ -112,7 +112,8 @@ impl Forge {
         } else {
             self.inner
                 .runtime
-                .load(bytes.clone())
+                // The trust policy was checked as the import began.
+                .load_admitted(bytes.clone())
                 .await
                 .map_err(ImportError::Load)?
         };

@@ -18,6 +18,45 @@ use temper_store::{AuditKind, StoreError, Tier, ToolRecord};
 use super::error::{ImportError, InvokeError};
 use super::{Forge, lock};
 
+/// The trust policy as a runtime's admission gate
+/// ([`temper_runtime::RuntimeBuilder::admission`]): [`Runtime::load`] of
+/// outside bytes is refused unless they meet the policy, as `temper run
+/// FILE.wasm --trust` does. Rules match the manifest's tool name (the
+/// artifact id when the bytes carry no manifest).
+///
+/// [`Runtime::load`]: temper_runtime::Runtime::load
+#[derive(Debug, Clone)]
+pub struct TrustAdmission {
+    policy: Arc<TrustPolicy>,
+}
+
+impl TrustAdmission {
+    /// A gate enforcing `policy`.
+    pub fn new(policy: TrustPolicy) -> Self {
+        Self {
+            policy: Arc::new(policy),
+        }
+    }
+}
+
+impl temper_runtime::ArtifactAdmission for TrustAdmission {
+    fn admit(&self, bytes: &[u8]) -> Result<(), String> {
+        let id = ArtifactId::of(bytes);
+        let name = temper_runtime::artifact::read_manifest(bytes)
+            .map(|m| m.name)
+            .unwrap_or_else(|_| id.to_string());
+        let subject = Subject {
+            id: id.as_str(),
+            name: &name,
+            reference: None,
+        };
+        self.policy
+            .check(&subject, bytes, None, Date::today())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// A registered tool the trust policy disabled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DisabledTool {

@@ -254,6 +254,11 @@ impl Tokens {
     pub fn is_empty(&self) -> bool {
         self.by_hash.is_empty()
     }
+
+    /// The agents the tokens act for, each once, in order.
+    pub fn agents(&self) -> std::collections::BTreeSet<&str> {
+        self.by_hash.values().map(|e| e.agent.as_str()).collect()
+    }
 }
 
 fn parse_key(key: &str) -> Result<(HashAlgo, [u8; 32]), TokensError> {

@@ -78,6 +78,12 @@ pub enum LoadError {
     /// The component does not export `temper:tool/run`.
     #[error("load: the component does not export `{0}`")]
     MissingExport(String),
+    /// The runtime's admission gate (a trust policy) refused the bytes.
+    #[error("load: refused: {reason}")]
+    Refused {
+        /// Why, as the gate says it (the rule and what is missing).
+        reason: String,
+    },
 }
 
 /// Why a call failed. Every limit and capability failure has its own variant.

@@ -54,5 +54,6 @@ pub use host_state::LogLine;
 pub use id::ArtifactId;
 pub use limits::Limits;
 pub use runtime::{
-    Artifact, ArtifactCodec, CallFailure, CallOutput, Runtime, RuntimeBuilder, Tool,
+    Artifact, ArtifactAdmission, ArtifactCodec, CallFailure, CallOutput, Runtime, RuntimeBuilder,
+    Tool,
 };

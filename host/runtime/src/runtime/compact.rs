@@ -150,7 +150,7 @@ impl Runtime {
             });
         }
         super::lock(&self.inner.compacted).insert(key, id.into());
-        Ok(self.load(bytes).await?)
+        Ok(self.load_admitted(bytes).await?)
     }
 
     /// The artifact a compact record stands for: the component rebuilt from

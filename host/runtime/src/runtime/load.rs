@@ -58,19 +58,36 @@ impl Runtime {
     /// host built (its bytecode recorded, with or without a manifest
     /// section) runs on the shared engine; any other component is checked
     /// against the `tool` world and compiled (cached on disk, and kept in a
-    /// bounded cache in memory).
+    /// bounded cache in memory). The runtime's admission gate, if it has
+    /// one ([`crate::RuntimeBuilder::admission`]), is asked first: a refusal
+    /// is [`LoadError::Refused`].
     pub async fn load(&self, bytes: Vec<u8>) -> Result<Tool, LoadError> {
+        self.admit(&bytes)?;
+        self.load_admitted(bytes).await
+    }
+
+    /// [`Runtime::load`] without asking the admission gate: for bytes the
+    /// embedder has already admitted (its own registry's, an import it
+    /// checked).
+    pub async fn load_admitted(&self, bytes: Vec<u8>) -> Result<Tool, LoadError> {
         if let Some(bytecode) = self.recorded_bytecode(&bytes) {
             let id = crate::id::ArtifactId::of(&bytes).to_string();
             return Ok(self.engine_tool(&id, bytecode));
         }
-        self.load_compiled(bytes).await
+        self.load_compiled_admitted(bytes).await
     }
 
     /// A tool that runs on its own compiled component, even when the engine
     /// could run it (e.g. to compare the two, or to run exactly what an
-    /// exported file holds).
+    /// exported file holds). The admission gate is asked first, as by
+    /// [`Runtime::load`].
     pub async fn load_compiled(&self, bytes: Vec<u8>) -> Result<Tool, LoadError> {
+        self.admit(&bytes)?;
+        self.load_compiled_admitted(bytes).await
+    }
+
+    /// [`Runtime::load_compiled`] without asking the admission gate.
+    pub(crate) async fn load_compiled_admitted(&self, bytes: Vec<u8>) -> Result<Tool, LoadError> {
         let id: Arc<str> = crate::id::ArtifactId::of(&bytes).to_string().into();
         let artifact = Arc::new(bytes);
         self.compiled(&id, &artifact).await?;

@@ -43,6 +43,7 @@ use crate::limits::{CacheLimits, Limits};
 use crate::pool::{WarmKey, WarmPool};
 use temper_policy::{Capability, Grants, HostPolicy, PolicyError};
 
+mod admission;
 mod build;
 mod call;
 mod compact;
@@ -50,6 +51,7 @@ mod load;
 mod reaper;
 mod shared;
 
+pub use admission::ArtifactAdmission;
 use call::describe_trap;
 pub use call::{CallOutcome, arm_deadline, deliver, instantiate_failed, settle};
 pub use compact::{ArtifactCodec, CompactError};
@@ -244,6 +246,7 @@ pub struct RuntimeBuilder {
     transport: TransportOptions,
     cassette: Option<Cassette>,
     caches: CacheLimits,
+    admission: admission::Admission,
 }
 
 impl RuntimeBuilder {
@@ -271,6 +274,14 @@ impl RuntimeBuilder {
     /// policy allows `fetch`.
     pub fn cassette(mut self, cassette: Cassette) -> Self {
         self.cassette = Some(cassette);
+        self
+    }
+    /// A gate [`Runtime::load`] asks before it loads component bytes from
+    /// outside, e.g. a trust policy (default: none, every valid component
+    /// loads). Bytes the embedder already admitted load through
+    /// [`Runtime::load_admitted`].
+    pub fn admission(mut self, gate: Arc<dyn ArtifactAdmission>) -> Self {
+        self.admission = admission::Admission(Some(gate));
         self
     }
     /// Where compiled components are cached; `None` disables the cache.
@@ -347,6 +358,7 @@ impl RuntimeBuilder {
                 caches: self.caches,
                 policy: self.policy,
                 fetch,
+                admission: self.admission,
                 reaper: Reaper::spawn()?,
             }),
         })
@@ -379,6 +391,8 @@ struct RuntimeInner {
     caches: CacheLimits,
     policy: HostPolicy,
     fetch: Option<Arc<FetchTransport>>,
+    /// What [`Runtime::load`] asks before loading outside bytes.
+    admission: admission::Admission,
     /// Used stores on their way to the reaper thread, which drops them.
     reaper: Arc<Reaper>,
 }
