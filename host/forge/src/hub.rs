@@ -5,6 +5,7 @@
 //! registered at all, so it is refused as a step like any unknown tool.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 use temper_hub::{Hub, HubError};
@@ -64,6 +65,9 @@ impl Forge {
             hub.check_clashes(&existing)?;
         }
         *lock(&self.inner.hub) = Some(hub.clone());
+        self.inner
+            .hub_synced
+            .store(hub.generation(), Ordering::Release);
         Ok(self.register_hub_tools(&hub))
     }
 
@@ -128,15 +132,29 @@ impl Forge {
     }
 
     /// Registers the tools the attached hub gained since (an upstream's
-    /// `list_changed`).
+    /// `list_changed`). Copies the hub's tools only when its generation
+    /// moved since the last registration, so a call pays one atomic read.
     fn sync_hub(&self) {
         let hub = lock(&self.inner.hub).clone();
         if let Some(hub) = hub {
+            let now = hub.generation();
+            if self.inner.hub_synced.swap(now, Ordering::AcqRel) == now {
+                return;
+            }
             let added = self.register_hub_tools(&hub);
             if !added.is_empty() {
                 tracing::info!(tools = ?added, "hub tools that appeared since the start are registered");
             }
         }
+    }
+
+    /// Whether `name` is a registered hub tool (one that appeared since the
+    /// start included), without copying the list.
+    pub fn is_hub_tool(&self, name: &str) -> bool {
+        self.sync_hub();
+        lock(&self.inner.natives)
+            .get(name)
+            .is_some_and(|n| n.hub_source.is_some())
     }
 
     /// The registered hub tools (those the host policy allows), by name,

@@ -201,6 +201,7 @@ impl ForgeBuilder {
                 calls,
                 natives: Mutex::new(HashMap::new()),
                 hub: Mutex::new(None),
+                hub_synced: std::sync::atomic::AtomicU64::new(u64::MAX),
                 run_code_stats: code_mode::RunCodeCounters::default(),
             }),
         }
@@ -242,6 +243,9 @@ struct Inner {
     /// The attached tool hub, whose tools that appear later (an upstream's
     /// `list_changed`) are registered when next looked up.
     hub: Mutex<Option<Arc<temper_hub::Hub>>>,
+    /// The hub's [`temper_hub::Hub::generation`] its tools were last
+    /// registered at (`u64::MAX`: never).
+    hub_synced: std::sync::atomic::AtomicU64,
     /// `run_code` runs counted.
     run_code_stats: code_mode::RunCodeCounters,
 }

@@ -141,6 +141,13 @@ impl Hub {
         &self.upstreams
     }
 
+    /// A counter that moves whenever an upstream's tool list is replaced
+    /// (the built-ins never change): equal values mean [`Hub::tools`] is
+    /// unchanged, so a caller need not copy it again.
+    pub fn generation(&self) -> u64 {
+        self.upstreams.iter().map(|u| u.generation()).sum()
+    }
+
     /// Every tool the hub exposes now, sorted by name.
     pub fn tools(&self) -> Vec<HubTool> {
         let mut out: Vec<HubTool> = self

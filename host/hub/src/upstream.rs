@@ -11,6 +11,7 @@
 //! 30 s). A `notifications/tools/list_changed` from the upstream makes
 //! Temper list its tools again.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -171,6 +172,8 @@ struct Shared {
     /// stderr and of every error message.
     secrets: Vec<String>,
     tools: Mutex<Arc<Vec<Arc<ToolEntry>>>>,
+    /// Moves each time `tools` is replaced (a relist).
+    generation: AtomicU64,
     conn: Mutex<Option<Arc<Conn>>>,
     /// Why there is no connection, when there is none.
     down: Mutex<String>,
@@ -224,6 +227,7 @@ impl Upstream {
             config,
             secrets,
             tools: Mutex::new(Arc::new(Vec::new())),
+            generation: AtomicU64::new(0),
             conn: Mutex::new(None),
             down: Mutex::new("not started".into()),
             list_changed: Arc::new(Notify::new()),
@@ -243,6 +247,12 @@ impl Upstream {
     /// Its configuration.
     pub fn config(&self) -> &UpstreamConfig {
         &self.shared.config
+    }
+
+    /// A counter that moves each time the tools are listed again: equal
+    /// values mean an unchanged list.
+    pub fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
     }
 
     /// The exposed tools, as last listed.
@@ -478,6 +488,7 @@ impl Shared {
             }
         }
         *crate::lock(&self.tools) = Arc::new(tools);
+        self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 

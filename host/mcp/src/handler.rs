@@ -93,8 +93,7 @@ impl Handler {
 
     /// Whether `name` is a hub tool this caller may not use (invisible).
     fn hub_hidden(&self, name: &str) -> bool {
-        self.hub_allow.as_ref().is_some_and(|a| !a.allows(name))
-            && self.forge.hub_tools().iter().any(|t| t.name == name)
+        self.hub_allow.as_ref().is_some_and(|a| !a.allows(name)) && self.forge.is_hub_tool(name)
     }
 
     /// The hub tools this caller may see and call.
@@ -413,7 +412,7 @@ impl Handler {
         // the MCP spec answers an unknown tool), the same whether it does
         // not exist or is out of the caller's reach.
         let needs_visible = self.access != Access::ALL || self.hub_allow.is_some();
-        let visible = if needs_visible || self.forge.hub_tools().iter().any(|t| t.name == name) {
+        let visible = if needs_visible || self.forge.is_hub_tool(name) {
             Some(self.visible()?)
         } else {
             None
