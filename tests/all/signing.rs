@@ -803,3 +803,35 @@ async fn runtime_load_under_a_trust_policy_refuses_unsigned_bytes() {
         "bytes the embedder admitted itself skip the gate"
     );
 }
+
+/// Exporting a signed tool with its source makes another file (the source
+/// is in the manifest the signature covered without it): the old
+/// signature is left out rather than shipped not covering the bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_with_source_of_a_signed_tool_leaves_the_old_signature_out() {
+    let key = SigningKey::generate();
+    let (_origin, unsigned) = slugify_artifact().await;
+    let signed = sign::sign(&unsigned, &key, false, None).unwrap().bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let host = forge_in(dir.path(), team_policy("enforce", &key));
+    host.import(signed.clone(), &ctx(), Tier::Agent)
+        .await
+        .expect("a signed artifact is admitted");
+    let plain = host.export("slugify", &ctx(), false, None).unwrap();
+    assert!(
+        temper::id::is_signed(&plain.bytes),
+        "kept as imported, signed"
+    );
+    let request =
+        ForgeRequest::from_json(&std::fs::read_to_string(fixture("seeds/slugify.json")).unwrap())
+            .unwrap();
+    let temper::request::Implementation::Sandbox { code, .. } = &request.implementation else {
+        panic!("slugify is a sandbox tool");
+    };
+    let with_source = host.export("slugify", &ctx(), true, Some(code)).unwrap();
+    assert!(
+        !temper::id::is_signed(&with_source.bytes),
+        "the signature of the file without the source is not carried over"
+    );
+    assert_ne!(ArtifactId::of(&with_source.bytes), ArtifactId::of(&signed));
+}

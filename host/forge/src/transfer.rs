@@ -160,7 +160,11 @@ impl Forge {
         let mut bytes = self.inner.store.get_artifact(&id)?;
         // A compose tool's manifest carries its whole pipeline already.
         if with_source && info.mode != Mode::Compose {
-            let (mut manifest, component) = artifact::split(&bytes)?;
+            // A signature covers the bytes without the source: the file
+            // with the source is another artifact, so it leaves the old
+            // signature out (`temper sign` signs the new file).
+            let plain = temper_runtime::id::unsigned(&bytes).into_owned();
+            let (mut manifest, component) = artifact::split(&plain)?;
             if manifest.source.is_none() {
                 let kept = lock(&self.inner.sessions)
                     .get(&ctx.key())
