@@ -429,7 +429,7 @@ fn cli_keygen_sign_and_import_under_a_trust_file() {
     };
     let (ok, _, err) = call();
     assert!(
-        !ok && err.contains("slugify (agent tier) is disabled"),
+        !ok && err.contains("slugify (agent tier of default) is disabled"),
         "{err}"
     );
     assert!(err.contains("disabled by the trust policy"), "{err}");
