@@ -134,13 +134,18 @@ fn ts_of_type(t: &str, s: &serde_json::Map<String, Value>, depth: usize) -> Stri
                 return "Record<string, any>".into();
             };
             let mut out = String::from("{ ");
-            for (key, prop) in props {
-                let key = if is_identifier(key) {
-                    key.clone()
+            // Sorted by name: the same schema gives the same declaration
+            // whether or not serde_json keeps insertion order (a feature
+            // another crate in the build may turn on).
+            let mut props: Vec<(&String, &Value)> = props.iter().collect();
+            props.sort_by(|a, b| a.0.cmp(b.0));
+            for (name, prop) in props {
+                let key = if is_identifier(name) {
+                    name.clone()
                 } else {
-                    Value::String(key.clone()).to_string()
+                    Value::String(name.clone()).to_string()
                 };
-                let optional = if required.contains(&key.as_str()) {
+                let optional = if required.contains(&name.as_str()) {
                     ""
                 } else {
                     "?"
@@ -486,6 +491,16 @@ mod tests {
         );
         assert!(
             declare_tool(&odd).contains(r#""web-search"(input: { "a b"?: any; }): Promise<any>"#)
+        );
+        let required = tool(
+            "quoted",
+            json!({"type": "object", "properties": {"a b": {}}, "required": ["a b"]}),
+            json!(true),
+        );
+        assert!(
+            declare_tool(&required).contains(r#"(input: { "a b": any; })"#),
+            "a required name that needs quotes is not optional: {}",
+            declare_tool(&required)
         );
     }
 
