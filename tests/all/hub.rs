@@ -6,17 +6,25 @@
 //! clashes and start failures refused at start; secrets from `env:` kept
 //! out of every answer, log and the store.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 use serde_json::{Value, json};
 
 use crate::support::cache_dir;
+use crate::support::mcp_stdio::{McpStdio, tool_output, tools_policy, walk, write_file};
 
 const SECRET: &str = "sk-hub-test-SECRET-7731";
+
+/// `temper mcp` over stdio for these tests (see [`McpStdio::start`]).
+fn start_mcp(args: &[&str], stderr: &Path) -> McpStdio {
+    McpStdio::start(
+        &[&["--timeout-ms", "10000"][..], args].concat(),
+        stderr,
+        &[("TEMPER_TEST_HUB_KEY", SECRET)],
+        SECRET,
+    )
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -56,23 +64,6 @@ fn upstream_table(python: &Path, name: &str, mode: Option<&str>, extra: &str) ->
     )
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn policy(dir: &Path, allow: &[&str]) -> PathBuf {
-    write(
-        dir,
-        "policy.toml",
-        &format!(
-            "[tools]\nallow = {}\n",
-            serde_json::to_string(allow).unwrap()
-        ),
-    )
-}
-
 /// `temper ARGS` with the secret in the environment: (success, stdout,
 /// stderr).
 fn temper(args: &[&str]) -> (bool, String, String) {
@@ -88,98 +79,6 @@ fn temper(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// `temper mcp` over stdio, its stderr in a file.
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    next: i64,
-}
-
-impl Mcp {
-    fn start(args: &[&str], stderr: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
-            .args([
-                "mcp",
-                "--judge",
-                "rules",
-                "--timeout-ms",
-                "10000",
-                "--cache-dir",
-            ])
-            .arg(cache_dir())
-            .args(args)
-            .env("TEMPER_TEST_HUB_KEY", SECRET)
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                assert!(!line.contains(SECRET), "secret on stdout: {line}");
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut m = Self {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            next: 0,
-        };
-        m.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
-        m
-    }
-
-    /// The response to a request (notifications skipped).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        let mut line = serde_json::to_vec(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )
-        .unwrap();
-        line.push(b'\n');
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(&line).unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let m = self
-                .lines
-                .recv_timeout(Duration::from_secs(120))
-                .expect("no answer");
-            if m["id"] == json!(id) {
-                return m;
-            }
-        }
-    }
-
-    fn call(&mut self, name: &str, arguments: Value) -> Value {
-        self.request("tools/call", json!({"name": name, "arguments": arguments}))
-    }
-
-    fn close(mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-/// A tool result's output (structured content, else the text as JSON).
-fn output(response: &Value) -> Value {
-    let r = &response["result"];
-    assert_ne!(r["isError"], json!(true), "tool error: {response}");
-    if let Some(s) = r.get("structuredContent") {
-        return s.clone();
-    }
-    serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap()
 }
 
 fn compose_request(name: &str, tool: &str, mapping: Value, test_input: Value) -> Value {
@@ -199,7 +98,7 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let tools = write(
+    let tools = write_file(
         dir.path(),
         "tools.toml",
         &upstream_table(
@@ -210,9 +109,9 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
         ),
     );
     // plain_text is exposed by the tools file but not allowed by the policy.
-    let policy = policy(dir.path(), &["web_search", "env_*"]);
+    let policy = tools_policy(dir.path(), &["web_search", "env_*"]);
     let stderr = dir.path().join("stderr.txt");
-    let mut m = Mcp::start(
+    let mut m = start_mcp(
         &[
             "--store",
             store.to_str().unwrap(),
@@ -250,7 +149,7 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
     assert!(ws["outputSchema"].is_object(), "{ws}");
 
     // Called through Temper (a gateway).
-    let out = output(&m.call("web_search", json!({"query": "wasm", "limit": 1})));
+    let out = tool_output(&m.call("web_search", json!({"query": "wasm", "limit": 1})));
     assert_eq!(out["results"][0]["title"], "wasm #0");
     // The input is checked before it is sent.
     let bad = m.call("web_search", json!({"query": 1}));
@@ -263,7 +162,7 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
     let hidden = m.call("plain_text", json!({"word": "x"}));
     assert_eq!(hidden["error"]["code"], json!(-32602), "{hidden}");
     // Hostile: the upstream sees the secret but Temper never shows it.
-    let probe = output(&m.call("env_probe", json!({"name": "SEARCH_API_KEY"})));
+    let probe = tool_output(&m.call("env_probe", json!({"name": "SEARCH_API_KEY"})));
     assert_eq!(probe["length"], json!(SECRET.len()));
 
     // A compose step over an allowed hub tool forges and runs.
@@ -276,8 +175,8 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
             json!({"topic": "rust"})
         )),
     );
-    assert_eq!(output(&forged)["success"], json!(true), "{forged}");
-    let out = output(&m.call("search_twice", json!({"topic": "mcp"})));
+    assert_eq!(tool_output(&forged)["success"], json!(true), "{forged}");
+    let out = tool_output(&m.call("search_twice", json!({"topic": "mcp"})));
     assert_eq!(out["query"], "mcp");
     // One over a hub tool the policy does not allow is refused as not callable.
     let refused = m.call(
@@ -308,19 +207,6 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
     }
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn a_name_clash_between_upstreams_is_refused_at_start_naming_both() {
     let Some(python) = python() else { return };
@@ -330,8 +216,8 @@ fn a_name_clash_between_upstreams_is_refused_at_start_naming_both() {
         upstream_table(&python, "alpha", None, "tools = [\"web_search\"]"),
         upstream_table(&python, "beta", None, "tools = [\"web_search\"]"),
     );
-    let tools = write(dir.path(), "tools.toml", &text);
-    let policy = policy(dir.path(), &["*"]);
+    let tools = write_file(dir.path(), "tools.toml", &text);
+    let policy = tools_policy(dir.path(), &["*"]);
     let (ok, _, err) = temper(&[
         "tools",
         "--store",
@@ -359,7 +245,7 @@ fn a_name_clash_between_upstreams_is_refused_at_start_naming_both() {
             "tools = [\"web_search\"]\nprefix = \"beta.\""
         ),
     );
-    let tools = write(dir.path(), "tools.toml", &text);
+    let tools = write_file(dir.path(), "tools.toml", &text);
     let (ok, out, err) = temper(&[
         "tools",
         "--store",
@@ -380,7 +266,7 @@ fn a_name_clash_between_upstreams_is_refused_at_start_naming_both() {
 fn an_upstream_that_does_not_start_fails_the_start_unless_optional() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let tools = write(
+    let tools = write_file(
         dir.path(),
         "tools.toml",
         &upstream_table(&python, "search", Some("fail-start"), "tools = [\"*\"]"),
@@ -410,7 +296,7 @@ fn an_upstream_that_does_not_start_fails_the_start_unless_optional() {
         "{err}"
     );
 
-    let tools = write(
+    let tools = write_file(
         dir.path(),
         "optional.toml",
         &upstream_table(

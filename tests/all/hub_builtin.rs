@@ -15,9 +15,9 @@
 //!   local server answering for `api.example.com`) and run.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
@@ -30,9 +30,20 @@ use temper::hub::{Hub, HubError, ToolsFile};
 
 use crate::support::cache_dir;
 use crate::support::http::{TestServer, TlsTestServer};
+use crate::support::mcp_stdio::{McpStdio, tool_output, tools_policy, walk, write_file};
 
 /// The `generate_text` API key; it must never be shown.
 const KEY: &str = "sk-llm-test-KEY-5521-do-not-print";
+
+/// `temper mcp` over stdio for these tests (see [`McpStdio::start`]).
+fn start_mcp(args: &[&str], stderr: &Path) -> McpStdio {
+    McpStdio::start(
+        &[args].concat(),
+        stderr,
+        &[("TEMPER_TEST_LLM_KEY", KEY)],
+        KEY,
+    )
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -485,118 +496,6 @@ async fn generate_text_completes_sends_the_key_and_never_shows_it() {
 // ---------------------------------------------------------------------
 // `temper mcp` as a child process.
 
-/// `temper mcp` over stdio, its stderr in a file; the key in its
-/// environment, and checked never to appear on its stdout.
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    next: i64,
-}
-
-impl Mcp {
-    fn start(args: &[&str], stderr: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
-            .args(["mcp", "--judge", "rules", "--cache-dir"])
-            .arg(cache_dir())
-            .args(args)
-            .env("TEMPER_TEST_LLM_KEY", KEY)
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                assert!(!line.contains(KEY), "key on stdout: {line}");
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut m = Self {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            next: 0,
-        };
-        let init = m.request("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
-        assert!(init.get("result").is_some(), "{init}");
-        m
-    }
-
-    /// The response to a request (notifications skipped).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        let mut line = serde_json::to_vec(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )
-        .unwrap();
-        line.push(b'\n');
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(&line).unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let m = self
-                .lines
-                .recv_timeout(Duration::from_secs(120))
-                .expect("no answer");
-            if m["id"] == json!(id) {
-                return m;
-            }
-        }
-    }
-
-    fn call(&mut self, name: &str, arguments: Value) -> Value {
-        self.request("tools/call", json!({"name": name, "arguments": arguments}))
-    }
-
-    fn tools(&mut self) -> Vec<Value> {
-        let list = self.request("tools/list", json!({}));
-        list["result"]["tools"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn close(mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-/// A tool result's output (structured content, else the text as JSON).
-fn output(response: &Value) -> Value {
-    let r = &response["result"];
-    assert_ne!(r["isError"], json!(true), "tool error: {response}");
-    if let Some(s) = r.get("structuredContent") {
-        return s.clone();
-    }
-    serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap()
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn policy(dir: &Path, allow: &[&str]) -> PathBuf {
-    write(
-        dir,
-        "policy.toml",
-        &format!(
-            "[tools]\nallow = {}\n",
-            serde_json::to_string(allow).unwrap()
-        ),
-    )
-}
-
 fn assert_no_key_in(path: &Path) {
     let text = std::fs::read_to_string(path).unwrap();
     assert!(!text.contains(KEY), "key in {}", path.display());
@@ -614,7 +513,7 @@ async fn built_ins_over_mcp_are_listed_called_composed_and_governed_by_the_polic
     let server = TestServer::start().await;
     let port = server.port();
     let dir = tempfile::tempdir().unwrap();
-    let tools = write(
+    let tools = write_file(
         dir.path(),
         "tools.toml",
         &format!(
@@ -623,7 +522,7 @@ async fn built_ins_over_mcp_are_listed_called_composed_and_governed_by_the_polic
         ),
     );
     // Only generate_text is allowed: http_request is configured but hidden.
-    let policy = policy(dir.path(), &["generate_text"]);
+    let policy = tools_policy(dir.path(), &["generate_text"]);
     let stderr = dir.path().join("stderr.txt");
     let store = dir.path().join("store");
     // A runtime timeout of 1 s and an LLM that takes 1.5 s per answer.
@@ -644,7 +543,7 @@ async fn built_ins_over_mcp_are_listed_called_composed_and_governed_by_the_polic
     let stderr2 = stderr.clone();
     let (listed, direct, hidden, forged, composed) = blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut m = Mcp::start(&args, &stderr2);
+        let mut m = start_mcp(&args, &stderr2);
         let listed = m.tools();
         let direct = m.call("generate_text", json!({"prompt": "hi"}));
         let hidden = m.call(
@@ -686,14 +585,17 @@ async fn built_ins_over_mcp_are_listed_called_composed_and_governed_by_the_polic
 
     // Called directly, slower than the runtime's 1 s timeout: its own
     // limit applies.
-    assert_eq!(output(&direct), json!({"output": "gen(hi)"}));
+    assert_eq!(tool_output(&direct), json!({"output": "gen(hi)"}));
     // Not allowed: not callable (an unknown tool), nothing sent.
     assert_eq!(hidden["error"]["code"], json!(-32602), "{hidden}");
     assert!(server.requests().is_empty());
     // A compose step over it forges (its test case ran: 2 × 1.5 s) and
     // runs, although each step takes longer than the runtime's timeout.
-    assert_eq!(output(&forged)["success"], json!(true), "{forged}");
-    assert_eq!(output(&composed), json!({"output": "gen[loud](Shout hey)"}));
+    assert_eq!(tool_output(&forged)["success"], json!(true), "{forged}");
+    assert_eq!(
+        tool_output(&composed),
+        json!({"output": "gen[loud](Shout hey)"})
+    );
     assert_eq!(llm.seen().len(), 4, "direct, two test runs, the call");
     assert_no_key_in(&stderr);
 }
@@ -745,8 +647,8 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
     let plain = TestServer::start().await;
     let (tls_port, plain_port) = (tls.port(), plain.port());
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "root.pem", &tls.root_pem());
-    let tools = write(
+    write_file(dir.path(), "root.pem", &tls.root_pem());
+    let tools = write_file(
         dir.path(),
         "tools.toml",
         &format!(
@@ -755,7 +657,7 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
             llm.table(""),
         ),
     );
-    let policy = policy(dir.path(), &["web_search", "http_request", "generate_text"]);
+    let policy = tools_policy(dir.path(), &["web_search", "http_request", "generate_text"]);
     let stderr = dir.path().join("stderr.txt");
     let store = dir.path().join("store");
     let args: Vec<String> = [
@@ -774,7 +676,7 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
     let report = seed("fetch_analyze_report");
     let answers: HashMap<&str, Value> = blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut m = Mcp::start(&args, &stderr2);
+        let mut m = start_mcp(&args, &stderr2);
         let mut a = HashMap::new();
         a.insert("forge_research", m.call("forge_tool", research));
         a.insert("forge_report", m.call("forge_tool", report));
@@ -803,9 +705,9 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
     .await;
 
     let forged = &answers["forge_research"];
-    assert_eq!(output(forged)["success"], json!(true), "{forged}");
+    assert_eq!(tool_output(forged)["success"], json!(true), "{forged}");
     let forged = &answers["forge_report"];
-    assert_eq!(output(forged)["success"], json!(true), "{forged}");
+    assert_eq!(tool_output(forged)["success"], json!(true), "{forged}");
 
     // research_and_summarize: web_search (Python SDK upstream) → generate_text.
     let search_text = "1. wasm runtimes: finding 1 (https://example.com/wasm-runtimes/0)\n2. wasm runtimes: finding 2 (https://example.com/wasm-runtimes/1)";
@@ -813,11 +715,14 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
         None,
         &format!("Summarize these search results about \"wasm runtimes\":\n{search_text}"),
     );
-    assert_eq!(output(&answers["research"]), json!({ "output": expected }));
+    assert_eq!(
+        tool_output(&answers["research"]),
+        json!({ "output": expected })
+    );
 
     // fetch_analyze_report: http_request (TLS, api.example.com) →
     // generate_text → generate_text.
-    let out = output(&answers["report_tls"]);
+    let out = tool_output(&answers["report_tls"]);
     let text = out["output"].as_str().unwrap();
     assert!(
         text.starts_with(
@@ -829,7 +734,7 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
         text.contains("\"requests\":[120,135,180]") && text.contains("\"errors\":[3,2,1]"),
         "the fetched body reached the prompt: {text}"
     );
-    let out = output(&answers["report_plain"]);
+    let out = tool_output(&answers["report_plain"]);
     assert_eq!(
         out["output"],
         "gen(Format this analysis as a markdown report:\ngen(Analyze trends in this data for Q3:\n{\"hello\":\"world\"}))"
@@ -863,19 +768,6 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
             entry.display()
         );
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -916,7 +808,7 @@ async fn a_tool_that_appears_later_is_listed_called_and_composed() {
     let dir = tempfile::tempdir().unwrap();
     let script = root().join("tests/fixtures/hub/upstream_server.py");
     let command = [python.display().to_string(), script.display().to_string()];
-    let tools = write(
+    let tools = write_file(
         dir.path(),
         "tools.toml",
         &format!(
@@ -924,7 +816,7 @@ async fn a_tool_that_appears_later_is_listed_called_and_composed() {
             serde_json::to_string(&command).unwrap()
         ),
     );
-    let policy = policy(dir.path(), &["add_late_tool", "late_tool"]);
+    let policy = tools_policy(dir.path(), &["add_late_tool", "late_tool"]);
     let stderr = dir.path().join("stderr.txt");
     let store = dir.path().join("store");
     let args: Vec<String> = [
@@ -940,7 +832,7 @@ async fn a_tool_that_appears_later_is_listed_called_and_composed() {
     .collect();
     let (before, after, called, forged, composed) = blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut m = Mcp::start(&args, &stderr);
+        let mut m = start_mcp(&args, &stderr);
         let names = |list: Vec<Value>| -> Vec<String> {
             list.iter()
                 .filter_map(|t| t["name"].as_str().map(str::to_string))
@@ -979,10 +871,10 @@ async fn a_tool_that_appears_later_is_listed_called_and_composed() {
     .await;
     assert!(!before.iter().any(|n| n == "late_tool"), "{before:?}");
     assert!(after.iter().any(|n| n == "late_tool"), "{after:?}");
-    let out = output(&called);
+    let out = tool_output(&called);
     assert_eq!(out["result"], 42, "{called}");
-    assert_eq!(output(&forged)["success"], json!(true), "{forged}");
-    assert_eq!(output(&composed)["result"], 10, "{composed}");
+    assert_eq!(tool_output(&forged)["success"], json!(true), "{forged}");
+    assert_eq!(tool_output(&composed)["result"], 10, "{composed}");
 }
 
 /// One JSON-RPC exchange with `temper mcp --http`: the response, from a
@@ -1029,7 +921,7 @@ async fn a_token_narrowing_hides_a_built_in() {
     let server = TestServer::start().await;
     let port = server.port();
     let dir = tempfile::tempdir().unwrap();
-    let tools = write(
+    let tools = write_file(
         dir.path(),
         "tools.toml",
         &format!(
@@ -1037,14 +929,14 @@ async fn a_token_narrowing_hides_a_built_in() {
             llm.table("")
         ),
     );
-    let policy = policy(dir.path(), &["generate_text", "http_request"]);
+    let policy = tools_policy(dir.path(), &["generate_text", "http_request"]);
     let hash = |t: &str| -> String {
         sha2::Sha256::digest(t.as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect()
     };
-    let tokens = write(
+    let tokens = write_file(
         dir.path(),
         "tokens.toml",
         &format!(
@@ -1153,7 +1045,7 @@ async fn a_token_narrowing_hides_a_built_in() {
         "{names:?}"
     );
     assert_eq!(
-        output(called)["body"],
+        tool_output(called)["body"],
         json!({"hello": "world"}),
         "{called}"
     );

@@ -7,19 +7,28 @@
 //! upstream that cannot be reached failing the start unless `optional`;
 //! the header secret kept out of every answer, log and the store.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::support::cache_dir;
+use crate::support::mcp_stdio::{McpStdio, tool_output, tools_policy, walk};
 
 /// The Authorization header Temper sends (from `env:`): distinctive, so a
 /// leak anywhere is found.
 const SECRET: &str = "Bearer hubhttp-SECRET-e41b07";
+
+/// `temper mcp` over stdio for these tests (see [`McpStdio::start`]).
+fn start_mcp(args: &[&str], stderr: &Path) -> McpStdio {
+    McpStdio::start(
+        &[&["--timeout-ms", "10000"][..], args].concat(),
+        stderr,
+        &[("TEMPER_TEST_GH_AUTH", SECRET)],
+        "hubhttp-SECRET-e41b07",
+    )
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -96,19 +105,6 @@ fn tools_file(dir: &Path, url: &str, extra: &str) -> PathBuf {
     path
 }
 
-fn policy(dir: &Path, allow: &[&str]) -> PathBuf {
-    let path = dir.join("policy.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[tools]\nallow = {}\n",
-            serde_json::to_string(allow).unwrap()
-        ),
-    )
-    .unwrap();
-    path
-}
-
 fn contains_secret(bytes: &[u8]) -> bool {
     let needle = b"hubhttp-SECRET-e41b07";
     bytes.windows(needle.len()).any(|w| w == needle)
@@ -131,105 +127,6 @@ fn temper(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// `temper mcp` over stdio, its stderr in a file; every line it prints is
-/// checked for the secret.
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    next: i64,
-}
-
-impl Mcp {
-    fn start(args: &[&str], stderr: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
-            .args([
-                "mcp",
-                "--judge",
-                "rules",
-                "--timeout-ms",
-                "10000",
-                "--cache-dir",
-            ])
-            .arg(cache_dir())
-            .args(args)
-            .env("TEMPER_TEST_GH_AUTH", SECRET)
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                assert!(
-                    !contains_secret(line.as_bytes()),
-                    "secret on stdout: {line}"
-                );
-                if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut m = Self {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            next: 0,
-        };
-        m.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
-        );
-        m
-    }
-
-    /// The response to a request (notifications skipped).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        let mut line = serde_json::to_vec(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )
-        .unwrap();
-        line.push(b'\n');
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(&line).unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let m = self
-                .lines
-                .recv_timeout(Duration::from_secs(120))
-                .expect("no answer");
-            if m["id"] == json!(id) {
-                return m;
-            }
-        }
-    }
-
-    fn call(&mut self, name: &str, arguments: Value) -> Value {
-        self.request("tools/call", json!({"name": name, "arguments": arguments}))
-    }
-
-    fn close(mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-/// A tool result's output (structured content, else the text as JSON).
-fn output(response: &Value) -> Value {
-    let r = &response["result"];
-    assert_ne!(r["isError"], json!(true), "tool error: {response}");
-    if let Some(s) = r.get("structuredContent") {
-        return s.clone();
-    }
-    serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap()
-}
-
 /// The message of a tool error (`temper mcp` answers `{"stage": ...,
 /// "error": ...}` as the text).
 fn error_text(response: &Value) -> String {
@@ -239,19 +136,6 @@ fn error_text(response: &Value) -> String {
         Ok(v) if v["error"].is_string() => v["error"].as_str().unwrap().to_string(),
         _ => text.to_string(),
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[test]
@@ -268,7 +152,7 @@ fn gateway_lists_calls_and_composes_a_typescript_http_upstream() {
         "tools = [\"search_issues\", \"echo_text\", \"liar\", \"fail\", \"revoked\"]",
     );
     // github.fail is exposed by the tools file but not allowed.
-    let policy = policy(
+    let policy = tools_policy(
         dir.path(),
         &[
             "github.search_issues",
@@ -278,7 +162,7 @@ fn gateway_lists_calls_and_composes_a_typescript_http_upstream() {
         ],
     );
     let stderr = dir.path().join("stderr.txt");
-    let mut m = Mcp::start(
+    let mut m = start_mcp(
         &[
             "--store",
             store.to_str().unwrap(),
@@ -312,12 +196,12 @@ fn gateway_lists_calls_and_composes_a_typescript_http_upstream() {
     );
 
     // Called through Temper (a gateway): structuredContent is the output.
-    let out = output(&m.call("github.search_issues", json!({"query": "wasm", "limit": 2})));
+    let out = tool_output(&m.call("github.search_issues", json!({"query": "wasm", "limit": 2})));
     assert_eq!(
         out,
         json!({"query": "wasm", "total": 2, "items": [{"id": 1, "title": "wasm #1"}, {"id": 2, "title": "wasm #2"}]})
     );
-    let out = output(&m.call("github.echo_text", json!({"text": "hi"})));
+    let out = tool_output(&m.call("github.echo_text", json!({"text": "hi"})));
     assert_eq!(out, json!({"text": "you said: hi"}));
     // The input is checked against the upstream's input schema before it
     // is sent (limit is at most 10 there).
@@ -356,8 +240,8 @@ fn gateway_lists_calls_and_composes_a_typescript_http_upstream() {
             "testCases": [{"input": {"topic": "rust"}}]
         }),
     );
-    assert_eq!(output(&forged)["success"], json!(true), "{forged}");
-    let out = output(&m.call("issue_titles", json!({"topic": "mcp"})));
+    assert_eq!(tool_output(&forged)["success"], json!(true), "{forged}");
+    let out = tool_output(&m.call("issue_titles", json!({"topic": "mcp"})));
     assert_eq!(out["query"], "mcp");
     assert_eq!(out["items"][0]["title"], "mcp #1");
     // A step over the hidden tool is refused as not callable.

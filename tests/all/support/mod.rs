@@ -5,6 +5,7 @@
 
 pub mod chat;
 pub mod http;
+pub mod mcp_stdio;
 pub mod sse;
 
 use std::ffi::OsStr;
