@@ -12,7 +12,9 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::support::cache_dir;
-use crate::support::mcp_stdio::{McpStdio, tool_output, tools_policy, walk, write_file};
+use crate::support::mcp_stdio::{
+    McpStdio, mcp_python, tool_output, tools_policy, walk, write_file,
+};
 
 const SECRET: &str = "sk-hub-test-SECRET-7731";
 
@@ -28,29 +30,6 @@ fn start_mcp(args: &[&str], stderr: &Path) -> McpStdio {
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The SDK venv's python; `None` (skipped with a notice) when missing,
-/// unless TEMPER_REQUIRE_MCP_PY=1.
-fn python() -> Option<PathBuf> {
-    let python = root().join("target/mcp-venv/bin/python");
-    let ok = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import mcp.server.mcpserver"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok {
-        return Some(python);
-    }
-    let why = format!(
-        "no Python venv with the `mcp` package at {} (run scripts/mcp-venv.sh)",
-        python.display()
-    );
-    if std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref() == Ok("1") {
-        panic!("TEMPER_REQUIRE_MCP_PY=1 but {why}");
-    }
-    eprintln!("SKIPPED hub test: {why}");
-    None
 }
 
 /// `[upstream.NAME]` running the SDK test server (`mode` as its argument).
@@ -95,7 +74,7 @@ fn compose_request(name: &str, tool: &str, mapping: Value, test_input: Value) ->
 
 #[test]
 fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
-    let Some(python) = python() else { return };
+    let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let tools = write_file(
@@ -209,7 +188,7 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
 
 #[test]
 fn a_name_clash_between_upstreams_is_refused_at_start_naming_both() {
-    let Some(python) = python() else { return };
+    let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "{}{}",
@@ -264,7 +243,7 @@ fn a_name_clash_between_upstreams_is_refused_at_start_naming_both() {
 
 #[test]
 fn an_upstream_that_does_not_start_fails_the_start_unless_optional() {
-    let Some(python) = python() else { return };
+    let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let tools = write_file(
         dir.path(),

@@ -30,7 +30,9 @@ use temper::hub::{Hub, HubError, ToolsFile};
 
 use crate::support::cache_dir;
 use crate::support::http::{TestServer, TlsTestServer};
-use crate::support::mcp_stdio::{McpStdio, tool_output, tools_policy, walk, write_file};
+use crate::support::mcp_stdio::{
+    McpStdio, mcp_python, tool_output, tools_policy, walk, write_file,
+};
 
 /// The `generate_text` API key; it must never be shown.
 const KEY: &str = "sk-llm-test-KEY-5521-do-not-print";
@@ -600,29 +602,6 @@ async fn built_ins_over_mcp_are_listed_called_composed_and_governed_by_the_polic
     assert_no_key_in(&stderr);
 }
 
-/// The SDK venv's python; `None` (skipped with a notice) when missing,
-/// unless TEMPER_REQUIRE_MCP_PY=1.
-fn python() -> Option<PathBuf> {
-    let python = root().join("target/mcp-venv/bin/python");
-    let ok = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import mcp.server.mcpserver"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok {
-        return Some(python);
-    }
-    let why = format!(
-        "no Python venv with the `mcp` package at {} (run scripts/mcp-venv.sh)",
-        python.display()
-    );
-    if std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref() == Ok("1") {
-        panic!("TEMPER_REQUIRE_MCP_PY=1 but {why}");
-    }
-    eprintln!("SKIPPED hub_builtin test: {why}");
-    None
-}
-
 fn seed_upstream(python: &Path, tools: &str) -> String {
     let script = root().join("tests/fixtures/hub/seed_search_server.py");
     let command = [python.display().to_string(), script.display().to_string()];
@@ -639,7 +618,7 @@ fn seed(name: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
-    let Some(python) = python() else { return };
+    let Some(python) = mcp_python() else { return };
     let llm = FakeLlm::start().await;
     // `https://api.example.com/metrics` (the seed's test case) is answered
     // by a TLS server on 127.0.0.1 with a certificate for that name.
@@ -772,7 +751,7 @@ async fn the_seed_compose_examples_forge_verbatim_and_run_over_mcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_tool_named_like_a_built_in_is_a_clash_naming_both() {
-    let Some(python) = python() else { return };
+    let Some(python) = mcp_python() else { return };
     let llm = FakeLlm::start().await;
     let text = format!(
         "{}{}",
@@ -804,7 +783,7 @@ async fn an_upstream_tool_named_like_a_built_in_is_a_clash_naming_both() {
 /// listed, callable through `temper mcp`, and a compose step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_appears_later_is_listed_called_and_composed() {
-    let Some(python) = python() else { return };
+    let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let script = root().join("tests/fixtures/hub/upstream_server.py");
     let command = [python.display().to_string(), script.display().to_string()];

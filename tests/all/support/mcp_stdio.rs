@@ -145,3 +145,27 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The SDK venv's python (with the official `mcp` package), for upstream
+/// servers written with it; `None` (the test skips, with a notice) when
+/// missing, unless TEMPER_REQUIRE_MCP_PY=1.
+pub fn mcp_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python");
+    let ok = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ok {
+        return Some(python);
+    }
+    let why = format!(
+        "no Python venv with the `mcp` package at {} (run scripts/mcp-venv.sh)",
+        python.display()
+    );
+    if std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref() == Ok("1") {
+        panic!("TEMPER_REQUIRE_MCP_PY=1 but {why}");
+    }
+    eprintln!("SKIPPED: {why}");
+    None
+}
