@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::access::Access;
 use super::jsonrpc::{self, RpcError};
+use super::protocol::results;
 use super::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
 use super::watch::{Changes, RegistryWatch};
 use temper_forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
@@ -25,7 +26,9 @@ use temper_forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInf
 pub mod run_code;
 use run_code::{DESCRIBE_TOOLS, RUN_CODE};
 
-/// MCP protocol versions this server speaks, newest first.
+/// The legacy (handshake) MCP revisions this server speaks, newest first:
+/// what `initialize` negotiates. The modern revision (per-request `_meta`,
+/// no handshake) is [`crate::protocol::MODERN_PROTOCOL_VERSIONS`].
 pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
     &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
@@ -120,7 +123,7 @@ impl Handler {
         &self.forge
     }
 
-    /// Answers one request.
+    /// Answers one request of a legacy (handshake) revision.
     pub async fn handle(
         &self,
         method: &str,
@@ -130,10 +133,32 @@ impl Handler {
         match method {
             "initialize" => initialize(params),
             "ping" => Ok(json!({})),
-            "tools/list" => self.list_tools(),
+            "logging/setLevel" => set_level(params),
+            "tools/list" => self.list_tools(None),
             "tools/call" => self.call_tool(params, notes).await,
             _ => Err(RpcError::method_not_found(method)),
         }
+    }
+
+    /// Answers one request of the modern revision (2026-07-28), whose
+    /// `_meta` the transport has checked ([`crate::protocol::envelope`]): results
+    /// carry `resultType` and `_meta[serverInfo]`, `tools/list` its caching
+    /// hints; `ping`, `logging/setLevel` and `initialize` do not exist there
+    /// (`-32601`). `subscriptions/listen` is the transport's (a stream).
+    pub async fn handle_modern(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        notes: &dyn Notifier,
+    ) -> Result<Value, RpcError> {
+        let mut result = match method {
+            "server/discover" => return Ok(encode(&results::discover())),
+            "tools/list" => self.list_tools(Some(results::TOOLS_LIST_CACHE))?,
+            "tools/call" => self.call_tool(params, notes).await?,
+            _ => return Err(RpcError::method_not_found(method)),
+        };
+        results::complete(&mut result);
+        Ok(result)
     }
 
     /// The registered tools this caller may see (tiers it may use).
@@ -146,7 +171,10 @@ impl Handler {
         Ok(tools)
     }
 
-    fn list_tools(&self) -> Result<Value, RpcError> {
+    /// The caller's tools: the meta-tools, then its registered tools by
+    /// name, then the hub tools by name (a deterministic order, so clients
+    /// and prompt caches see the same list for the same tools).
+    fn list_tools(&self, cache: Option<results::CacheHints>) -> Result<Value, RpcError> {
         let allowed: Vec<_> = self
             .forge
             .runtime()
@@ -165,17 +193,19 @@ impl Handler {
         list.push(tools::stats_tool_definition());
         list.push(run_code::run_code_definition(&self.code_tools()?));
         list.push(run_code::describe_tools_definition());
-        let visible = self.visible()?;
+        let mut visible = self.visible()?;
+        visible.sort_by(|a, b| a.name.cmp(&b.name));
         // Hub tools (Temper as a gateway), unless a forged tool the caller
         // sees has the name (forged tools keep precedence).
-        let hub: Vec<_> = self
+        let mut hub: Vec<_> = self
             .hub_visible()
             .into_iter()
             .filter(|h| !visible.iter().any(|t| t.name == h.name))
             .collect();
+        hub.sort_by(|a, b| a.name.cmp(&b.name));
         list.extend(visible.iter().map(tools::registered_tool_definition));
         list.extend(hub.iter().map(tools::hub_tool_definition));
-        Ok(json!({ "tools": list }))
+        Ok(encode(&results::ListToolsResult { tools: list, cache }))
     }
 
     async fn call_tool(
@@ -510,13 +540,43 @@ pub fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
         .ok_or_else(|| {
             RpcError::invalid_params("initialize: params.protocolVersion must be a string")
         })?;
-    Ok(json!({
-        "protocolVersion": negotiate_version(requested),
-        "capabilities": { "tools": { "listChanged": true } },
-        "serverInfo": { "name": "temper", "version": env!("CARGO_PKG_VERSION") },
-        "instructions": "Call forge_tool to create a tool when none of the listed tools fits; \
-            once forged it is listed and callable for the rest of this session.",
+    Ok(encode(&results::InitializeResult {
+        protocol_version: negotiate_version(requested),
+        capabilities: results::CAPABILITIES,
+        server_info: results::SERVER_INFO,
+        instructions: results::INSTRUCTIONS,
     }))
+}
+
+/// The syslog levels `logging/setLevel` takes.
+const LOG_LEVELS: &[&str] = &[
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// Legacy `logging/setLevel`: accepted (an empty result) for a valid level.
+/// This server sends no `notifications/message` at any level (its
+/// diagnostics go to the embedder's log), so there is nothing to change.
+fn set_level(params: Option<&Value>) -> Result<Value, RpcError> {
+    match params.and_then(|p| p.get("level")).and_then(Value::as_str) {
+        Some(level) if LOG_LEVELS.contains(&level) => Ok(json!({})),
+        _ => Err(RpcError::invalid_params(format!(
+            "logging/setLevel: params.level must be one of {}",
+            LOG_LEVELS.join(", ")
+        ))),
+    }
+}
+
+/// A typed result as JSON (the protocol types hold strings, numbers and
+/// JSON values only, so this cannot fail).
+fn encode<T: serde::Serialize>(result: &T) -> Value {
+    serde_json::to_value(result).expect("protocol results serialize")
 }
 
 #[cfg(test)]
@@ -539,5 +599,21 @@ mod tests {
             initialize(Some(&json!({}))).unwrap_err().code,
             jsonrpc::INVALID_PARAMS
         );
+        assert_eq!(r["instructions"], results::INSTRUCTIONS);
+    }
+
+    #[test]
+    fn legacy_set_level_takes_valid_levels_only() {
+        assert_eq!(
+            set_level(Some(&json!({"level": "debug"}))).unwrap(),
+            json!({})
+        );
+        for bad in [json!({"level": "loud"}), json!({}), json!({"level": 3})] {
+            assert_eq!(
+                set_level(Some(&bad)).unwrap_err().code,
+                jsonrpc::INVALID_PARAMS
+            );
+        }
+        assert!(set_level(None).is_err());
     }
 }

@@ -37,6 +37,9 @@ pub struct RpcError {
     pub code: i64,
     /// A short description for people.
     pub message: String,
+    /// Structured detail (`error.data`), e.g. the supported versions of an
+    /// `UnsupportedProtocolVersionError`.
+    pub data: Option<Value>,
 }
 
 impl RpcError {
@@ -45,7 +48,14 @@ impl RpcError {
         Self {
             code,
             message: message.into(),
+            data: None,
         }
+    }
+
+    /// The same error with `data` as its `error.data`.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
     }
 
     /// `-32602`: the params are wrong; `message` says how.
@@ -63,9 +73,12 @@ impl RpcError {
         Self::new(INTERNAL_ERROR, message)
     }
 
-    /// The error object (`{code, message}`).
+    /// The error object (`{code, message}`, and `data` when there is some).
     pub fn to_json(&self) -> Value {
-        json!({ "code": self.code, "message": self.message })
+        match &self.data {
+            None => json!({ "code": self.code, "message": self.message }),
+            Some(data) => json!({ "code": self.code, "message": self.message, "data": data }),
+        }
     }
 }
 

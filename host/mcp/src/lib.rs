@@ -39,6 +39,7 @@ pub mod access;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
+pub mod protocol;
 pub mod server;
 pub mod tokens;
 pub mod tools;

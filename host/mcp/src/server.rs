@@ -17,12 +17,22 @@
 //! when they concern the connection's agent.
 //!
 //! Requests are served before `initialize` too (the server is lenient);
-//! `notifications/cancelled` is accepted and ignored (a forge or call runs
-//! to its end, bounded by the engine's limits, so the audit trail stays
-//! whole).
+//! `notifications/cancelled` ends the `subscriptions/listen` it names and is
+//! otherwise ignored (a forge or call runs to its end, bounded by the
+//! engine's limits, so the audit trail stays whole).
+//!
+//! **Both eras on one connection** ([`crate::protocol`]): a legacy client
+//! (`initialize`) is answered in the revision it negotiated; a modern
+//! request (2026-07-28 `_meta`) is answered in that revision, in the
+//! connection's session (stdio keeps one session per connection, whatever
+//! `dev.temper/session` says). A modern client hears of tool list changes
+//! on its `subscriptions/listen` subscriptions (each notification stamped
+//! with the subscription's id); plain `list_changed` notifications go out
+//! unless the connection only ever spoke the modern revision.
 
 use std::io::{self, BufReader, Read, Write};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -34,6 +44,7 @@ use super::handler::{Handler, LIST_CHANGED, Notifier};
 use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
+use super::protocol::{self, results, results::SubscriptionFilter};
 use super::watch::{self, RegistryWatch};
 use temper_forge::{Forge, ForgeContext};
 use temper_store::StoreError;
@@ -128,15 +139,17 @@ where
     let conn = Arc::new(Connection {
         handler: Handler::new(forge, ctx, Access::ALL, watch.clone()),
         out: out_tx,
+        initialized: AtomicBool::new(false),
+        modern: AtomicBool::new(false),
+        subscriptions: Mutex::new(Vec::new()),
     });
     let poller = registry_poll.map(|every| {
-        let out = conn.out.clone();
+        let conn = conn.clone();
         tokio::spawn(watch::poll_loop(watch, every, move |changes| {
             if changes.reaches(&agent, Access::ALL) {
-                let note = jsonrpc::notification(LIST_CHANGED, serde_json::json!({}));
-                return out.send(Outgoing::note(note)).is_ok();
+                conn.list_changed();
             }
-            !out.is_closed()
+            !conn.out.is_closed()
         }))
     });
     let mut requests = JoinSet::new();
@@ -162,11 +175,16 @@ where
                     tracing::warn!("{error}");
                     conn.send(jsonrpc::error_response(&id, &error));
                 }
+                Ok(Incoming::Request { id, method, params }) if method == LISTEN => {
+                    conn.listen(id, params.as_ref());
+                }
                 Ok(Incoming::Request { id, method, params }) => {
                     requests.spawn(conn.clone().answer(id, method, params, read_at));
                 }
-                Ok(Incoming::Notification { method, .. }) => {
-                    if !method.starts_with("notifications/") {
+                Ok(Incoming::Notification { method, params }) => {
+                    if method == "notifications/cancelled" {
+                        conn.cancelled(params.as_ref());
+                    } else if !method.starts_with("notifications/") {
                         tracing::warn!("ignoring unknown notification {method:?}");
                     }
                 }
@@ -231,6 +249,10 @@ fn write_loop<W: Write>(output: W, mut messages: mpsc::UnboundedReceiver<Outgoin
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Reports a request's time in the server, from its line read to its
 /// answer written, as a `trace` event of target [`TIMING_TARGET`] (what
 /// `cargo bench --bench mcp` collects; free when nothing listens).
@@ -267,14 +289,27 @@ impl Outgoing {
 struct Connection {
     handler: Handler,
     out: mpsc::UnboundedSender<Outgoing>,
+    /// A legacy client sent `initialize`.
+    initialized: AtomicBool,
+    /// A modern (2026-07-28) request came.
+    modern: AtomicBool,
+    /// Open `subscriptions/listen` requests (by id) and what they honor.
+    subscriptions: Mutex<Vec<(Value, SubscriptionFilter)>>,
 }
+
+/// The method of a modern change-notification stream.
+const LISTEN: &str = "subscriptions/listen";
 
 impl Notifier for Connection {
     fn request_note(&self, message: Value) {
         self.send(message);
     }
     fn session_note(&self, message: Value) {
-        self.send(message);
+        if message.get("method").and_then(Value::as_str) == Some(LIST_CHANGED) {
+            self.list_changed();
+        } else {
+            self.send(message);
+        }
     }
 }
 
@@ -282,6 +317,55 @@ impl Connection {
     fn send(&self, message: Value) {
         // Fails only once the writer gave up (the client is gone).
         let _ = self.out.send(Outgoing::note(message));
+    }
+
+    /// Announces that the tool list changed: to a legacy client as a plain
+    /// notification (unless the connection only ever spoke the modern
+    /// revision, which gets change notifications on subscriptions only),
+    /// and on every subscription that asked for it, stamped with its id.
+    fn list_changed(&self) {
+        if self.initialized.load(Ordering::SeqCst) || !self.modern.load(Ordering::SeqCst) {
+            self.send(jsonrpc::notification(LIST_CHANGED, serde_json::json!({})));
+        }
+        for (id, filter) in lock(&self.subscriptions).iter() {
+            if filter.tools() {
+                self.send(results::subscription_note(LIST_CHANGED, id));
+            }
+        }
+    }
+
+    /// Opens a `subscriptions/listen` subscription: acknowledged at once,
+    /// then open until `notifications/cancelled` names it or the input ends
+    /// (the connection is its stream; its notifications carry its id).
+    fn listen(&self, id: Value, params: Option<&Value>) {
+        self.modern.store(true, Ordering::SeqCst);
+        if let Err(error) = protocol::envelope(params) {
+            self.send(jsonrpc::error_response(&id, &error));
+            return;
+        }
+        let filter = SubscriptionFilter::honored(params);
+        let mut subs = lock(&self.subscriptions);
+        if subs.iter().any(|(open, _)| *open == id) {
+            drop(subs);
+            let error = RpcError::new(
+                INVALID_REQUEST,
+                format!("{LISTEN}: a subscription with id {id} is already open"),
+            );
+            self.send(jsonrpc::error_response(&id, &error));
+            return;
+        }
+        // The acknowledgment goes out under the lock: no notification of
+        // this subscription can precede it.
+        self.send(results::acknowledged(&id, &filter));
+        subs.push((id, filter));
+    }
+
+    /// Ends the subscription `notifications/cancelled` names, if it names
+    /// one (a forge or call in flight runs to its end: see the module docs).
+    fn cancelled(&self, params: Option<&Value>) {
+        if let Some(id) = params.and_then(|p| p.get("requestId")) {
+            lock(&self.subscriptions).retain(|(open, _)| open != id);
+        }
     }
 
     /// Handles one request in a task of its own and sends the answer.
@@ -294,9 +378,21 @@ impl Connection {
     ) {
         let conn = self.clone();
         let handler = tokio::spawn(async move {
-            conn.handler
-                .handle(&method, params.as_ref(), conn.as_ref())
-                .await
+            let params = params.as_ref();
+            if protocol::is_modern(&method, params) {
+                // The connection is the session, whatever
+                // `dev.temper/session` says (one session per connection).
+                conn.modern.store(true, Ordering::SeqCst);
+                protocol::envelope(params)?;
+                conn.handler
+                    .handle_modern(&method, params, conn.as_ref())
+                    .await
+            } else {
+                if method == "initialize" {
+                    conn.initialized.store(true, Ordering::SeqCst);
+                }
+                conn.handler.handle(&method, params, conn.as_ref()).await
+            }
         });
         let message = match handler.await {
             Ok(Ok(result)) => jsonrpc::response(&id, result),

@@ -1,5 +1,8 @@
-//! MCP over Streamable HTTP (protocol 2025-06-18 and later): `temper mcp
-//! --http ADDR`, on hyper.
+//! MCP over Streamable HTTP (protocol 2025-03-26 and later): `temper mcp
+//! --http ADDR`, on hyper. The 2026-07-28 revision (stateless, no
+//! sessions, `subscriptions/listen`) shares the endpoint: [`modern`] says
+//! how a request is recognized and answered; what follows is the legacy
+//! revisions'.
 //!
 //! One endpoint, `/mcp`:
 //! - `POST`: one JSON-RPC message. A request is answered with JSON, or with
@@ -64,6 +67,7 @@ use super::watch::{self, RegistryWatch};
 use temper_forge::{Forge, ForgeContext};
 use temper_store::StoreError;
 
+mod modern;
 mod routes;
 mod session;
 mod wire;
@@ -230,6 +234,7 @@ impl HttpServer {
             tokens,
             limits: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
+            modern: modern::Modern::default(),
             connections: Arc::new(Semaphore::new(config.max_connections)),
             config,
         });
@@ -245,6 +250,7 @@ impl HttpServer {
     pub async fn run(self) -> Result<(), HttpError> {
         let state = self.state;
         tokio::spawn(reap_idle_sessions(Arc::downgrade(&state)));
+        tokio::spawn(modern::reap_idle(Arc::downgrade(&state)));
         if let Some(every) = state.config.registry_poll {
             let weak = Arc::downgrade(&state);
             tokio::spawn(watch::poll_loop(
@@ -258,6 +264,7 @@ impl HttpServer {
                     for s in state.sessions_reached(&changes) {
                         s.push(&note);
                     }
+                    state.modern.registry_changed(&changes);
                     true
                 },
             ));
@@ -311,6 +318,8 @@ struct State {
     /// Per token key: quota bucket and in-flight cap.
     limits: Mutex<HashMap<String, Arc<Limits>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// 2026-07-28 sessions and subscriptions ([`modern`]).
+    modern: modern::Modern,
     connections: Arc<Semaphore>,
     config: HttpConfig,
 }

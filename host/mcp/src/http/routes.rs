@@ -1,8 +1,9 @@
 //! The endpoint's methods: POST (JSON or SSE answers, with progress), GET
 //! (the session's stream for `list_changed`), DELETE, and `initialize`.
 
-use crate::handler::{Handler, Notifier, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::handler::{Handler, Notifier};
 use crate::jsonrpc::{self, Incoming, Rejected, RpcError};
+use crate::protocol::{ALL_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS};
 use crate::watch::Changes;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
@@ -17,7 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::session::{InFlight, Principal, Session};
 use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_response};
-use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock};
+use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock, modern};
 
 pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Response<Body> {
     let started = Instant::now();
@@ -36,12 +37,20 @@ pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Resp
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
     };
-    if let Some(v) = req.headers().get(VERSION_HEADER)
-        && !v
-            .to_str()
-            .is_ok_and(|v| SUPPORTED_PROTOCOL_VERSIONS.contains(&v))
-    {
-        return plain(StatusCode::BAD_REQUEST, "unsupported MCP-Protocol-Version");
+    if let Some(v) = req.headers().get(VERSION_HEADER) {
+        let v = v.to_str().unwrap_or("(not visible ASCII)");
+        if !ALL_PROTOCOL_VERSIONS.contains(&v) {
+            // The spec's error, listing what this server speaks, before
+            // the body is read (hence no id).
+            let error = crate::protocol::unsupported_version(v);
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &jsonrpc::error_response(&Value::Null, &error),
+            );
+        }
+        if MODERN_PROTOCOL_VERSIONS.contains(&v) && req.method() != Method::POST {
+            return modern::not_allowed();
+        }
     }
     match *req.method() {
         Method::POST => post(state, principal, req, started).await,
@@ -132,6 +141,7 @@ impl Notifier for HttpNotes {
         if caller_reached {
             self.session_note(message.clone());
         }
+        self.state.modern.registry_changed(changes);
         for s in self.state.sessions_reached(changes) {
             if s.id != self.session.id {
                 s.push(&message);
@@ -195,6 +205,25 @@ pub(super) async fn post(
             "Accept application/json and/or text/event-stream",
         );
     }
+    let (method_ref, params_ref) = match &message {
+        Incoming::Request { method, params, .. } => (Some(method.as_str()), params.as_ref()),
+        _ => (None, None),
+    };
+    if modern::is_modern(&headers, method_ref, params_ref) {
+        return match message {
+            Incoming::Request { id, method, params } => {
+                modern::post(
+                    state, p, headers, id, method, params, sse_ok, json_ok, started,
+                )
+                .await
+            }
+            // Accepted and dropped: 2026-07-28 defines no client
+            // notifications over HTTP (closing a stream cancels it).
+            Incoming::Notification { .. } | Incoming::Response { .. } => {
+                empty(StatusCode::ACCEPTED)
+            }
+        };
+    }
     let (id, method, params) = match message {
         Incoming::Request { id, method, params } => (id, method, params),
         Incoming::Notification { .. } | Incoming::Response { .. } => {
@@ -226,37 +255,9 @@ pub(super) async fn post(
         Ok(s) => s,
         Err(r) => return r,
     };
-    let limits = state.limits(&p);
-    if method == "tools/call"
-        && let Some(per_minute) = p.calls_per_minute
-        && let Err(retry) = limits.take_call(per_minute)
-    {
-        let error = RpcError::new(
-            -32000,
-            format!(
-                "quota exceeded: this token may make {per_minute} tools/call requests per minute"
-            ),
-        );
-        let mut r = json_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            &jsonrpc::error_response(&id, &error),
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(retry));
-        return r;
-    }
-    let Ok(permit) = limits.in_flight.clone().try_acquire_owned() else {
-        let error = RpcError::new(
-            -32000,
-            format!(
-                "too many requests in flight: this token may have {} at once",
-                p.max_concurrent
-            ),
-        );
-        return json_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            &jsonrpc::error_response(&id, &error),
-        );
+    let permit = match admit(&state, &p, &id, &method) {
+        Ok(permit) => permit,
+        Err(r) => return r,
     };
     let streaming = sse_ok && (!json_ok || (method == "tools/call" && may_notify(params.as_ref())));
     let (tx, rx) = if streaming {
@@ -295,6 +296,51 @@ pub(super) async fn post(
             }
         },
     }
+}
+
+/// Applies `p`'s limits to a request: its `tools/call` quota (`429` with
+/// `Retry-After`) and its cap on requests in flight (`429`); the permit
+/// counts the request until dropped.
+#[allow(clippy::result_large_err)]
+pub(super) fn admit(
+    state: &State,
+    p: &Principal,
+    id: &Value,
+    method: &str,
+) -> Result<OwnedSemaphorePermit, Response<Body>> {
+    let limits = state.limits(p);
+    if method == "tools/call"
+        && let Some(per_minute) = p.calls_per_minute
+        && let Err(retry) = limits.take_call(per_minute)
+    {
+        let error = RpcError::new(
+            -32000,
+            format!(
+                "quota exceeded: this token may make {per_minute} tools/call requests per minute"
+            ),
+        );
+        let mut r = json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            &jsonrpc::error_response(id, &error),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(retry));
+        return Err(r);
+    }
+    let Ok(permit) = limits.in_flight.clone().try_acquire_owned() else {
+        let error = RpcError::new(
+            -32000,
+            format!(
+                "too many requests in flight: this token may have {} at once",
+                p.max_concurrent
+            ),
+        );
+        return Err(json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            &jsonrpc::error_response(id, &error),
+        ));
+    };
+    Ok(permit)
 }
 
 /// Whether a `tools/call` with `params` may send notifications on its own
@@ -382,7 +428,7 @@ pub(super) async fn answer(
 
 /// Reports a request's time in the server, from its headers read to its
 /// answer handed to hyper (see [`crate::TIMING_TARGET`]).
-fn answered(started: Instant) {
+pub(super) fn answered(started: Instant) {
     tracing::trace!(
         target: crate::TIMING_TARGET,
         transport = "http",

@@ -1,0 +1,656 @@
+//! MCP 2026-07-28 on the same endpoint as the legacy revisions: one POST per
+//! request, no `initialize`, no `Mcp-Session-Id` (ignored when sent), no
+//! GET stream, no resumability (`Last-Event-ID` is ignored).
+//!
+//! A POST is modern when its `MCP-Protocol-Version` header names a modern
+//! revision or its body is a modern request ([`protocol::is_modern`]). It
+//! is checked in this order, the first failure answering `400` with a
+//! JSON-RPC error:
+//! 1. `params._meta` carries the required keys (`-32602`);
+//! 2. the routing headers match the body (`HeaderMismatch`, `-32020`,
+//!    naming the header's and the body's values): `MCP-Protocol-Version`
+//!    and `Mcp-Method` on every request, `Mcp-Name` on `tools/call`
+//!    (Base64 sentinel `=?base64?…?=` decoded first); a missing one, one
+//!    sent twice or one that is not visible ASCII fails too;
+//! 3. the version is one this server speaks (`-32022` listing them);
+//! 4. `dev.temper/session`, when given, is well formed (`-32602`).
+//!
+//! Then the token's limits apply as on legacy requests. The request runs in
+//! the session [`protocol::modern_context`] names: a client-chosen one kept
+//! until it idles out ([`HttpConfig::session_idle`](super::HttpConfig)), or
+//! a one-request session whose session tier is discarded when the answer
+//! is ready. Errors get the spec's statuses (`-32601` → 404, invalid
+//! params and the errors above → 400).
+//!
+//! `subscriptions/listen` answers with an SSE stream: the acknowledgment
+//! first, then `notifications/tools/list_changed` (stamped with the
+//! subscription's id) when the listener's session forges a tool or a
+//! registry change reaches its agent, with keep-alive comments between;
+//! it ends when the client closes it.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use temper_forge::ForgeContext;
+use tokio::sync::mpsc;
+
+use super::routes::{admit, answered};
+use super::session::Principal;
+use super::wire::{Body, empty, json_response, sse_event, sse_response};
+use super::{State, VERSION_HEADER, lock};
+use crate::access::Access;
+use crate::handler::{Handler, LIST_CHANGED, Notifier};
+use crate::jsonrpc::{self, RpcError};
+use crate::protocol::{self, HEADER_MISMATCH, results, results::SubscriptionFilter};
+use crate::watch::Changes;
+
+/// The method header.
+pub const METHOD_HEADER: &str = "mcp-method";
+/// The name header (`tools/call`'s `params.name`).
+pub const NAME_HEADER: &str = "mcp-name";
+
+/// Methods whose `Mcp-Name` header mirrors a body field, and the field.
+const NAME_BEARING: &[(&str, &str)] = &[
+    ("tools/call", "name"),
+    ("prompts/get", "name"),
+    ("resources/read", "uri"),
+];
+
+/// Modern sessions and subscriptions of one server.
+#[derive(Default)]
+pub(super) struct Modern {
+    sessions: Mutex<HashMap<ForgeContext, Arc<ModernSession>>>,
+    listeners: Mutex<Vec<Arc<Listener>>>,
+}
+
+/// A client-chosen session (keyed by its context): what keeps it alive.
+struct ModernSession {
+    /// The token key that opened it (for the per-token cap).
+    owner: String,
+    last_active: Mutex<Instant>,
+    in_flight: AtomicUsize,
+}
+
+/// An open `subscriptions/listen` stream.
+struct Listener {
+    id: Value,
+    owner: String,
+    agent: String,
+    access: Access,
+    /// The session whose forges it hears of, if it named one.
+    session: Option<ForgeContext>,
+    filter: SubscriptionFilter,
+    tx: mpsc::Sender<Bytes>,
+}
+
+impl Listener {
+    /// Sends `list_changed`; false when the client is gone or not reading.
+    fn list_changed(&self) -> bool {
+        !self.filter.tools()
+            || self
+                .tx
+                .try_send(sse_event(&results::subscription_note(
+                    LIST_CHANGED,
+                    &self.id,
+                )))
+                .is_ok()
+    }
+}
+
+impl Modern {
+    /// Counts a request in the client-chosen session `ctx` (opening it,
+    /// within `cap` sessions per token).
+    fn enter(
+        &self,
+        ctx: &ForgeContext,
+        owner: &str,
+        cap: usize,
+    ) -> Result<Arc<ModernSession>, RpcError> {
+        let mut all = lock(&self.sessions);
+        if let Some(s) = all.get(ctx) {
+            s.in_flight.fetch_add(1, Ordering::SeqCst);
+            *lock(&s.last_active) = Instant::now();
+            return Ok(s.clone());
+        }
+        if all.values().filter(|s| s.owner == owner).count() >= cap {
+            return Err(RpcError::new(
+                -32000,
+                format!(
+                    "too many sessions: this token may have {cap} open; they end after the idle timeout"
+                ),
+            ));
+        }
+        let s = Arc::new(ModernSession {
+            owner: owner.to_string(),
+            last_active: Mutex::new(Instant::now()),
+            in_flight: AtomicUsize::new(1),
+        });
+        all.insert(ctx.clone(), s.clone());
+        Ok(s)
+    }
+
+    /// Sends `list_changed` to the listeners `reached` selects; drops those
+    /// whose client is gone.
+    fn notify(&self, reached: impl Fn(&Listener) -> bool) {
+        lock(&self.listeners).retain(|l| !reached(l) || l.list_changed());
+    }
+
+    /// Announces `changes` (a registry change) to the listeners they reach.
+    pub(super) fn registry_changed(&self, changes: &Changes) {
+        self.notify(|l| changes.reaches(&l.agent, l.access));
+    }
+
+    /// Ends the client-chosen sessions idle for `idle` or longer, with
+    /// nothing in flight, discarding their session tiers.
+    fn reap(&self, forge: &temper_forge::Forge, idle: Duration) {
+        // Under the lock, so that a request cannot reopen a session while
+        // its tier is being discarded.
+        let mut all = lock(&self.sessions);
+        all.retain(|ctx, s| {
+            let expired =
+                s.in_flight.load(Ordering::SeqCst) == 0 && lock(&s.last_active).elapsed() >= idle;
+            if expired {
+                match forge.cleanup_session(ctx) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(
+                        "session of {} idled out: discarded {n} session tools",
+                        ctx.agent_id
+                    ),
+                    Err(e) => tracing::warn!("cannot discard a session tier: {e}"),
+                }
+            }
+            !expired
+        });
+    }
+}
+
+/// Ends idle client-chosen sessions until the server is gone.
+pub(super) async fn reap_idle(state: Weak<State>) {
+    loop {
+        let Some(s) = state.upgrade() else { return };
+        let idle = s.config.session_idle;
+        let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        s.modern.reap(&s.forge, idle);
+        drop(s);
+        tokio::time::sleep(tick).await;
+    }
+}
+
+/// Whether a POST is a modern one (see the module docs).
+pub(super) fn is_modern(headers: &HeaderMap, method: Option<&str>, params: Option<&Value>) -> bool {
+    headers
+        .get(VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| protocol::MODERN_PROTOCOL_VERSIONS.contains(&v))
+        || method.is_some_and(|m| protocol::is_modern(m, params))
+}
+
+/// The HTTP status of an error answer with `code`.
+fn status_for(code: i64) -> StatusCode {
+    match code {
+        jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        jsonrpc::PARSE_ERROR
+        | jsonrpc::INVALID_REQUEST
+        | jsonrpc::INVALID_PARAMS
+        | HEADER_MISMATCH
+        | protocol::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// An error answer with the status its code calls for.
+fn refuse(id: &Value, error: &RpcError) -> Response<Body> {
+    json_response(status_for(error.code), &jsonrpc::error_response(id, error))
+}
+
+/// The single value of header `name` as visible ASCII, `None` when absent;
+/// an error when it is sent twice or holds anything else.
+fn single<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, RpcError> {
+    let mut all = headers.get_all(name).iter();
+    let Some(first) = all.next() else {
+        return Ok(None);
+    };
+    if all.next().is_some() {
+        return Err(RpcError::new(
+            HEADER_MISMATCH,
+            format!("Header mismatch: {name} header appears more than once"),
+        ));
+    }
+    first
+        .to_str()
+        .ok()
+        .filter(|v| v.bytes().all(|b| (0x20..0x7f).contains(&b)))
+        .map(Some)
+        .ok_or_else(|| {
+            RpcError::new(
+                HEADER_MISMATCH,
+                format!("Header mismatch: {name} header holds characters other than visible ASCII"),
+            )
+        })
+}
+
+/// Decodes the `=?base64?…?=` sentinel of an `Mcp-Name` value (canonical
+/// Base64 of UTF-8 only); a plain value is itself.
+fn decode_name(value: &str) -> Option<String> {
+    use base64::Engine;
+    let Some(payload) = value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    else {
+        return Some(value.to_string());
+    };
+    let engine = base64::engine::general_purpose::STANDARD;
+    let bytes = engine.decode(payload).ok()?;
+    if engine.encode(&bytes) != payload {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// Checks the routing headers against the body (module docs, rung 2).
+pub(super) fn check_headers(
+    headers: &HeaderMap,
+    method: &str,
+    params: Option<&Value>,
+) -> Result<(), RpcError> {
+    let mismatch = |header: &str, sent: &str, body: &str, field: &str| {
+        Err(RpcError::new(
+            HEADER_MISMATCH,
+            format!(
+                "Header mismatch: {header} header value {sent:?} does not match body value {body:?} ({field})"
+            ),
+        ))
+    };
+    let missing = |header: &str, body: &str, field: &str| {
+        Err(RpcError::new(
+            HEADER_MISMATCH,
+            format!("Header mismatch: {header} header missing (body value {body:?} in {field})"),
+        ))
+    };
+    let body_version = match protocol::requested_version(params) {
+        Some(Value::String(v)) => v.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    let version_field = format!("params._meta[{:?}]", protocol::meta::PROTOCOL_VERSION);
+    match single(headers, VERSION_HEADER)? {
+        None => return missing("MCP-Protocol-Version", &body_version, &version_field),
+        Some(v) if v != body_version => {
+            return mismatch("MCP-Protocol-Version", v, &body_version, &version_field);
+        }
+        Some(_) => {}
+    }
+    match single(headers, METHOD_HEADER)? {
+        None => return missing("Mcp-Method", method, "method"),
+        Some(v) if v != method => return mismatch("Mcp-Method", v, method, "method"),
+        Some(_) => {}
+    }
+    let Some((_, field)) = NAME_BEARING.iter().find(|(m, _)| *m == method) else {
+        return Ok(());
+    };
+    let Some(body_name) = params.and_then(|p| p.get(*field)).and_then(Value::as_str) else {
+        // The handler says what is wrong with the params.
+        return Ok(());
+    };
+    let field = format!("params.{field}");
+    match single(headers, NAME_HEADER)? {
+        None => missing("Mcp-Name", body_name, &field),
+        Some(v) => match decode_name(v) {
+            Some(name) if name == body_name => Ok(()),
+            Some(name) => mismatch("Mcp-Name", &name, body_name, &field),
+            None => Err(RpcError::new(
+                HEADER_MISMATCH,
+                "Header mismatch: Mcp-Name header holds a malformed =?base64?...?= value",
+            )),
+        },
+    }
+}
+
+/// Answers one modern request (the module docs say in what order it is
+/// checked).
+#[allow(clippy::too_many_arguments)] // the request's parts, as received
+pub(super) async fn post(
+    state: Arc<State>,
+    p: Principal,
+    headers: HeaderMap,
+    id: Value,
+    method: String,
+    params: Option<Value>,
+    sse_ok: bool,
+    json_ok: bool,
+    started: Instant,
+) -> Response<Body> {
+    let envelope = match protocol::envelope(params.as_ref()) {
+        Ok(e) => Some(e),
+        // Rung 1 (missing keys) before the headers; rungs 3 and 4 after.
+        Err(e) if protocol::requested_version(params.as_ref()).is_none() => {
+            return refuse(&id, &e);
+        }
+        Err(e) => {
+            if let Err(h) = check_headers(&headers, &method, params.as_ref()) {
+                return refuse(&id, &h);
+            }
+            return refuse(&id, &e);
+        }
+    };
+    if let Err(e) = check_headers(&headers, &method, params.as_ref()) {
+        return refuse(&id, &e);
+    }
+    let envelope = envelope.expect("checked above");
+    if method == "subscriptions/listen" {
+        if !sse_ok {
+            return super::wire::plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "subscriptions/listen answers with a stream: Accept: text/event-stream",
+            );
+        }
+        return listen(&state, &p, id, envelope.session.as_deref(), params.as_ref());
+    }
+    let permit = match admit(&state, &p, &id, &method) {
+        Ok(permit) => permit,
+        Err(r) => return r,
+    };
+    let ctx = protocol::modern_context(&p.agent, envelope.session.as_deref());
+    let session = if protocol::is_one_request(&ctx) {
+        None
+    } else {
+        match state.modern.enter(&ctx, &p.key, state.config.max_sessions) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                return json_response(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &jsonrpc::error_response(&id, &e),
+                );
+            }
+        }
+    };
+    let notes_ctx = ctx.clone();
+    let handler = Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone())
+        .with_tools(p.tools.clone());
+    let progress = params
+        .as_ref()
+        .and_then(|p| p.pointer("/_meta/progressToken"))
+        .is_some_and(|t| t.is_string() || t.is_number());
+    let streaming = sse_ok && (!json_ok || (method == "tools/call" && progress));
+    let (tx, rx) = if streaming {
+        let (tx, rx) = mpsc::channel(64);
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
+    let notes = ModernNotes {
+        state: state.clone(),
+        ctx: notes_ctx,
+        post: tx.clone(),
+    };
+    let answer_id = id.clone();
+    let task = async move {
+        let result = handler
+            .handle_modern(&method, params.as_ref(), &notes)
+            .await;
+        let ctx = handler.context();
+        if protocol::is_one_request(ctx) {
+            if let Err(e) = handler.forge().cleanup_session(ctx) {
+                tracing::warn!("cannot discard a one-request session tier: {e}");
+            }
+        }
+        if let Some(s) = session {
+            *lock(&s.last_active) = Instant::now();
+            s.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+        drop(permit);
+        match result {
+            Ok(r) => (StatusCode::OK, jsonrpc::response(&id, r)),
+            Err(e) => (status_for(e.code), jsonrpc::error_response(&id, &e)),
+        }
+    };
+    match (tx, rx) {
+        (Some(tx), Some(rx)) => {
+            tokio::spawn(async move {
+                let message = match tokio::spawn(task).await {
+                    Ok((_, m)) => m,
+                    Err(e) => handler_failed(&answer_id, &e),
+                };
+                let _ = tx.send(sse_event(&message)).await;
+                answered(started);
+            });
+            stream_response(rx)
+        }
+        _ => {
+            let (status, message) = match tokio::spawn(task).await {
+                Ok(answer) => answer,
+                Err(e) => (StatusCode::OK, handler_failed(&answer_id, &e)),
+            };
+            let r = json_response(status, &message);
+            answered(started);
+            r
+        }
+    }
+}
+
+fn handler_failed(id: &Value, e: &tokio::task::JoinError) -> Value {
+    tracing::error!("request {id} failed: {e}");
+    jsonrpc::error_response(id, &RpcError::internal(format!("the handler failed: {e}")))
+}
+
+/// An SSE answer, marked for proxies not to buffer it.
+fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
+    let mut r = sse_response(rx);
+    r.headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+/// Opens a `subscriptions/listen` stream (module docs).
+fn listen(
+    state: &Arc<State>,
+    p: &Principal,
+    id: Value,
+    session: Option<&str>,
+    params: Option<&Value>,
+) -> Response<Body> {
+    let filter = SubscriptionFilter::honored(params);
+    let (tx, rx) = mpsc::channel(64);
+    let listener = Arc::new(Listener {
+        id: id.clone(),
+        owner: p.key.clone(),
+        agent: p.agent.clone(),
+        access: p.access,
+        session: session.map(|s| protocol::modern_context(&p.agent, Some(s))),
+        filter: filter.clone(),
+        tx,
+    });
+    {
+        let mut all = lock(&state.modern.listeners);
+        let cap = state.config.max_sessions;
+        if all.iter().filter(|l| l.owner == p.key).count() >= cap {
+            let error = RpcError::new(
+                -32000,
+                format!("too many subscriptions: this token may have {cap} open"),
+            );
+            return json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                &jsonrpc::error_response(&id, &error),
+            );
+        }
+        // The acknowledgment is queued under the lock: nothing of this
+        // subscription can precede it.
+        let _ = listener
+            .tx
+            .try_send(sse_event(&results::acknowledged(&id, &filter)));
+        all.push(listener.clone());
+    }
+    // Keep-alive comments; a client that is gone or stopped reading is
+    // dropped (its stream ends).
+    let every = state.config.keep_alive;
+    let weak_state = Arc::downgrade(state);
+    let weak = Arc::downgrade(&listener);
+    drop(listener);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let (Some(l), Some(state)) = (weak.upgrade(), weak_state.upgrade()) else {
+                return;
+            };
+            if l.tx
+                .try_send(Bytes::from_static(b": keep-alive\n\n"))
+                .is_err()
+            {
+                lock(&state.modern.listeners).retain(|x| !Arc::ptr_eq(x, &l));
+                return;
+            }
+        }
+    });
+    stream_response(rx)
+}
+
+/// Where a modern request's notifications go: progress to its own stream,
+/// `list_changed` to the subscriptions it concerns (never to the request's
+/// stream: in 2026-07-28 change notifications ride `subscriptions/listen`
+/// only), and registry changes to legacy sessions as well.
+struct ModernNotes {
+    state: Arc<State>,
+    /// The request's session.
+    ctx: ForgeContext,
+    post: Option<mpsc::Sender<Bytes>>,
+}
+
+impl Notifier for ModernNotes {
+    fn request_note(&self, message: Value) {
+        if let Some(tx) = &self.post {
+            let _ = tx.try_send(sse_event(&message));
+        }
+    }
+
+    fn session_note(&self, message: Value) {
+        if message.get("method").and_then(Value::as_str) == Some(LIST_CHANGED) {
+            // A forge in this session: its subscriptions hear of it.
+            self.state
+                .modern
+                .notify(|l| l.session.as_ref() == Some(&self.ctx));
+        } else {
+            self.request_note(message);
+        }
+    }
+
+    fn registry_note(&self, changes: &Changes, _caller_reached: bool, message: Value) {
+        self.state.modern.registry_changed(changes);
+        for s in self.state.sessions_reached(changes) {
+            s.push(&message);
+        }
+    }
+}
+
+/// The answer to a GET or DELETE that names a modern revision: those
+/// methods do not exist there.
+pub(super) fn not_allowed() -> Response<Body> {
+    let mut r = empty(StatusCode::METHOD_NOT_ALLOWED);
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn call(name: &str) -> Value {
+        json!({"name": name, "_meta": {protocol::meta::PROTOCOL_VERSION: "2026-07-28"}})
+    }
+
+    #[test]
+    fn headers_must_match_the_body() {
+        let ok = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "slugify"),
+        ]);
+        assert!(check_headers(&ok, "tools/call", Some(&call("slugify"))).is_ok());
+
+        let e = check_headers(&ok, "tools/call", Some(&call("other"))).unwrap_err();
+        assert_eq!(e.code, HEADER_MISMATCH);
+        assert!(
+            e.message.contains("\"slugify\"") && e.message.contains("\"other\""),
+            "{e}"
+        );
+
+        let e = check_headers(&ok, "tools/list", Some(&call("slugify"))).unwrap_err();
+        assert!(
+            e.message.contains("Mcp-Method") && e.message.contains("\"tools/list\""),
+            "{e}"
+        );
+
+        let no_name = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+        ]);
+        let e = check_headers(&no_name, "tools/call", Some(&call("slugify"))).unwrap_err();
+        assert!(e.message.contains("Mcp-Name header missing"), "{e}");
+
+        let no_method = headers(&[("mcp-protocol-version", "2026-07-28")]);
+        let e = check_headers(&no_method, "tools/list", Some(&call("x"))).unwrap_err();
+        assert!(e.message.contains("Mcp-Method header missing"), "{e}");
+
+        let twice = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+            ("mcp-method", "tools/list"),
+        ]);
+        let e = check_headers(&twice, "tools/list", Some(&call("x"))).unwrap_err();
+        assert!(e.message.contains("more than once"), "{e}");
+
+        let old = headers(&[
+            ("mcp-protocol-version", "2025-06-18"),
+            ("mcp-method", "tools/list"),
+        ]);
+        let e = check_headers(&old, "tools/list", Some(&call("x"))).unwrap_err();
+        assert!(
+            e.message.contains("\"2025-06-18\"") && e.message.contains("\"2026-07-28\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn names_may_be_base64() {
+        assert_eq!(decode_name("plain").as_deref(), Some("plain"));
+        // "Hello, 世界", the spec's example.
+        assert_eq!(
+            decode_name("=?base64?SGVsbG8sIOS4lueVjA==?=").as_deref(),
+            Some("Hello, 世界")
+        );
+        assert_eq!(decode_name("=?base64?not base64?="), None);
+        // Non-canonical (trailing bits set) is refused.
+        assert_eq!(decode_name("=?base64?SGk=?="), Some("Hi".into()));
+        assert_eq!(decode_name("=?base64?SGl=?="), None);
+        let h = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?SGVsbG8sIOS4lueVjA==?="),
+        ]);
+        assert!(check_headers(&h, "tools/call", Some(&call("Hello, 世界"))).is_ok());
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(status_for(jsonrpc::METHOD_NOT_FOUND), StatusCode::NOT_FOUND);
+        assert_eq!(status_for(HEADER_MISMATCH), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            status_for(protocol::UNSUPPORTED_PROTOCOL_VERSION),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(status_for(jsonrpc::INTERNAL_ERROR), StatusCode::OK);
+    }
+}

@@ -1,0 +1,352 @@
+//! The results and notifications the protocol layer produces, as serde
+//! types: a field renamed or dropped by the next revision is a compile
+//! error here rather than an interop bug found by a client.
+//!
+//! Tool definitions and tool results keep their JSON (they carry the
+//! engine's schemas and outputs verbatim); what surrounds them is typed.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{ALL_PROTOCOL_VERSIONS, meta};
+
+/// A program's name and version (`Implementation`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Implementation {
+    /// `temper`.
+    pub name: &'static str,
+    /// The crate's version.
+    pub version: &'static str,
+}
+
+/// This server's [`Implementation`].
+pub const SERVER_INFO: Implementation = Implementation {
+    name: "temper",
+    version: env!("CARGO_PKG_VERSION"),
+};
+
+/// The guidance for models that `initialize` and `server/discover` carry.
+pub const INSTRUCTIONS: &str = "Call forge_tool to create a tool when none of the listed tools fits; \
+    once forged it is listed and callable for the rest of this session.";
+
+/// `capabilities.tools`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsCapability {
+    /// The tool list changes (forges, promotions): clients hear of it.
+    pub list_changed: bool,
+}
+
+/// What this server offers: tools, whose list changes.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerCapabilities {
+    /// Tools.
+    pub tools: ToolsCapability,
+}
+
+/// This server's capabilities, in every revision.
+pub const CAPABILITIES: ServerCapabilities = ServerCapabilities {
+    tools: ToolsCapability { list_changed: true },
+};
+
+/// The legacy `initialize` result.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    /// The revision the session speaks.
+    pub protocol_version: &'static str,
+    /// [`CAPABILITIES`].
+    pub capabilities: ServerCapabilities,
+    /// [`SERVER_INFO`].
+    pub server_info: Implementation,
+    /// [`INSTRUCTIONS`].
+    pub instructions: &'static str,
+}
+
+/// A modern result's kind (`resultType`); this server's are all complete.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultType {
+    /// The final result.
+    Complete,
+}
+
+/// Who may cache a cacheable result (`cacheScope`).
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// The same for every caller.
+    Public,
+    /// Depends on the caller (its token, agent and session).
+    Private,
+}
+
+/// The `_meta` of a modern result: who answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultMeta {
+    /// [`SERVER_INFO`].
+    #[serde(rename = "io.modelcontextprotocol/serverInfo")]
+    pub server_info: Implementation,
+}
+
+/// The `server/discover` result.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoverResult {
+    /// Complete.
+    pub result_type: ResultType,
+    /// [`ALL_PROTOCOL_VERSIONS`].
+    pub supported_versions: &'static [&'static str],
+    /// [`CAPABILITIES`].
+    pub capabilities: ServerCapabilities,
+    /// [`INSTRUCTIONS`].
+    pub instructions: &'static str,
+    /// How long the answer stays fresh.
+    pub ttl_ms: u64,
+    /// Public: the same for every caller.
+    pub cache_scope: CacheScope,
+    /// [`ResultMeta`].
+    #[serde(rename = "_meta")]
+    pub meta: ResultMeta,
+}
+
+/// How long a `server/discover` answer stays fresh: ten minutes (it
+/// changes only with the server's version).
+pub const DISCOVER_TTL_MS: u64 = 10 * 60 * 1000;
+
+/// The `server/discover` result.
+pub fn discover() -> DiscoverResult {
+    DiscoverResult {
+        result_type: ResultType::Complete,
+        supported_versions: ALL_PROTOCOL_VERSIONS,
+        capabilities: CAPABILITIES,
+        instructions: INSTRUCTIONS,
+        ttl_ms: DISCOVER_TTL_MS,
+        cache_scope: CacheScope::Public,
+        meta: ResultMeta {
+            server_info: SERVER_INFO,
+        },
+    }
+}
+
+/// Caching hints of a modern list result.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheHints {
+    /// Freshness, ms.
+    pub ttl_ms: u64,
+    /// Who may cache it.
+    pub cache_scope: CacheScope,
+}
+
+/// `tools/list`'s hints: the list depends on the caller's token, agent and
+/// session (private), and a forge in the session changes it at once
+/// (immediately stale: `subscriptions/listen` says when to re-list).
+pub const TOOLS_LIST_CACHE: CacheHints = CacheHints {
+    ttl_ms: 0,
+    cache_scope: CacheScope::Private,
+};
+
+/// The `tools/list` result: every tool, no pagination; the caching hints
+/// in the modern revision only.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListToolsResult {
+    /// The tool definitions, in a deterministic order.
+    pub tools: Vec<Value>,
+    /// [`TOOLS_LIST_CACHE`] for modern requests.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheHints>,
+}
+
+/// `error.data` of an `UnsupportedProtocolVersionError`.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnsupportedVersionData<'a> {
+    /// [`ALL_PROTOCOL_VERSIONS`].
+    pub supported: &'static [&'static str],
+    /// What the client asked for.
+    pub requested: &'a str,
+}
+
+/// [`UnsupportedVersionData`] for `requested`, as JSON.
+pub fn unsupported_version_data(requested: &str) -> Value {
+    to_value(&UnsupportedVersionData {
+        supported: ALL_PROTOCOL_VERSIONS,
+        requested,
+    })
+}
+
+/// Turns a result into a modern one: `resultType: "complete"` and
+/// `_meta[serverInfo]` (kept next to any `_meta` keys it has).
+pub fn complete(result: &mut Value) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    obj.insert("resultType".into(), to_value(&ResultType::Complete));
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(meta::SERVER_INFO.into(), to_value(&SERVER_INFO));
+    }
+}
+
+/// The notification types a `subscriptions/listen` asks for, or that the
+/// server honors (`SubscriptionFilter`); Temper has tools only.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionFilter {
+    /// `notifications/tools/list_changed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools_list_changed: Option<bool>,
+}
+
+impl SubscriptionFilter {
+    /// What this server honors of a request's `params.notifications`: tools
+    /// `list_changed` when asked for; prompts and resources are omitted
+    /// (this server has none).
+    pub fn honored(params: Option<&Value>) -> Self {
+        let tools = params
+            .and_then(|p| p.pointer("/notifications/toolsListChanged"))
+            .and_then(Value::as_bool)
+            == Some(true);
+        Self {
+            tools_list_changed: tools.then_some(true),
+        }
+    }
+
+    /// Whether tools `list_changed` is honored.
+    pub fn tools(&self) -> bool {
+        self.tools_list_changed == Some(true)
+    }
+}
+
+/// The `_meta` of a message on a subscription's stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubscriptionMeta<'a> {
+    /// The `subscriptions/listen` request's id.
+    #[serde(rename = "io.modelcontextprotocol/subscriptionId")]
+    pub subscription_id: &'a Value,
+}
+
+#[derive(Serialize)]
+struct AcknowledgedParams<'a> {
+    #[serde(rename = "_meta")]
+    meta: SubscriptionMeta<'a>,
+    notifications: &'a SubscriptionFilter,
+}
+
+#[derive(Serialize)]
+struct StampedParams<'a> {
+    #[serde(rename = "_meta")]
+    meta: SubscriptionMeta<'a>,
+}
+
+#[derive(Serialize)]
+struct Notification<'a, P> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    params: P,
+}
+
+/// `notifications/subscriptions/acknowledged` for subscription `id`,
+/// honoring `filter`: the first message of its stream.
+pub fn acknowledged(id: &Value, filter: &SubscriptionFilter) -> Value {
+    to_value(&Notification {
+        jsonrpc: "2.0",
+        method: "notifications/subscriptions/acknowledged",
+        params: AcknowledgedParams {
+            meta: SubscriptionMeta {
+                subscription_id: id,
+            },
+            notifications: filter,
+        },
+    })
+}
+
+/// `method` (e.g. `notifications/tools/list_changed`) as a notification of
+/// subscription `id`.
+pub fn subscription_note(method: &str, id: &Value) -> Value {
+    to_value(&Notification {
+        jsonrpc: "2.0",
+        method,
+        params: StampedParams {
+            meta: SubscriptionMeta {
+                subscription_id: id,
+            },
+        },
+    })
+}
+
+/// Serializes one of the types above (they hold strings, numbers and JSON
+/// values only, so this cannot fail).
+fn to_value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).expect("protocol types serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn discover_has_the_specs_shape() {
+        let d = to_value(&discover());
+        assert_eq!(d["resultType"], "complete");
+        assert_eq!(d["supportedVersions"][0], "2026-07-28");
+        assert_eq!(d["capabilities"]["tools"]["listChanged"], true);
+        assert_eq!(d["cacheScope"], "public");
+        assert!(d["ttlMs"].as_u64().is_some());
+        assert_eq!(d["_meta"][meta::SERVER_INFO]["name"], "temper");
+        assert!(d["instructions"].as_str().is_some());
+    }
+
+    #[test]
+    fn list_hints_only_when_asked() {
+        let legacy = to_value(&ListToolsResult {
+            tools: vec![],
+            cache: None,
+        });
+        assert_eq!(legacy, json!({"tools": []}));
+        let modern = to_value(&ListToolsResult {
+            tools: vec![],
+            cache: Some(TOOLS_LIST_CACHE),
+        });
+        assert_eq!(
+            modern,
+            json!({"tools": [], "ttlMs": 0, "cacheScope": "private"})
+        );
+    }
+
+    #[test]
+    fn completes_results_and_keeps_their_meta() {
+        let mut r = json!({"content": [], "_meta": {"traceparent": "x"}});
+        complete(&mut r);
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(r["_meta"]["traceparent"], "x");
+        assert_eq!(r["_meta"][meta::SERVER_INFO]["name"], "temper");
+    }
+
+    #[test]
+    fn subscription_messages() {
+        let id = json!("listen-1");
+        let f = SubscriptionFilter::honored(Some(&json!({"notifications": {
+            "toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["file:///x"]
+        }})));
+        assert!(f.tools());
+        let ack = acknowledged(&id, &f);
+        assert_eq!(
+            ack,
+            json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                   "params": {"_meta": {meta::SUBSCRIPTION_ID: "listen-1"}, "notifications": {"toolsListChanged": true}}})
+        );
+        let none = SubscriptionFilter::honored(Some(&json!({"notifications": {}})));
+        assert!(!none.tools());
+        assert_eq!(
+            acknowledged(&id, &none)["params"]["notifications"],
+            json!({})
+        );
+        let n = subscription_note("notifications/tools/list_changed", &json!(7));
+        assert_eq!(n["params"]["_meta"][meta::SUBSCRIPTION_ID], 7);
+        assert_eq!(n["method"], "notifications/tools/list_changed");
+    }
+}
