@@ -14,7 +14,7 @@ from scripts/mcp-venv.sh:
    call of slugify (an isError result, no exception), an unknown tool (a
    -32602 protocol error, raised as MCPError).
    HTTP also: the high-level `Client` in its default (auto) mode, which
-   falls back from `server/discover` to the initialize handshake.
+   finds 2026-07-28 through `server/discover`, and in legacy mode.
 2. stdio only: raw bytes the SDK cannot send: malformed JSON and an unknown
    method on a fresh server, then an SDK ClientSession over the same pipes
    (a small bridge that also lets the test inject raw lines mid-session):
@@ -132,15 +132,20 @@ async def http_flow(url, token, seed):
 
 async def http_auto_mode(url, token):
     """The SDK's high-level Client in its default mode: it probes the
-    2026-07-28 `server/discover`, which this server does not speak, and must
-    fall back to the initialize handshake."""
+    2026-07-28 `server/discover`, which this server answers, and stays on
+    2026-07-28 (tests/mcp_client_2026.py drives that revision in full); in
+    `mode="legacy"` it runs the initialize handshake on the same server."""
     client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     async with client:
         async with Client(streamable_http_client(url, http_client=client)) as c:
+            assert c.protocol_version == "2026-07-28", c.protocol_version
+            listed = await c.list_tools()
+            assert [t.name for t in listed.tools] == META_TOOLS, listed
+        async with Client(streamable_http_client(url, http_client=client), mode="legacy") as c:
             assert c.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS, c.protocol_version
             listed = await c.list_tools()
             assert [t.name for t in listed.tools] == META_TOOLS, listed
-    print("mcp_client: SDK Client (auto mode) over Streamable HTTP passed", file=sys.stderr)
+    print("mcp_client: SDK Client (auto and legacy modes) over Streamable HTTP passed", file=sys.stderr)
 
 
 async def raw_then_sdk(temper, store, cache):

@@ -29,11 +29,11 @@ use temper::store::{AuditKind, Registry};
 /// Only a safety net against a hung server; no assertion depends on it.
 const HANG: Duration = Duration::from_secs(600);
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn seed(name: &str) -> Value {
+pub(crate) fn seed(name: &str) -> Value {
     let path = root()
         .join("tests/fixtures/seeds")
         .join(format!("{name}.json"));
@@ -64,7 +64,7 @@ fn sha256_hex(token: &str) -> String {
 }
 
 /// A tokens file entry for `token` (stored as its sha256).
-fn token_entry(token: &str, agent: &str, extra: &str) -> String {
+pub(crate) fn token_entry(token: &str, agent: &str, extra: &str) -> String {
     format!(
         "[tokens.\"sha256:{}\"]\nagent = \"{agent}\"\n{extra}\n\n",
         sha256_hex(token)
@@ -72,14 +72,14 @@ fn token_entry(token: &str, agent: &str, extra: &str) -> String {
 }
 
 /// A `temper mcp --http 127.0.0.1:0` process.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     stderr: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
-    fn start(store: &Path, extra: &[&str]) -> Self {
+    pub(crate) fn start(store: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
             .args([
                 "mcp",
@@ -124,7 +124,7 @@ impl Server {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
@@ -331,7 +331,7 @@ fn text_json(result: &Value) -> Value {
     serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
 }
 
-fn session_deletions(store: &Path) -> Vec<(String, String)> {
+pub(crate) fn session_deletions(store: &Path) -> Vec<(String, String)> {
     let store = Registry::open(store).unwrap();
     let mut out: Vec<(String, String)> = store
         .audit_entries(0, 100_000)
@@ -345,7 +345,7 @@ fn session_deletions(store: &Path) -> Vec<(String, String)> {
 }
 
 /// Waits (polling, bounded by HANG) until `f` holds.
-async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !f() {
         assert!(start.elapsed() < HANG, "never: {what}");
@@ -1099,7 +1099,7 @@ fn required(var: &str, why: &str, test: &str) -> bool {
     false
 }
 
-fn has_ts_sdk() -> bool {
+pub(crate) fn has_ts_sdk() -> bool {
     let sdk = root().join("tests/mcp-ts/node_modules/@modelcontextprotocol/sdk/package.json");
     let node = Command::new("node")
         .arg("--version")
@@ -1115,7 +1115,7 @@ fn has_ts_sdk() -> bool {
     )
 }
 
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let python = root().join("target/mcp-venv/bin/python");
     let ok = python.exists()
         && Command::new(&python)
@@ -1134,7 +1134,7 @@ fn python() -> Option<PathBuf> {
 }
 
 /// A server with one token for the SDK clients; returns it and the token.
-fn sdk_server(store: &Path, dir: &Path) -> Server {
+pub(crate) fn sdk_server(store: &Path, dir: &Path) -> Server {
     let tokens = dir.join("tokens.toml");
     std::fs::write(&tokens, token_entry("sdk-token-1", "sdk", "")).unwrap();
     Server::start(store, &["--tokens", tokens.to_str().unwrap()])

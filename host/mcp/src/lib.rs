@@ -20,13 +20,19 @@
 //!
 //! - [`jsonrpc`]: framing (newline-delimited, size-capped), message
 //!   classification, error codes.
+//! - [`protocol`]: the revisions (legacy handshake and 2026-07-28
+//!   per-request `_meta`), the `dev.temper/session` mapping, and the typed
+//!   results and notifications.
 //! - [`tools`]: the meta-tool definitions, registered tools as MCP tools,
 //!   `tools/call` results.
 //! - [`access`]: the tiers a caller may use.
-//! - [`handler`]: the methods (`initialize`, `ping`, `tools/list`,
-//!   `tools/call`) for one caller, transport-independent.
-//! - [`server`]: the stdio connection.
-//! - [`http`]: Streamable HTTP: sessions, SSE, authentication, limits.
+//! - [`handler`]: the methods (legacy: `initialize`, `ping`,
+//!   `logging/setLevel`, `tools/list`, `tools/call`; 2026-07-28:
+//!   `server/discover`, `tools/list`, `tools/call`) for one caller,
+//!   transport-independent.
+//! - [`server`]: the stdio connection (both eras; `subscriptions/listen`).
+//! - [`http`]: Streamable HTTP: sessions, SSE, authentication, limits; the
+//!   2026-07-28 headers, sessions and `subscriptions/listen` streams.
 //! - [`tokens`]: the tokens file.
 //! - [`watch`]: registry changes made by other processes sharing the store,
 //!   read from the audit trail, for `notifications/tools/list_changed`.

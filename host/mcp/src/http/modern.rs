@@ -24,9 +24,10 @@
 //!
 //! `subscriptions/listen` answers with an SSE stream: the acknowledgment
 //! first, then `notifications/tools/list_changed` (stamped with the
-//! subscription's id) when the listener's session forges a tool or a
-//! registry change reaches its agent, with keep-alive comments between;
-//! it ends when the client closes it.
+//! subscription's id) when a modern request forges a tool in the
+//! subscription's session (any session of its agent when it named none) or
+//! a registry change (promotion, another host's change) reaches its agent,
+//! with keep-alive comments between; it ends when the client closes it.
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
@@ -528,10 +529,18 @@ impl Notifier for ModernNotes {
 
     fn session_note(&self, message: Value) {
         if message.get("method").and_then(Value::as_str) == Some(LIST_CHANGED) {
-            // A forge in this session: its subscriptions hear of it.
-            self.state
-                .modern
-                .notify(|l| l.session.as_ref() == Some(&self.ctx));
+            // A forge in this session: its subscriptions hear of it, and
+            // so do the agent's subscriptions that named no session. A
+            // one-request session's tools are gone with its answer: no
+            // list changed.
+            if protocol::is_one_request(&self.ctx) {
+                return;
+            }
+            let ctx = &self.ctx;
+            self.state.modern.notify(|l| match &l.session {
+                Some(s) => s == ctx,
+                None => l.agent == ctx.agent_id,
+            });
         } else {
             self.request_note(message);
         }
