@@ -38,8 +38,8 @@ pub struct RpcError {
     /// A short description for people.
     pub message: String,
     /// Structured detail (`error.data`), e.g. the supported versions of an
-    /// `UnsupportedProtocolVersionError`.
-    pub data: Option<Value>,
+    /// `UnsupportedProtocolVersionError` (boxed: errors stay small).
+    pub data: Option<Box<Value>>,
 }
 
 impl RpcError {
@@ -54,7 +54,7 @@ impl RpcError {
 
     /// The same error with `data` as its `error.data`.
     pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+        self.data = Some(Box::new(data));
         self
     }
 

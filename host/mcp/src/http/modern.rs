@@ -394,10 +394,10 @@ pub(super) async fn post(
             .handle_modern(&method, params.as_ref(), &notes)
             .await;
         let ctx = handler.context();
-        if protocol::is_one_request(ctx) {
-            if let Err(e) = handler.forge().cleanup_session(ctx) {
-                tracing::warn!("cannot discard a one-request session tier: {e}");
-            }
+        if protocol::is_one_request(ctx)
+            && let Err(e) = handler.forge().cleanup_session(ctx)
+        {
+            tracing::warn!("cannot discard a one-request session tier: {e}");
         }
         if let Some(s) = session {
             *lock(&s.last_active) = Instant::now();
