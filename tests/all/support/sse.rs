@@ -58,10 +58,10 @@ pub fn sse_receiver(resp: reqwest::Response) -> mpsc::UnboundedReceiver<Value> {
     tokio::spawn(async move {
         let mut events = std::pin::pin!(SseStream::from_bytes_stream(chunks));
         while let Some(Ok(event)) = events.next().await {
-            if let Some(m) = message(event) {
-                if tx.send(m).is_err() {
-                    return;
-                }
+            if let Some(m) = message(event)
+                && tx.send(m).is_err()
+            {
+                return;
             }
         }
     });

@@ -621,6 +621,15 @@ mod tests {
         let e = check_headers(&twice, "tools/list", Some(&call("x"))).unwrap_err();
         assert!(e.message.contains("more than once"), "{e}");
 
+        let mut binary = headers(&[("mcp-protocol-version", "2026-07-28")]);
+        binary.insert(
+            METHOD_HEADER,
+            HeaderValue::from_bytes(b"tools/\xfflist").unwrap(),
+        );
+        let e = check_headers(&binary, "tools/list", Some(&call("x"))).unwrap_err();
+        assert_eq!(e.code, HEADER_MISMATCH);
+        assert!(e.message.contains("visible ASCII"), "{e}");
+
         let old = headers(&[
             ("mcp-protocol-version", "2025-06-18"),
             ("mcp-method", "tools/list"),
