@@ -20,6 +20,7 @@ mod hub_http;
 mod interop;
 mod mcp;
 mod mcp_http;
+mod mcp_jwt;
 mod multihost;
 mod oci;
 mod offline;

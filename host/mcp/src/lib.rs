@@ -28,6 +28,8 @@
 //! - [`server`]: the stdio connection.
 //! - [`http`]: Streamable HTTP: sessions, SSE, authentication, limits.
 //! - [`tokens`]: the tokens file.
+//! - [`auth`]: OAuth 2.1 resource-server authentication (bearer JWTs,
+//!   RFC 9728 metadata).
 //! - [`watch`]: registry changes made by other processes sharing the store,
 //!   read from the audit trail, for `notifications/tools/list_changed`.
 
@@ -36,6 +38,7 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod access;
+pub mod auth;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
