@@ -114,8 +114,12 @@ pub struct JwtConfig {
     pub path: PathBuf,
     /// The required `iss`.
     pub issuer: String,
-    /// The required `aud`: this resource's URL (RFC 9728 `resource`).
-    pub audience: Url,
+    /// The required `aud`, exactly as written: this resource's URL (the
+    /// RFC 9728 `resource`).
+    pub audience: String,
+    /// `audience` parsed (for the metadata URL; its normalized form, with a
+    /// `/` added to a bare origin, is not what tokens are compared with).
+    pub audience_url: Url,
     /// The claim naming the agent.
     pub agent_claim: String,
     /// The claim holding the scopes.
@@ -195,13 +199,13 @@ impl JwtConfig {
         if raw.issuer.trim().is_empty() {
             return Err(bad("issuer", "empty".into()));
         }
-        let audience =
+        let audience_url =
             Url::parse(&raw.audience).map_err(|e| bad("audience", format!("not a URL: {e}")))?;
-        if !matches!(audience.scheme(), "https" | "http")
-            || audience.host().is_none()
-            || audience.fragment().is_some()
-            || !audience.username().is_empty()
-            || audience.password().is_some()
+        if !matches!(audience_url.scheme(), "https" | "http")
+            || audience_url.host().is_none()
+            || audience_url.fragment().is_some()
+            || !audience_url.username().is_empty()
+            || audience_url.password().is_some()
         {
             return Err(bad(
                 "audience",
@@ -303,7 +307,8 @@ impl JwtConfig {
         Ok(Self {
             path: path.to_path_buf(),
             issuer: raw.issuer,
-            audience,
+            audience: raw.audience,
+            audience_url,
             agent_claim,
             scope_claim,
             clock_skew_secs,

@@ -101,7 +101,7 @@ impl JwtVerifier {
         v.validate_aud = true;
         v.required_spec_claims = HashSet::from(["exp", "iss", "aud"].map(String::from));
         v.set_issuer(&[&self.config.issuer]);
-        v.set_audience(&[self.config.audience.as_str()]);
+        v.set_audience(&[&self.config.audience]);
         v
     }
 

@@ -33,13 +33,13 @@ pub fn serves(path: &str, config: &JwtConfig, endpoint: &str) -> bool {
         return false;
     };
     let rest = rest.trim_end_matches('/');
-    rest.is_empty() || rest == endpoint || rest == config.audience.path().trim_end_matches('/')
+    rest.is_empty() || rest == endpoint || rest == config.audience_url.path().trim_end_matches('/')
 }
 
 /// The metadata document.
 pub fn document(config: &JwtConfig) -> Value {
     let mut doc = json!({
-        "resource": config.audience.as_str(),
+        "resource": config.audience,
         "authorization_servers": config.authorization_servers,
         "bearer_methods_supported": ["header"],
         "resource_name": "Temper MCP server",
@@ -55,7 +55,7 @@ pub fn document(config: &JwtConfig) -> Value {
 pub fn challenge(config: &JwtConfig, token_given: bool) -> String {
     let mut v = format!(
         "Bearer resource_metadata=\"{}\"",
-        metadata_url(&config.audience)
+        metadata_url(&config.audience_url)
     );
     if token_given {
         v.push_str(", error=\"invalid_token\"");
@@ -68,7 +68,7 @@ pub fn challenge(config: &JwtConfig, token_given: bool) -> String {
 pub fn insufficient_scope(config: &JwtConfig) -> String {
     let mut v = format!(
         "Bearer resource_metadata=\"{}\", error=\"insufficient_scope\"",
-        metadata_url(&config.audience)
+        metadata_url(&config.audience_url)
     );
     if let Some(scopes) = &config.scopes {
         let all: Vec<&str> = scopes.keys().map(String::as_str).collect();

@@ -501,6 +501,29 @@ fn config_errors_name_the_file_and_key() {
     assert_eq!(c.authorization_servers, vec![ISSUER.to_string()]);
 }
 
+#[tokio::test]
+async fn a_bare_origin_audience_is_compared_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = format!("file = {:?}", fixture("jwks.json").display().to_string());
+    let text = config_text(&jwks, "", "").replace(AUDIENCE, "https://mcp.test");
+    let v = load_jwt(&write_config(dir.path(), &text)).await.unwrap();
+    let mut c = claims("alice");
+    c["aud"] = json!("https://mcp.test");
+    let t = token(&header("RS256", "rsa-1"), &c, Sig::Rsa);
+    assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
+    c["aud"] = json!("https://mcp.test/");
+    let t = token(&header("RS256", "rsa-1"), &c, Sig::Rsa);
+    assert_eq!(refused(v.verify(&t).await), Reason::WrongAudience);
+    assert_eq!(
+        metadata::document(v.config())["resource"],
+        "https://mcp.test"
+    );
+    assert!(
+        metadata::challenge(v.config(), false)
+            .contains("\"https://mcp.test/.well-known/oauth-protected-resource\"")
+    );
+}
+
 #[test]
 fn key_sets_keep_only_usable_signature_keys() {
     let bytes = std::fs::read(fixture("jwks.json")).unwrap();

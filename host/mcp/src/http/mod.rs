@@ -149,9 +149,9 @@ impl HttpConfig {
 /// Why the HTTP server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    /// A non-loopback address without `--tokens`.
+    /// A non-loopback address without `--tokens` or `--auth jwt`.
     #[error(
-        "mcp http: refusing to listen on {addr} without --tokens or --auth jwt: any machine that can reach it could forge and run tools as agent {agent:?}; pass --tokens FILE, or listen on 127.0.0.1"
+        "mcp http: refusing to listen on {addr} without --tokens or --auth jwt: any machine that can reach it could forge and run tools as agent {agent:?}; pass --tokens FILE or --auth jwt --auth-config FILE, or listen on 127.0.0.1"
     )]
     NeedsTokens {
         /// The address.
