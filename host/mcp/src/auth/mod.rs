@@ -10,7 +10,7 @@
 //!
 //! - [`config`]: the TOML file.
 //! - [`jwks`]: the key set, from a file or HTTPS, cached and refetched.
-//! - [`jwt`]: verification.
+//! - [`jwt`](mod@jwt): verification.
 //! - [`metadata`]: RFC 9728 document and challenges.
 //! - [`provider`]: `jsonwebtoken`'s crypto on `ring`.
 //!
