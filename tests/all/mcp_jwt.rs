@@ -4,7 +4,8 @@
 //! the token's agent (another agent's token gets 404, a refreshed token of
 //! the same agent gets in, a static token never), static tokens alongside,
 //! scopes, the key set unreachable at start (fail closed, naming the URL),
-//! and no token in the server's output.
+//! no token in the server's output, and the official Python SDK (its OAuth
+//! discovery helpers on the 401 and the metadata, its client on a JWT).
 //!
 //! Tokens are built and signed here (ring, base64url) with the fixture
 //! keys of `host/mcp/testdata/jwt`, so a hostile one can be anything.
@@ -630,4 +631,73 @@ fn mcp_jwt_refuses_to_start_without_its_key_set() {
     assert!(!ok);
     assert!(!err.contains("without --tokens"), "{err}");
     assert!(err.contains("cannot fetch"), "{err}");
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The SDK venv's python, or `None` (a failure with
+/// `TEMPER_REQUIRE_MCP_PY=1`).
+fn python() -> Option<PathBuf> {
+    let python = root().join("target/mcp-venv/bin/python");
+    let ok = python.exists()
+        && Command::new(&python)
+            .args(["-c", "import mcp"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ok {
+        return Some(python);
+    }
+    let why = "no Python venv with the `mcp` package at target/mcp-venv (run scripts/mcp-venv.sh)";
+    if std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref() == Ok("1") {
+        panic!("TEMPER_REQUIRE_MCP_PY=1 but {why}");
+    }
+    eprintln!("SKIPPED mcp_jwt_official_python_sdk_client: {why}");
+    None
+}
+
+/// The official Python SDK: its OAuth discovery helpers read the 401 and
+/// the metadata; its Streamable HTTP client (the whole flow of
+/// tests/mcp_client.py: forge, call, end the session) runs on a JWT, and
+/// the audit trail names the claim's agent.
+#[test]
+fn mcp_jwt_official_python_sdk_client() {
+    let Some(python) = python() else { return };
+    let store = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = auth_config(dir.path(), &file_jwks(), "");
+    let server = Server::start(
+        store.path(),
+        &["--auth", "jwt", "--auth-config", config.to_str().unwrap()],
+    );
+    let status = Command::new(&python)
+        .arg(root().join("tests/mcp_jwt_discovery.py"))
+        .arg(server.url("/mcp"))
+        .arg(METADATA)
+        .arg(AUDIENCE)
+        .status()
+        .expect("run tests/mcp_jwt_discovery.py");
+    assert!(status.success(), "tests/mcp_jwt_discovery.py: {status}");
+    let status = Command::new(&python)
+        .arg(root().join("tests/mcp_client.py"))
+        .arg("http")
+        .arg(server.url("/mcp"))
+        .arg(good("ES256", "sdk-agent"))
+        .arg(root().join("tests/fixtures/seeds/slugify.json"))
+        .status()
+        .expect("run tests/mcp_client.py");
+    assert!(status.success(), "tests/mcp_client.py http: {status}");
+    // The session tier was forged and discarded as the claim's agent.
+    let registry = temper::store::Registry::open(store.path()).unwrap();
+    let deleted: Vec<(String, String)> = registry
+        .audit_entries(0, 100_000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| {
+            e.kind == temper::store::AuditKind::Deletion && e.payload["reason"] == "session ended"
+        })
+        .map(|e| (e.agent.clone().unwrap_or_default(), e.subject))
+        .collect();
+    assert_eq!(deleted, [("sdk-agent".to_string(), "slugify".to_string())]);
 }
