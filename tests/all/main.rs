@@ -21,6 +21,7 @@ mod interop;
 mod mcp;
 mod mcp_http;
 mod mcp_modern;
+mod mcp_jwt;
 mod multihost;
 mod oci;
 mod offline;

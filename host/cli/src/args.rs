@@ -288,6 +288,13 @@ pub(crate) enum Command {
     },
 }
 
+/// How `temper mcp --http` authenticates bearer tokens besides --tokens.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AuthKind {
+    /// JWTs of one issuer, checked against its key set (--auth-config).
+    Jwt,
+}
+
 /// `temper mcp` over Streamable HTTP.
 #[derive(clap::Args)]
 pub(crate) struct McpHttpArgs {
@@ -299,6 +306,16 @@ pub(crate) struct McpHttpArgs {
     /// for a non-loopback ADDR.
     #[arg(long, value_name = "FILE", requires = "http")]
     pub(crate) tokens: Option<PathBuf>,
+    /// Accept bearer JWTs as an OAuth 2.1 resource server (`jwt`),
+    /// configured by --auth-config; serves the RFC 9728 metadata. With
+    /// --tokens too, a token the tokens file knows is a static token and
+    /// any other is checked as a JWT.
+    #[arg(long, value_enum, value_name = "KIND", requires_all = ["http", "auth_config"])]
+    pub(crate) auth: Option<AuthKind>,
+    /// The --auth config (TOML: issuer, audience, jwks, agent claim,
+    /// scopes; see the auth reference).
+    #[arg(long, value_name = "FILE", requires = "auth")]
+    pub(crate) auth_config: Option<PathBuf>,
     /// A browser origin allowed besides loopback ones (repeatable).
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     pub(crate) allow_origin: Vec<String>,
@@ -331,6 +348,9 @@ impl McpHttpArgs {
         let addr = self.http.as_ref()?;
         let mut c = temper::mcp::HttpConfig::new(addr.clone());
         c.tokens = self.tokens.clone();
+        if self.auth == Some(AuthKind::Jwt) {
+            c.jwt = self.auth_config.clone();
+        }
         c.allowed_origins = self.allow_origin.clone();
         c.session_idle = std::time::Duration::from_secs(self.session_idle_secs);
         if let Some(n) = self.max_body_bytes {

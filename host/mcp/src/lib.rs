@@ -34,6 +34,8 @@
 //! - [`http`]: Streamable HTTP: sessions, SSE, authentication, limits; the
 //!   2026-07-28 headers, sessions and `subscriptions/listen` streams.
 //! - [`tokens`]: the tokens file.
+//! - [`auth`]: OAuth 2.1 resource-server authentication (bearer JWTs,
+//!   RFC 9728 metadata).
 //! - [`watch`]: registry changes made by other processes sharing the store,
 //!   read from the audit trail, for `notifications/tools/list_changed`.
 
@@ -42,6 +44,7 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod access;
+pub mod auth;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;

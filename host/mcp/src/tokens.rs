@@ -285,30 +285,44 @@ fn parse_key(key: &str) -> Result<(HashAlgo, [u8; 32]), TokensError> {
     Ok((algo, digest))
 }
 
-fn check_agent(key: &str, agent: &str) -> Result<(), TokensError> {
-    let reason = if agent.trim().is_empty() {
-        "empty"
+/// What is wrong with `agent` as an agent id (empty, overlong, control
+/// characters), if anything: the rule for tokens-file entries and for the
+/// agent claim of a JWT alike.
+pub(crate) fn agent_problem(agent: &str) -> Option<&'static str> {
+    if agent.trim().is_empty() {
+        Some("empty")
     } else if agent.len() > MAX_AGENT_LEN {
-        "longer than 128 bytes"
+        Some("longer than 128 bytes")
     } else if agent.chars().any(char::is_control) {
-        "control characters"
+        Some("control characters")
     } else {
-        return Ok(());
-    };
-    Err(TokensError::BadAgent {
+        None
+    }
+}
+
+fn check_agent(key: &str, agent: &str) -> Result<(), TokensError> {
+    match agent_problem(agent) {
+        None => Ok(()),
+        Some(reason) => Err(TokensError::BadAgent {
+            key: key.to_string(),
+            agent: agent.to_string(),
+            reason,
+        }),
+    }
+}
+
+fn parse_tiers(key: &str, tiers: &[String]) -> Result<Access, TokensError> {
+    access_of(tiers).map_err(|reason| TokensError::BadTiers {
         key: key.to_string(),
-        agent: agent.to_string(),
         reason,
     })
 }
 
-fn parse_tiers(key: &str, tiers: &[String]) -> Result<Access, TokensError> {
-    let bad = |reason: String| TokensError::BadTiers {
-        key: key.to_string(),
-        reason,
-    };
+/// The access a list of tier names (`session`, `agent`, `shared`) grants;
+/// an empty list or an unknown name is an error saying so.
+pub(crate) fn access_of(tiers: &[String]) -> Result<Access, String> {
     if tiers.is_empty() {
-        return Err(bad("the list is empty (omit it for all tiers)".into()));
+        return Err("the list is empty (omit it for all tiers)".into());
     }
     let mut access = Access {
         session: false,
@@ -321,9 +335,7 @@ fn parse_tiers(key: &str, tiers: &[String]) -> Result<Access, TokensError> {
             "agent" => access.agent = true,
             "shared" => access.shared = true,
             other => {
-                return Err(bad(format!(
-                    "unknown tier {other:?} (session, agent, shared)"
-                )));
+                return Err(format!("unknown tier {other:?} (session, agent, shared)"));
             }
         }
     }

@@ -30,8 +30,12 @@
 //! concurrency cap; a session belongs to the token that opened it (another
 //! token gets `404` for it). A missing, wrong or revoked token gets `401`
 //! with no detail. The file is re-read when it changes, so removing a token
-//! revokes it at once. Without tokens the server acts as `--agent` and
-//! binding to a non-loopback address is refused.
+//! revokes it at once. With `--auth jwt --auth-config FILE` ([`crate::auth`],
+//! [`bearer`]) bearer JWTs of the configured issuer are accepted too (a
+//! session then belongs to the token's agent), and the RFC 9728 metadata
+//! is served at `/.well-known/oauth-protected-resource[/mcp]`. Without
+//! either the server acts as `--agent` and binding to a non-loopback
+//! address is refused.
 //!
 //! **Hardening**: `Origin` is checked on every request (DNS rebinding: a
 //! browser page may only reach the server from an allowed origin, loopback
@@ -59,7 +63,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::access::Access;
+use super::auth::{AuthError, JwtVerifier};
 use super::handler::LIST_CHANGED;
 use super::jsonrpc::{self};
 use super::tokens::TokensError;
@@ -68,6 +72,7 @@ use temper_forge::{Forge, ForgeContext};
 use temper_store::StoreError;
 
 mod modern;
+mod bearer;
 mod routes;
 mod session;
 mod wire;
@@ -88,8 +93,12 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 pub struct HttpConfig {
     /// Where to listen (`127.0.0.1:8808`; port 0 picks one).
     pub addr: String,
-    /// The tokens file (required for a non-loopback address).
+    /// The tokens file (this or `jwt` is required for a non-loopback
+    /// address).
     pub tokens: Option<PathBuf>,
+    /// The `--auth-config` file of `--auth jwt` (bearer JWTs,
+    /// [`crate::auth::config`]).
+    pub jwt: Option<PathBuf>,
     /// Browser origins allowed besides loopback ones (`https://app.example`).
     pub allowed_origins: Vec<String>,
     /// A session with no request and no GET stream for this long ends.
@@ -125,6 +134,7 @@ impl HttpConfig {
         Self {
             addr: addr.into(),
             tokens: None,
+            jwt: None,
             allowed_origins: Vec::new(),
             session_idle: Duration::from_secs(30 * 60),
             max_body_bytes: jsonrpc::MAX_MESSAGE_BYTES,
@@ -143,9 +153,9 @@ impl HttpConfig {
 /// Why the HTTP server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    /// A non-loopback address without `--tokens`.
+    /// A non-loopback address without `--tokens` or `--auth jwt`.
     #[error(
-        "mcp http: refusing to listen on {addr} without --tokens: any machine that can reach it could forge and run tools as agent {agent:?}; pass --tokens FILE, or listen on 127.0.0.1"
+        "mcp http: refusing to listen on {addr} without --tokens or --auth jwt: any machine that can reach it could forge and run tools as agent {agent:?}; pass --tokens FILE or --auth jwt --auth-config FILE, or listen on 127.0.0.1"
     )]
     NeedsTokens {
         /// The address.
@@ -156,6 +166,9 @@ pub enum HttpError {
     /// The tokens file is unusable.
     #[error(transparent)]
     Tokens(#[from] TokensError),
+    /// The `--auth jwt` config or its key set is unusable.
+    #[error("mcp http: --auth jwt: {0}")]
+    Auth(#[from] AuthError),
     /// The address does not resolve.
     #[error("mcp http: bad address {addr:?}: {reason}")]
     Address {
@@ -207,9 +220,13 @@ impl HttpServer {
                 reason: "no address".into(),
             })?;
         let loopback = addr.ip().is_loopback();
+        let jwt = match &config.jwt {
+            Some(path) => Some(Arc::new(crate::auth::load_jwt(path).await?)),
+            None => None,
+        };
         let tokens = match &config.tokens {
             Some(path) => Some(TokenSource::open(path.clone())?),
-            None if !loopback => {
+            None if !loopback && jwt.is_none() => {
                 return Err(HttpError::NeedsTokens {
                     addr,
                     agent: base.agent_id.clone(),
@@ -232,6 +249,7 @@ impl HttpServer {
             base_agent: base.agent_id.clone(),
             loopback,
             tokens,
+            jwt,
             limits: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             modern: modern::Modern::default(),
@@ -315,6 +333,8 @@ struct State {
     base_agent: String,
     loopback: bool,
     tokens: Option<TokenSource>,
+    /// Bearer JWT verification (`--auth jwt`).
+    jwt: Option<Arc<JwtVerifier>>,
     /// Per token key: quota bucket and in-flight cap.
     limits: Mutex<HashMap<String, Arc<Limits>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -329,38 +349,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl State {
-    fn authenticate(&self, headers: &HeaderMap) -> Option<Principal> {
-        let Some(source) = &self.tokens else {
-            return Some(Principal {
-                key: "local".into(),
-                agent: self.base_agent.clone(),
-                access: Access::ALL,
-                calls_per_minute: None,
-                max_concurrent: self.config.max_concurrent,
-                tools: None,
-            });
-        };
-        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        let (scheme, token) = value.trim().split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return None;
-        }
-        let token = token.trim();
-        if token.is_empty() {
-            return None;
-        }
-        let tokens = source.current()?;
-        let entry = tokens.authenticate(token)?;
-        Some(Principal {
-            key: entry.key.clone(),
-            agent: entry.agent.clone(),
-            access: entry.access,
-            calls_per_minute: entry.calls_per_minute,
-            max_concurrent: entry.max_concurrent.unwrap_or(self.config.max_concurrent),
-            tools: entry.tools.clone(),
-        })
-    }
-
     fn limits(&self, p: &Principal) -> Arc<Limits> {
         let mut all = lock(&self.limits);
         let l = all

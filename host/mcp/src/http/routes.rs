@@ -16,12 +16,16 @@ use std::time::Instant;
 use temper_forge::ForgeContext;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use super::bearer;
 use super::session::{InFlight, Principal, Session};
 use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_response};
 use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock, modern};
 
 pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Response<Body> {
     let started = Instant::now();
+    if let Some(r) = bearer::metadata(&state, &req) {
+        return r;
+    }
     if req.uri().path() != ENDPOINT {
         return plain(
             StatusCode::NOT_FOUND,
@@ -31,11 +35,9 @@ pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Resp
     if !state.origin_allowed(req.headers()) {
         return plain(StatusCode::FORBIDDEN, "origin not allowed");
     }
-    let Some(principal) = state.authenticate(req.headers()) else {
-        let mut r = empty(StatusCode::UNAUTHORIZED);
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
+    let principal = match state.authenticate(req.headers()).await {
+        Ok(p) => p,
+        Err(refusal) => return bearer::refused(&state, refusal),
     };
     if let Some(v) = req.headers().get(VERSION_HEADER) {
         let v = v.to_str().unwrap_or("(not visible ASCII)");
