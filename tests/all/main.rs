@@ -21,6 +21,7 @@ mod interop;
 mod mcp;
 mod mcp_http;
 mod multihost;
+mod observe;
 mod oci;
 mod offline;
 mod properties;

@@ -39,9 +39,11 @@ pub mod access;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
+mod observe;
 pub mod server;
 pub mod tokens;
 pub mod tools;
+mod trace;
 pub mod watch;
 
 pub use access::Access;

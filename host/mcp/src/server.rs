@@ -157,7 +157,9 @@ where
                 conn.send(jsonrpc::error_response(&Value::Null, &error));
             }
             Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Frame::Line(line) => match jsonrpc::parse_message(&line) {
+            Frame::Line(line) => match jsonrpc::parse_message(&line).inspect(|m| {
+                crate::observe::count(conn.handler.forge(), m, "stdio");
+            }) {
                 Err(Rejected { id, error }) => {
                     tracing::warn!("{error}");
                     conn.send(jsonrpc::error_response(&id, &error));
@@ -293,14 +295,22 @@ impl Connection {
         read_at: Instant,
     ) {
         let conn = self.clone();
-        let handler = tokio::spawn(async move {
-            conn.handler
-                .handle(&method, params.as_ref(), conn.as_ref())
-                .await
-        });
+        let session = &self.handler.context().session_id;
+        let span = crate::trace::request_span(session, &id, &method, params.as_ref());
+        let handler = tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                conn.handler
+                    .handle(&method, params.as_ref(), conn.as_ref())
+                    .await
+            },
+            span.clone(),
+        ));
         let message = match handler.await {
             Ok(Ok(result)) => jsonrpc::response(&id, result),
-            Ok(Err(error)) => jsonrpc::error_response(&id, &error),
+            Ok(Err(error)) => {
+                crate::trace::record_rpc_error(&span, error.code);
+                jsonrpc::error_response(&id, &error)
+            }
             Err(e) => {
                 tracing::error!("request {id} failed: {e}");
                 jsonrpc::error_response(

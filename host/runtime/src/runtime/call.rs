@@ -381,6 +381,9 @@ impl Runtime {
     ) -> Result<CallOutput, CallFailure> {
         let limits = &self.inner.limits;
         let result = settle(outcome, store.data().memory.hit, limits);
+        if let Err(e) = &result {
+            self.inner.observe_denial(e);
+        }
         let logs = std::mem::take(&mut store.data_mut().console).into_lines();
         self.retire(store);
         deliver(result, logs, limits, compiled)
