@@ -117,18 +117,30 @@ impl Forge {
 /// known. Disabled (free) unless a subscriber exports spans. Never the
 /// input or output.
 pub(super) fn execute_tool_span(tool: &str) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         target: "temper_forge::trace",
         "execute_tool",
-        otel.name = %format!("execute_tool {tool}"),
+        otel.name = tracing::field::Empty,
         otel.kind = "internal",
         gen_ai.operation.name = "execute_tool",
-        gen_ai.tool.name = %tool,
+        gen_ai.tool.name = tracing::field::Empty,
         temper.tool.id = tracing::field::Empty,
         temper.tier = tracing::field::Empty,
         error.type = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
-    )
+    );
+    named(span, || format!("execute_tool {tool}"), tool)
+}
+
+/// Records `span`'s name and tool when it is enabled: formatted only then
+/// (a disabled span's fields can still be evaluated, e.g. for the `log`
+/// fallback when no subscriber is installed).
+fn named(span: tracing::Span, name: impl FnOnce() -> String, tool: &str) -> tracing::Span {
+    if !span.is_disabled() {
+        span.record("otel.name", name().as_str());
+        span.record("gen_ai.tool.name", tool);
+    }
+    span
 }
 
 /// Records where the current call's tool was found.
@@ -151,42 +163,52 @@ pub(super) fn record_error(span: &tracing::Span, kind: &str) {
 /// The span of a call a tool makes: a compose step (`compose_step`) or a
 /// code-mode callee (`code_mode_call`), named after the called tool.
 pub(super) fn callee_span(kind: &'static str, tool: &str) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         target: "temper_forge::trace",
         "callee",
-        otel.name = %format!("{kind} {tool}"),
+        otel.name = tracing::field::Empty,
         otel.kind = "internal",
-        gen_ai.tool.name = %tool,
+        gen_ai.tool.name = tracing::field::Empty,
         error.type = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
-    )
+    );
+    named(span, || format!("{kind} {tool}"), tool)
 }
 
 /// The `forge {name}` span; each stage is a child ([`stage_span`]).
 pub(super) fn forge_span(name: &str) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         target: "temper_forge::trace",
         "forge",
-        otel.name = %format!("forge {name}"),
+        otel.name = tracing::field::Empty,
         otel.kind = "internal",
-        temper.forge.name = %name,
+        temper.forge.name = tracing::field::Empty,
         temper.forge.stage = tracing::field::Empty,
         error.type = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
-    )
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("forge {name}").as_str());
+        span.record("temper.forge.name", name);
+    }
+    span
 }
 
 /// A stage of the forge `parent`: open from the stage's start until the
 /// next stage starts or the forge ends.
 pub(super) fn stage_span(parent: &tracing::Span, stage: Stage) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         target: "temper_forge::trace",
         parent: parent,
         "forge_stage",
-        otel.name = %format!("forge.{stage}"),
+        otel.name = tracing::field::Empty,
         otel.kind = "internal",
-        temper.forge.stage = %stage,
-    )
+        temper.forge.stage = stage.as_str(),
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("forge.{stage}").as_str());
+    }
+    span
 }
 
 /// The gauges read at scrape time.

@@ -213,12 +213,21 @@ impl Hub {
         let span = tracing::info_span!(
             target: "temper_hub::trace",
             "upstream_call",
-            otel.name = %format!("upstream {} {name}", up.name()),
+            otel.name = tracing::field::Empty,
             otel.kind = "client",
-            temper.upstream = %up.name(),
-            gen_ai.tool.name = %name,
+            temper.upstream = tracing::field::Empty,
+            gen_ai.tool.name = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
+        // Formatted only when the span is enabled.
+        if !span.is_disabled() {
+            span.record(
+                "otel.name",
+                format!("upstream {} {name}", up.name()).as_str(),
+            );
+            span.record("temper.upstream", up.name());
+            span.record("gen_ai.tool.name", name);
+        }
         let result = tracing::Instrument::instrument(up.call(name, input), span.clone()).await;
         if result.is_err() && !span.is_disabled() {
             span.record("error.type", "upstream");

@@ -21,27 +21,36 @@ pub(crate) fn request_span(
     method: &str,
     params: Option<&Value>,
 ) -> tracing::Span {
-    let tool = (method == "tools/call")
-        .then(|| params.and_then(|p| p.get("name")).and_then(Value::as_str))
-        .flatten();
     let span = tracing::info_span!(
         target: "temper_mcp::trace",
         "mcp_request",
-        otel.name = %match tool {
-            Some(tool) => format!("{method} {tool}"),
-            None => method.to_string(),
-        },
+        otel.name = tracing::field::Empty,
         otel.kind = "server",
-        mcp.method.name = %method,
-        mcp.session.id = %hashed_session_id(session),
+        mcp.method.name = tracing::field::Empty,
+        mcp.session.id = tracing::field::Empty,
         mcp.protocol.version = tracing::field::Empty,
-        jsonrpc.request.id = %id,
-        gen_ai.tool.name = tool,
+        jsonrpc.request.id = tracing::field::Empty,
+        gen_ai.tool.name = tracing::field::Empty,
         error.type = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
+    // Everything is formatted only when the span is enabled.
     if span.is_disabled() {
         return span;
+    }
+    let tool = (method == "tools/call")
+        .then(|| params.and_then(|p| p.get("name")).and_then(Value::as_str))
+        .flatten();
+    let name = match tool {
+        Some(tool) => format!("{method} {tool}"),
+        None => method.to_string(),
+    };
+    span.record("otel.name", name.as_str());
+    span.record("mcp.method.name", method);
+    span.record("mcp.session.id", hashed_session_id(session).as_str());
+    span.record("jsonrpc.request.id", id.to_string().as_str());
+    if let Some(tool) = tool {
+        span.record("gen_ai.tool.name", tool);
     }
     let version = params.and_then(|p| {
         p.pointer("/_meta")

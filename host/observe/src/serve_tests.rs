@@ -88,7 +88,7 @@ async fn with_a_token_only_its_bearer_scrapes() {
     assert!(!body.contains("s3cret"), "{body}");
     // An empty token file is refused, naming the file, not a token.
     std::fs::write(&file, "  \n").unwrap();
-    let err = ScrapeToken::from_file(&file).err().expect("empty");
+    let err = ScrapeToken::from_file(&file).expect_err("empty");
     assert!(err.to_string().contains("empty"), "{err}");
     task.abort();
     let _ = std::fs::remove_dir_all(&dir);
