@@ -318,10 +318,13 @@ async fn infinite_loop_times_out_near_the_limit_and_the_host_keeps_working() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_bomb_is_a_memory_error() {
     let rt = runtime_with(Limits::default().with_memory_bytes(48 << 20));
-    let source = "function execute(input) {\n  const keep = [];\n  for (let i = 0; ; i++) {\n    if (input.kind === 'arrays') keep.push(new Array(100000).fill(i));\n    else if (input.kind === 'buffers') keep.push(new ArrayBuffer(1 << 20));\n    else keep.push('v'.repeat(1000) + i);\n  }\n}";
+    // `objects` (an array of small objects growing until the cap) made
+    // QuickJS throw `InternalError: ` with an empty message: still the
+    // memory cap, not a JS error.
+    let source = "function execute(input) {\n  const keep = [];\n  for (let i = 0; ; i++) {\n    if (input.kind === 'arrays') keep.push(new Array(100000).fill(i));\n    else if (input.kind === 'buffers') keep.push(new ArrayBuffer(1 << 20));\n    else if (input.kind === 'objects') keep.push({ n: i, tag: 'item', more: [i] });\n    else keep.push('v'.repeat(1000) + i);\n  }\n}";
     let artifact = rt.build(source).await.unwrap();
     let compiled = rt.load_compiled(artifact.bytes.to_vec()).await.unwrap();
-    for kind in ["arrays", "buffers", "strings"] {
+    for kind in ["arrays", "buffers", "strings", "objects"] {
         for tool in [rt.tool(&artifact), compiled.clone()] {
             let err = rt
                 .call(&tool, &format!(r#"{{"kind": "{kind}"}}"#))

@@ -23,6 +23,7 @@ mod mcp_http;
 mod mcp_modern;
 mod mcp_jwt;
 mod multihost;
+mod observe;
 mod oci;
 mod offline;
 mod properties;

@@ -278,6 +278,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         http: McpHttpArgs,
         #[command(flatten)]
+        metrics: MetricsArgs,
+        #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
         hub: registry::HubArgs,
@@ -293,6 +295,26 @@ pub(crate) enum Command {
 pub(crate) enum AuthKind {
     /// JWTs of one issuer, checked against its key set (--auth-config).
     Jwt,
+}
+
+/// `temper mcp --metrics ADDR`: Prometheus metrics on a listener of
+/// their own (stdio and HTTP alike).
+#[derive(clap::Args)]
+pub(crate) struct MetricsArgs {
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9464; port 0 picks one). Off by default. A non-loopback
+    /// ADDR requires --metrics-token-file.
+    #[arg(long = "metrics", value_name = "ADDR")]
+    pub(crate) addr: Option<String>,
+    /// Distinct `tool` label values before further tools fold into
+    /// `_other`.
+    #[arg(long, value_name = "N", default_value_t = temper::observe::DEFAULT_MAX_TOOLS, requires = "addr")]
+    pub(crate) metrics_max_tools: usize,
+    /// A file holding the bearer token scrapers must send
+    /// (`Authorization: Bearer TOKEN`); required to bind --metrics to a
+    /// non-loopback address.
+    #[arg(long, value_name = "FILE", requires = "addr")]
+    pub(crate) metrics_token_file: Option<PathBuf>,
 }
 
 /// `temper mcp` over Streamable HTTP.

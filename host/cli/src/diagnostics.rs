@@ -5,10 +5,15 @@
 
 use std::fmt;
 
-use tracing::{Event, Level, Subscriber};
+use temper::observe::trace::Traces;
+use tracing::level_filters::LevelFilter;
+use tracing::subscriber::Interest;
+use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::{Context, Filter, Layer as _, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// The target under which `temper-mcp` reports a tool's console lines.
 const CONSOLE_TARGET: &str = "temper_mcp::console";
@@ -41,11 +46,70 @@ where
     }
 }
 
-/// Installs the binary's subscriber (once, before anything logs).
-pub fn install() {
-    tracing_subscriber::fmt()
+/// Installs the binary's subscriber (once, before anything logs): the
+/// events at INFO and above on stderr, and, when the environment asks for
+/// OTLP export (`OTEL_EXPORTER_OTLP_ENDPOINT`, unless `OTEL_SDK_DISABLED`),
+/// Temper's spans exported from `runtime`. The returned [`Traces`] flushes
+/// the spans still buffered at exit.
+pub fn install(runtime: &tokio::runtime::Handle) -> Option<Traces> {
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_max_level(Level::INFO)
         .event_format(CliFormat)
-        .init();
+        .with_filter(EventsUpTo(Level::INFO));
+    let (otel, traces) = match temper::observe::trace::otlp_layer(runtime.clone()) {
+        Ok(Some((layer, traces))) => (Some(layer.with_filter(TemperSpans)), Some(traces)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            eprintln!("temper: {e}; traces are off");
+            (None, None)
+        }
+    };
+    tracing_subscriber::registry().with(fmt).with(otel).init();
+    traces
+}
+
+/// The printed layer's filter: events at `.0` and above, never spans (so
+/// that spans cost nothing when traces are off: no layer wants them).
+struct EventsUpTo(Level);
+
+impl<S> Filter<S> for EventsUpTo {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        meta.is_event() && *meta.level() <= self.0
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if meta.is_event() && *meta.level() <= self.0 {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::from_level(self.0))
+    }
+}
+
+/// The exporting layer's filter: Temper's spans, never events (a tool's
+/// console lines are events: they must not reach a trace).
+struct TemperSpans;
+
+impl TemperSpans {
+    fn wants(meta: &Metadata<'_>) -> bool {
+        meta.is_span() && meta.target().starts_with("temper")
+    }
+}
+
+impl<S> Filter<S> for TemperSpans {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        Self::wants(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if Self::wants(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod args;
 mod artifacts;
 mod diagnostics;
+mod metrics;
 mod oci;
 mod registry;
 mod run_code;
@@ -20,7 +21,6 @@ use args::{AuditCommand, Cli, Command, SessionCommand};
 use clap::Parser;
 
 fn main() -> ExitCode {
-    diagnostics::install();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -32,7 +32,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let traces = diagnostics::install(rt.handle());
     let result = rt.block_on(run(cli));
+    // The spans still buffered go out while the runtime still runs (the
+    // exporter's requests run on it).
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     // Do not wait for background work (refilling pre-warmed instances) that
     // this process will not use.
     rt.shutdown_background();
@@ -289,6 +295,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         } => registry::session_end(&registry, &common),
         Command::Mcp {
             http,
+            metrics,
             registry,
             hub,
             judge,
@@ -303,6 +310,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 let agents: Vec<&str> = tokens.agents().into_iter().collect();
                 signing::check_agent_tiers(&opened, &agents).await?;
             }
+            let _metrics = metrics::serve(&metrics, &opened.forge).await?;
             opened.attach_hub(&hub).await?;
             // The hub's children live until the server ends.
             let _hub = opened.hub.clone();

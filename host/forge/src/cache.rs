@@ -89,8 +89,7 @@ impl<V: Clone> Bounded<V> {
         self.lock().insert(id, value);
     }
 
-    /// Entries held now.
-    #[cfg(test)]
+    /// Entries held now (tests, and the metrics' scrape-time gauges).
     pub(super) fn len(&self) -> usize {
         self.lock().len()
     }

@@ -77,7 +77,10 @@ impl ToolCaller for PinnedCaller {
                     request.tool
                 )));
             };
-            forge.call_pinned(pin, &request).await
+            let span = super::observe::callee_span("code_mode_call", &request.tool);
+            tracing::Instrument::instrument(forge.call_pinned(pin, &request), span.clone())
+                .await
+                .inspect_err(|_| super::observe::record_error(&span, "callee"))
         })
     }
 }

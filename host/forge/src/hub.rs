@@ -65,6 +65,7 @@ impl Forge {
             hub.check_clashes(&existing)?;
         }
         *lock(&self.inner.hub) = Some(hub.clone());
+        self.observe_hub(&hub);
         self.inner
             .hub_synced
             .store(hub.generation(), Ordering::Release);
@@ -185,10 +186,26 @@ impl Forge {
             }
         };
         let timeout = self.runtime().limits().timeout;
-        Some(
-            tool.invoke(&input.to_string(), timeout)
+        let started = std::time::Instant::now();
+        let span = super::observe::execute_tool_span(name);
+        if !span.is_disabled() {
+            span.record("temper.tier", "hub");
+        }
+        let result =
+            tracing::Instrument::instrument(tool.invoke(&input.to_string(), timeout), span.clone())
                 .await
-                .and_then(|out| serde_json::from_str(&out).map_err(|e| format!("{name}: {e}"))),
-        )
+                .and_then(|out| serde_json::from_str(&out).map_err(|e| format!("{name}: {e}")));
+        if result.is_err() {
+            super::observe::record_error(&span, "upstream");
+        }
+        if let Some(metrics) = self.metrics() {
+            // A native tool's failure is its upstream's (or the built-in's).
+            let error = result
+                .is_err()
+                .then_some(temper_observe::ErrorKind::Upstream);
+            let tier = temper_observe::Tier::Hub;
+            metrics.record_call(&metrics.tool(name), tier, error, started.elapsed());
+        }
+        Some(result)
     }
 }

@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 use super::error::InvokeError;
 use super::manifest::ToolManifest;
 use super::native::NativeTool;
+use super::observe::{
+    callee_span, execute_tool_span, invoke_error_kind, record_error, record_target, tier_label,
+};
 use super::outcome::Invocation;
 use super::schema::ToolSchemas;
 use super::{Forge, ForgeContext, lock};
@@ -26,6 +29,7 @@ use temper_runtime::host_state::LogLine;
 use temper_runtime::id::ArtifactId;
 use temper_runtime::runtime::Tool;
 use temper_store::{StoreError, StoredArtifact, Tier};
+use tracing::Instrument;
 
 /// What [`Forge::call_artifact`] returns: the output, its console lines and
 /// the call's latency (µs).
@@ -76,11 +80,19 @@ impl StepCall for ArtifactStep {
         Box::pin(async move {
             let input: Value = serde_json::from_str(&input)
                 .map_err(|e| format!("{}: input is not JSON: {e}", self.manifest.name))?;
+            let span = callee_span("compose_step", &self.manifest.name);
             let (output, logs, _) = self
                 .forge
                 .call_artifact(&self.id, &self.manifest, &input, self.depth)
+                .instrument(span.clone())
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| {
+                    record_error(
+                        &span,
+                        invoke_error_kind(&e).map_or("internal", |k| k.as_str()),
+                    );
+                    e.to_string()
+                })?;
             Ok(StepOutput {
                 output: output.to_string(),
                 logs,
@@ -98,7 +110,13 @@ pub(super) struct NativeStep {
 impl StepCall for NativeStep {
     fn call(&self, input: String) -> StepFuture<'_> {
         Box::pin(async move {
-            let output = self.tool.invoke(&input, self.timeout).await?;
+            let span = callee_span("compose_step", &self.tool.spec.name);
+            let output = self
+                .tool
+                .invoke(&input, self.timeout)
+                .instrument(span.clone())
+                .await
+                .inspect_err(|_| record_error(&span, "upstream"))?;
             Ok(StepOutput {
                 output,
                 logs: Vec::new(),
@@ -130,11 +148,53 @@ impl Forge {
         input: &Value,
         ctx: &ForgeContext,
     ) -> Result<Invocation, InvokeError> {
-        let _slot = self.inner.calls.enter().await.map_err(InvokeError::Busy)?;
+        let started = Instant::now();
+        let span = execute_tool_span(name);
+        let result = self
+            .invoke_counted(name, input, ctx)
+            .instrument(span.clone())
+            .await;
+        if let Err((_, e)) = &result {
+            let kind = invoke_error_kind(e).map_or("not_found", |k| k.as_str());
+            record_error(&span, kind);
+        }
+        if let Some(metrics) = self.metrics() {
+            let counted = match &result {
+                Ok(i) => Some((Some(i.tier), None)),
+                // A name that is no tool is not counted (no label for it).
+                Err((tier, e)) => invoke_error_kind(e).map(|kind| (*tier, Some(kind))),
+            };
+            if let Some((tier, error)) = counted {
+                let tier = tier.map_or(temper_observe::Tier::Unresolved, tier_label);
+                metrics.record_call(&metrics.tool(name), tier, error, started.elapsed());
+            }
+        }
+        result.map_err(|(_, e)| e)
+    }
+
+    /// [`Forge::invoke`] without the metrics; a failure comes with the tier
+    /// the tool was found in (`None`: not resolved).
+    async fn invoke_counted(
+        &self,
+        name: &str,
+        input: &Value,
+        ctx: &ForgeContext,
+    ) -> Result<Invocation, (Option<Tier>, InvokeError)> {
+        let _slot = self
+            .inner
+            .calls
+            .enter()
+            .await
+            .map_err(|b| (None, InvokeError::Busy(b)))?;
         let target = match self.resolve_session(name, ctx) {
             Some(t) => t,
-            None => self.resolve_persisted(name, ctx).await?,
+            None => self
+                .resolve_persisted(name, ctx)
+                .await
+                .map_err(|e| (None, e))?,
         };
+        let tier = Some(target.tier);
+        record_target(target.tier, target.artifact.as_str());
         let outcome = self
             .call_artifact(&target.artifact, &target.manifest, input, 0)
             .await;
@@ -168,7 +228,7 @@ impl Forge {
                 // while it ran: the call happened before the deletion,
                 // and its stats went with the tool.
                 Ok(()) | Err(StoreError::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err((tier, e.into())),
             },
         }
         match outcome {
@@ -193,8 +253,9 @@ impl Forge {
                 self.with_store("append_audit", move |s| {
                     s.record_failure(&key, &agent, kind, &payload)
                 })
-                .await?;
-                Err(e)
+                .await
+                .map_err(|s| (tier, s.into()))?;
+                Err((tier, e))
             }
         }
     }

@@ -47,6 +47,7 @@ pub mod judge;
 pub mod manifest;
 mod names;
 pub mod native;
+pub mod observe;
 mod outcome;
 mod pipeline;
 pub mod schema;
@@ -203,6 +204,7 @@ impl ForgeBuilder {
                 hub: Mutex::new(None),
                 hub_synced: std::sync::atomic::AtomicU64::new(u64::MAX),
                 run_code_stats: code_mode::RunCodeCounters::default(),
+                metrics: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -248,6 +250,8 @@ struct Inner {
     hub_synced: std::sync::atomic::AtomicU64,
     /// `run_code` runs counted.
     run_code_stats: code_mode::RunCodeCounters,
+    /// Prometheus metrics, once set (`observe`): off by default.
+    metrics: std::sync::OnceLock<Arc<temper_observe::Metrics>>,
 }
 
 /// Locks `m`, recovering the data of a poisoned lock (every critical

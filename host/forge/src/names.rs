@@ -131,8 +131,7 @@ impl NameCache {
         }
     }
 
-    /// Entries held now.
-    #[cfg(test)]
+    /// Entries held now (tests, and the metrics' scrape-time gauges).
     pub(super) fn len(&self) -> usize {
         self.lock().map_or(0, |m| m.len())
     }

@@ -106,7 +106,9 @@ impl Forge {
             Err(e) => {
                 let err = ForgeError::Validate(ValidateError::Request(e.to_string()));
                 self.audit_rejection("(invalid request)", ctx, &err);
-                Err(err)
+                let err = Err(err);
+                self.observe_forge(&err, std::time::Duration::ZERO);
+                err
             }
         }
     }
@@ -131,7 +133,25 @@ impl Forge {
         ctx: &ForgeContext,
         progress: &(dyn Fn(Stage) + Send + Sync),
     ) -> Result<Forged, ForgeError> {
-        let outcome = self.pipeline(request, ctx, progress).await;
+        let started = std::time::Instant::now();
+        let span = super::observe::forge_span(&request.name);
+        // Each stage a child span, open until the next one starts.
+        let stage = std::sync::Mutex::new(None::<tracing::Span>);
+        let traced = |s: Stage| {
+            if !span.is_disabled() {
+                span.record("temper.forge.stage", s.as_str());
+                *super::lock(&stage) = Some(super::observe::stage_span(&span, s));
+            }
+            progress(s);
+        };
+        let outcome =
+            tracing::Instrument::instrument(self.pipeline(request, ctx, &traced), span.clone())
+                .await;
+        drop(super::lock(&stage).take());
+        if let Err(e) = &outcome {
+            super::observe::record_error(&span, e.stage().as_str());
+        }
+        self.observe_forge(&outcome, started.elapsed());
         if let Err(e) = &outcome
             && !matches!(e, ForgeError::Register(_) | ForgeError::Busy(_))
         {

@@ -55,10 +55,30 @@ pub enum HubError {
     Unknown(String),
 }
 
+/// Told of every call to an upstream MCP server: the upstream's name
+/// (from the tools file) and whether the call succeeded (metrics).
+pub type UpstreamObserver = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
+/// Where [`Hub::set_observer`] keeps its observer.
+#[derive(Default)]
+struct ObserverSlot(std::sync::OnceLock<UpstreamObserver>);
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "observed"
+        } else {
+            "unobserved"
+        })
+    }
+}
+
 /// The started tool sources of a tools file. Dropping it stops the
 /// upstream children.
 #[derive(Debug, Default)]
 pub struct Hub {
+    /// Who hears of upstream calls, once set.
+    observer: ObserverSlot,
     upstreams: Vec<Arc<Upstream>>,
     /// The built-ins the tools file turns on.
     builtins: Vec<Arc<Builtin>>,
@@ -111,6 +131,7 @@ impl Hub {
             }
         }
         let hub = Hub {
+            observer: ObserverSlot::default(),
             upstreams,
             builtins,
             origin,
@@ -176,17 +197,50 @@ impl Hub {
         if let Some(b) = self.builtins.iter().find(|b| b.name() == name) {
             return Ok(b.call(input).await?);
         }
-        if let Some(up) = self
+        let up = match self
             .upstreams
             .iter()
             .find(|u| u.tools().iter().any(|t| t.name == name))
         {
-            return Ok(up.call(name, input).await?);
+            Some(up) => up,
+            // Gone since the start: the upstream that had it says so.
+            None => match self.origin.get(name) {
+                Some(&i) => &self.upstreams[i],
+                None => return Err(HubError::Unknown(name.to_string())),
+            },
+        };
+        // A client span per upstream call (off unless traces are exported).
+        let span = tracing::info_span!(
+            target: "temper_hub::trace",
+            "upstream_call",
+            otel.name = tracing::field::Empty,
+            otel.kind = "client",
+            temper.upstream = tracing::field::Empty,
+            gen_ai.tool.name = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        // Formatted only when the span is enabled.
+        if !span.is_disabled() {
+            span.record(
+                "otel.name",
+                format!("upstream {} {name}", up.name()).as_str(),
+            );
+            span.record("temper.upstream", up.name());
+            span.record("gen_ai.tool.name", name);
         }
-        // Gone since the start: the upstream that had it says so.
-        match self.origin.get(name) {
-            Some(&i) => Ok(self.upstreams[i].call(name, input).await?),
-            None => Err(HubError::Unknown(name.to_string())),
+        let result = tracing::Instrument::instrument(up.call(name, input), span.clone()).await;
+        if result.is_err() && !span.is_disabled() {
+            span.record("error.type", "upstream");
         }
+        if let Some(observe) = self.observer.0.get() {
+            observe(up.name(), result.is_ok());
+        }
+        Ok(result?)
+    }
+
+    /// Tells `observer` of every upstream call from now on (once: `false`
+    /// when one was set before).
+    pub fn set_observer(&self, observer: UpstreamObserver) -> bool {
+        self.observer.0.set(observer).is_ok()
     }
 }

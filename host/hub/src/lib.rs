@@ -42,5 +42,5 @@ pub use config::{
     GenerateTextConfig, HttpRequestConfig, Secret, ToolSelection, ToolsFile, ToolsFileError,
     Transport, UpstreamConfig,
 };
-pub use hub::{Hub, HubError, HubTool};
+pub use hub::{Hub, HubError, HubTool, UpstreamObserver};
 pub use upstream::{Upstream, UpstreamError, UpstreamTool};

@@ -49,9 +49,11 @@ pub mod handler;
 pub mod http;
 pub mod jsonrpc;
 pub mod protocol;
+mod observe;
 pub mod server;
 pub mod tokens;
 pub mod tools;
+mod trace;
 pub mod watch;
 
 pub use access::Access;

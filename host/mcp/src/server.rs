@@ -170,7 +170,9 @@ where
                 conn.send(jsonrpc::error_response(&Value::Null, &error));
             }
             Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Frame::Line(line) => match jsonrpc::parse_message(&line) {
+            Frame::Line(line) => match jsonrpc::parse_message(&line).inspect(|m| {
+                crate::observe::count(conn.handler.forge(), m, "stdio");
+            }) {
                 Err(Rejected { id, error }) => {
                     tracing::warn!("{error}");
                     conn.send(jsonrpc::error_response(&id, &error));
@@ -377,26 +379,34 @@ impl Connection {
         read_at: Instant,
     ) {
         let conn = self.clone();
-        let handler = tokio::spawn(async move {
-            let params = params.as_ref();
-            if protocol::is_modern(&method, params) {
-                // The connection is the session, whatever
-                // `dev.temper/session` says (one session per connection).
-                conn.modern.store(true, Ordering::SeqCst);
-                protocol::envelope(params)?;
-                conn.handler
-                    .handle_modern(&method, params, conn.as_ref())
-                    .await
-            } else {
-                if method == "initialize" {
-                    conn.initialized.store(true, Ordering::SeqCst);
+        let session = &self.handler.context().session_id;
+        let span = crate::trace::request_span(session, &id, &method, params.as_ref());
+        let handler = tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let params = params.as_ref();
+                if protocol::is_modern(&method, params) {
+                    // The connection is the session, whatever
+                    // `dev.temper/session` says (one session per connection).
+                    conn.modern.store(true, Ordering::SeqCst);
+                    protocol::envelope(params)?;
+                    conn.handler
+                        .handle_modern(&method, params, conn.as_ref())
+                        .await
+                } else {
+                    if method == "initialize" {
+                        conn.initialized.store(true, Ordering::SeqCst);
+                    }
+                    conn.handler.handle(&method, params, conn.as_ref()).await
                 }
-                conn.handler.handle(&method, params, conn.as_ref()).await
-            }
-        });
+            },
+            span.clone(),
+        ));
         let message = match handler.await {
             Ok(Ok(result)) => jsonrpc::response(&id, result),
-            Ok(Err(error)) => jsonrpc::error_response(&id, &error),
+            Ok(Err(error)) => {
+                crate::trace::record_rpc_error(&span, error.code);
+                jsonrpc::error_response(&id, &error)
+            }
             Err(e) => {
                 tracing::error!("request {id} failed: {e}");
                 jsonrpc::error_response(

@@ -14,6 +14,7 @@
 //! | [`mcp`] | `temper-mcp` | the MCP server |
 //! | [`oci`] | `temper-oci` | OCI distribution |
 //! | [`sign`] | `temper-sign` | signatures, keys, the trust policy |
+//! | [`observe`] | `temper-observe` | Prometheus metrics, the `/metrics` listener |
 //!
 //! An embedder who wants only the sandbox depends on `temper-runtime`
 //! (no SQLite, PostgreSQL, HTTP server, OCI client or CLI parser).
@@ -40,6 +41,8 @@ pub use temper_forge::{testcase, verify};
 /// The tool hub: the tools file, upstream MCP servers, built-in tools.
 pub use temper_hub as hub;
 pub use temper_mcp as mcp;
+/// Prometheus metrics and the `/metrics` listener.
+pub use temper_observe as observe;
 pub use temper_oci as oci;
 pub use temper_policy as policy;
 pub use temper_runtime::{

@@ -191,7 +191,10 @@ pub(super) async fn post(
         Ok(Ok(b)) => b.to_bytes(),
     };
     let message = match jsonrpc::parse_message(&bytes) {
-        Ok(m) => m,
+        Ok(m) => {
+            crate::observe::count(&state.forge, &m, "http");
+            m
+        }
         Err(Rejected { id, error }) => {
             return json_response(
                 StatusCode::BAD_REQUEST,
@@ -381,15 +384,23 @@ pub(super) async fn answer(
             session: session.clone(),
             post: stream.clone(),
         };
+        let span = crate::trace::request_span(&session.id, &id, &method, params.as_ref());
         let handling = {
             let session = session.clone();
-            async move {
-                let r = session
-                    .handler
-                    .handle(&method, params.as_ref(), &notes)
-                    .await;
-                (r, notes)
-            }
+            let span = span.clone();
+            tracing::Instrument::instrument(
+                async move {
+                    let r = session
+                        .handler
+                        .handle(&method, params.as_ref(), &notes)
+                        .await;
+                    if let Err(e) = &r {
+                        crate::trace::record_rpc_error(&tracing::Span::current(), e.code);
+                    }
+                    (r, notes)
+                },
+                span,
+            )
         };
         // A streamed answer runs detached: a task of its own catches a
         // panic so that the stream still gets its error. A JSON answer is

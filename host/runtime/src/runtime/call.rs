@@ -19,14 +19,39 @@ pub type CallOutcome =
 
 /// The call envelope, first half (tools and compose adapters alike): a
 /// passed deadline is a [`RunError::Timeout`], a trap is classified
-/// ([`classify_trap_with`]), else what the guest returned.
+/// ([`classify_trap_with`]), else what the guest returned, with a JS or
+/// internal error after a refused memory growth classified as
+/// [`RunError::Memory`] ([`memory_after_refusal`]).
 pub fn settle(outcome: CallOutcome, memory_hit: bool, limits: &Limits) -> Result<String, RunError> {
     match outcome {
         Err(_elapsed) => Err(RunError::Timeout {
             limit_ms: limits.timeout.as_millis() as u64,
         }),
         Ok(Err(trap)) => Err(classify_trap_with(memory_hit, &trap, limits)),
+        Ok(Ok(Err(error))) if memory_hit => Err(memory_after_refusal(error, limits)),
         Ok(Ok(result)) => result,
+    }
+}
+
+/// A guest error reported after the memory limiter refused a growth.
+///
+/// QuickJS does not always say "out of memory" when its allocator fails:
+/// pushing objects into an array until the cap throws an `InternalError`
+/// whose message could not be allocated (`InternalError: ` and nothing
+/// else), and a tool may catch the first failure and throw its own. The
+/// limiter knows the cap was hit, so a JS or internal error from that call
+/// is the memory cap, whatever QuickJS threw; its text is kept as the
+/// detail. Other kinds (a capability refusal, bad input, a failed callee)
+/// stay what they are.
+pub fn memory_after_refusal(error: RunError, limits: &Limits) -> RunError {
+    let thrown = match &error {
+        RunError::Js { error } => error.message.clone(),
+        RunError::Internal { message } => message.clone(),
+        _ => return error,
+    };
+    RunError::Memory {
+        limit_bytes: limits.memory_bytes,
+        detail: format!("linear memory growth refused at the cap; the tool then threw: {thrown}"),
     }
 }
 
@@ -356,6 +381,9 @@ impl Runtime {
     ) -> Result<CallOutput, CallFailure> {
         let limits = &self.inner.limits;
         let result = settle(outcome, store.data().memory.hit, limits);
+        if let Err(e) = &result {
+            self.inner.observe_denial(e);
+        }
         let logs = std::mem::take(&mut store.data_mut().console).into_lines();
         self.retire(store);
         deliver(result, logs, limits, compiled)

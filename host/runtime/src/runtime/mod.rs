@@ -48,6 +48,7 @@ mod build;
 mod call;
 mod compact;
 mod load;
+mod observer;
 mod reaper;
 mod shared;
 
@@ -55,6 +56,7 @@ pub use admission::ArtifactAdmission;
 use call::describe_trap;
 pub use call::{CallOutcome, arm_deadline, deliver, instantiate_failed, settle};
 pub use compact::{ArtifactCodec, CompactError};
+pub use observer::{PoolStats, RuntimeObserver};
 use reaper::Reaper;
 
 /// The export every tool provides.
@@ -360,6 +362,7 @@ impl RuntimeBuilder {
                 fetch,
                 admission: self.admission,
                 reaper: Reaper::spawn()?,
+                observer: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -395,6 +398,8 @@ struct RuntimeInner {
     admission: admission::Admission,
     /// Used stores on their way to the reaper thread, which drops them.
     reaper: Arc<Reaper>,
+    /// Who hears of refused capabilities (metrics), once set.
+    observer: std::sync::OnceLock<Arc<dyn RuntimeObserver>>,
 }
 
 impl Drop for RuntimeInner {
