@@ -24,4 +24,5 @@ mod multihost;
 mod oci;
 mod offline;
 mod properties;
+mod scale_out;
 mod signing;

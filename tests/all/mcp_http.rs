@@ -64,7 +64,7 @@ fn sha256_hex(token: &str) -> String {
 }
 
 /// A tokens file entry for `token` (stored as its sha256).
-fn token_entry(token: &str, agent: &str, extra: &str) -> String {
+pub(crate) fn token_entry(token: &str, agent: &str, extra: &str) -> String {
     format!(
         "[tokens.\"sha256:{}\"]\nagent = \"{agent}\"\n{extra}\n\n",
         sha256_hex(token)
@@ -1115,7 +1115,7 @@ fn has_ts_sdk() -> bool {
     )
 }
 
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let python = root().join("target/mcp-venv/bin/python");
     let ok = python.exists()
         && Command::new(&python)

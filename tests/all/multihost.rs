@@ -134,7 +134,7 @@ fn postgres_store(url: &str, test: &str) -> Shared {
 }
 
 /// Runs `sql` on `url` with a plain client on a thread of its own.
-fn admin_exec(url: &str, sql: &str) -> Result<(), String> {
+pub(crate) fn admin_exec(url: &str, sql: &str) -> Result<(), String> {
     let (url, sql) = (url.to_owned(), sql.to_owned());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
