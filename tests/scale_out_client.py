@@ -15,10 +15,14 @@ MODE is the protocol revision the client speaks:
 
 Flow: forge the slugify seed through the balancer, call it CALLS times
 (8 calls in flight), then end the session (legacy: the SDK's DELETE when
-the client closes). A call that fails for the transport's sake (the
-balancer answers 502/503 for a request that was in flight on a host that
-died, or the connection drops) is retried, up to RETRIES times; any other
-failure, or a wrong answer, fails the run.
+the client closes). A request that was in flight on a host that died fails
+with a connection error (HAProxy closes the client's connection without an
+answer when the host's connection breaks) or a 502/503: the client retries
+it, at the HTTP layer for a connection error (`RetryingTransport`, under
+the SDK's transport, which would otherwise end the session on it) and at
+the call for a 5xx, up to RETRIES times each; any other failure, or a wrong
+answer, fails the run. A retried `tools/call` may have run on the dead
+host: slugify has no side effects.
 
 Prints `progress N` (N calls done) on stdout as calls complete, so the test
 can kill and restart a host midway. With HOLD, no call past the first HOLD
@@ -37,7 +41,6 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 # The `_meta` key a 2026-07-28 request names its session with (namespaced
@@ -53,6 +56,40 @@ HANG_SECONDS = 900
 TRANSIENT_MESSAGES = ("Server returned an error response",)
 
 
+class RetryingTransport(httpx2.AsyncBaseTransport):
+    """httpx's transport, retrying a request whose connection failed (the
+    request was sent again through the balancer, to a live host)."""
+
+    def __init__(self, run_stats):
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.stats = run_stats
+
+    async def handle_async_request(self, request):
+        for attempt in range(RETRIES + 1):
+            try:
+                return await self.inner.handle_async_request(request)
+            except httpx2.TransportError as exc:
+                if attempt == RETRIES or isinstance(exc, httpx2.TimeoutException):
+                    raise
+                self.stats.note(exc)
+                await anyio.sleep(0.05)
+        raise AssertionError("unreachable")
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+class RetryStats:
+    def __init__(self):
+        self.retried = 0
+        self.errors = []
+
+    def note(self, exc):
+        self.retried += 1
+        if len(self.errors) < 20:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+
+
 def transient(exc):
     if isinstance(exc, MCPError):
         return any(m in str(exc) for m in TRANSIENT_MESSAGES)
@@ -64,13 +101,12 @@ def out(line):
 
 
 class Run:
-    def __init__(self, client, mode):
+    def __init__(self, client, mode, stats):
         self.client = client
         self.mode = mode
         # The 2026-07-28 session id: chosen here, sent in every request.
         self.session = uuid.uuid4().hex if mode == "2026-07-28" else None
-        self.retried = 0
-        self.retry_errors = []
+        self.stats = stats
 
     def meta(self):
         return {SESSION_META_KEY: self.session} if self.session else None
@@ -82,15 +118,19 @@ class Run:
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not transient(exc) or attempt == RETRIES:
                     raise
-                self.retried += 1
-                if len(self.retry_errors) < 20:
-                    self.retry_errors.append(f"{type(exc).__name__}: {exc}")
+                self.stats.note(exc)
                 await anyio.sleep(0.05)
         raise AssertionError("unreachable")
 
 
 async def flow(mode, url, token, seed, calls, hold):
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    stats = RetryStats()
+    # What create_mcp_http_client makes, with the retrying transport.
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        transport=RetryingTransport(stats),
+    )
     if mode == "2025-06-18":
         # The SDK's handshake offers its latest revision; pin the one this
         # run is about (the server answers in the revision offered).
@@ -105,7 +145,7 @@ async def flow(mode, url, token, seed, calls, hold):
     async with http:
         async with Client(streamable_http_client(url, http_client=http), mode=connect_mode) as c:
             assert c.protocol_version == mode, c.protocol_version
-            run = Run(c, mode)
+            run = Run(c, mode, stats)
             forged = await run.call("forge_tool", seed)
             assert not forged.is_error, forged
             assert forged.structured_content["success"] is True, forged
@@ -155,8 +195,8 @@ async def flow(mode, url, token, seed, calls, hold):
         json.dumps(
             {
                 "calls": calls,
-                "retried": run.retried,
-                "retry_errors": run.retry_errors,
+                "retried": stats.retried,
+                "retry_errors": stats.errors,
                 "session": session,
             }
         )
