@@ -37,6 +37,10 @@ bash scripts/oci-registry.sh ||
 # 127.0.0.1 and scrapes `temper mcp --metrics`; required here.
 bash scripts/prometheus.sh ||
   echo "test: could not install prometheus: the Prometheus scrape test will fail" >&2
+# Debian's haproxy for the scale-out test (three hosts behind a balancer the
+# test starts on 127.0.0.1); required here.
+bash scripts/haproxy.sh ||
+  echo "test: could not install haproxy: the scale-out test will fail" >&2
 
 # Fetch every crate and build every test binary (and the JS shim, which
 # the build scripts of temper-runtime and temper-compose build with their own
@@ -84,7 +88,7 @@ fi
 # throw-away cluster inside the namespace (its 127.0.0.1), exports
 # TEMPER_TEST_PG_URL, and stops it when the tests end; required here.
 offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
-  TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 bash scripts/with-postgres.sh \
+  TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_TEST_REQUIRE_HAPROXY=1 bash scripts/with-postgres.sh \
   cargo test --release --locked --offline --workspace
 # The runnable examples (built with the tests above) run, offline too.
 offline cargo run --release --locked --offline --example embed_runtime

@@ -175,7 +175,7 @@ async fn a_forged_tool_is_stored_compact_and_rebuilt_byte_for_byte_on_a_cold_hos
 
     // A cold host (its own runtime) on the same store: it rebuilds the
     // component from the record, checks it against the id, and runs it.
-    let snapshot = first.snapshot_session(&ctx());
+    let snapshot = first.snapshot_session(&ctx()).unwrap();
     let cold = forge_in(dir.path(), HostPolicy::deny_all(), ForgeConfig::default());
     cold.restore_session(snapshot).unwrap();
     assert_eq!(
@@ -195,7 +195,7 @@ async fn a_forged_tool_is_stored_compact_and_rebuilt_byte_for_byte_on_a_cold_hos
         ..ForgeConfig::default()
     };
     let off = forge_in(dir.path(), HostPolicy::deny_all(), config.clone());
-    off.restore_session(first.snapshot_session(&ctx())).unwrap();
+    off.restore_session(first.snapshot_session(&ctx()).unwrap()).unwrap();
     assert_eq!(
         off.export("slugify", &ctx(), false, None).unwrap().bytes,
         exported.bytes
@@ -219,7 +219,7 @@ async fn an_altered_compact_record_is_refused_where_it_is_loaded_or_exported() {
         .unwrap()
         .tool
         .id;
-    let snapshot = first.snapshot_session(&ctx());
+    let snapshot = first.snapshot_session(&ctx()).unwrap();
     let path = dir.path().join("artifacts").join(format!("{id}.tjs"));
     let genuine = std::fs::read(&path).unwrap();
     let input = json!({"text": "x"});

@@ -266,6 +266,50 @@ impl SlowStore {
 }
 
 impl RegistryBackend for SlowStore {
+    fn open_session(
+        &self,
+        session: &temper::store::SessionRecord,
+    ) -> Result<temper::store::SessionRecord, StoreError> {
+        self.inner.open_session(session)
+    }
+    fn session(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Option<temper::store::SessionRecord>, StoreError> {
+        self.inner.session(agent, session)
+    }
+    fn session_tools(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Vec<temper::store::SessionToolRecord>, StoreError> {
+        self.inner.session_tools(agent, session)
+    }
+    fn add_session_tool(
+        &self,
+        new: temper::store::NewSessionTool<'_>,
+    ) -> Result<i64, StoreError> {
+        self.inner.add_session_tool(new)
+    }
+    fn end_session(
+        &self,
+        agent: &str,
+        session: &str,
+        end: temper::store::SessionEnd,
+    ) -> Result<Option<temper::store::EndedSession>, StoreError> {
+        self.inner.end_session(agent, session, end)
+    }
+    fn expired_sessions(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.expired_sessions(now_ms, limit)
+    }
+    fn touch_sessions(&self, touches: &[temper::store::SessionTouch]) -> Result<(), StoreError> {
+        self.inner.touch_sessions(touches)
+    }
     fn kind(&self) -> BackendKind {
         self.inner.kind()
     }

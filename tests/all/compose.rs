@@ -379,7 +379,7 @@ async fn research_and_summarize_seed_runs_over_native_stand_ins() {
         first.starts_with("case #0: ") && first.contains("summary"),
         "{first}"
     );
-    assert!(forge2.session_tools(&ctx()).is_empty());
+    assert!(forge2.session_tools(&ctx()).unwrap().is_empty());
 }
 
 // ---- 2. fetch_analyze_report --------------------------------------------------
@@ -1099,7 +1099,7 @@ async fn forge_time_errors_name_the_step_and_key() {
         );
         assert_eq!(err.to_string(), expected);
     }
-    assert!(forge.session_tools(&ctx()).is_empty());
+    assert!(forge.session_tools(&ctx()).unwrap().is_empty());
     // The escaped form is accepted.
     let steps = json!([{"name": "price", "tool": "echo", "inputMapping": {"note": "costs $$5"}}]);
     forged(&forge, &compose("priced", steps, &[json!({})]), &ctx()).await;

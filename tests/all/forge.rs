@@ -165,7 +165,7 @@ async fn seed_examples_register_with_the_rules_judge() {
         assert_eq!(doc["verdict"]["approved"], true);
     }
     let listed: Vec<String> = forge
-        .session_tools(&ctx())
+        .session_tools(&ctx()).unwrap()
         .into_iter()
         .map(|t| t.name)
         .collect();
@@ -187,7 +187,7 @@ async fn seed_examples_register_with_the_rules_judge() {
     assert_eq!(out.output["result"].as_f64(), Some(212.0));
 
     // Source is not kept at rest by default; its blake3 is.
-    let snapshot = forge.snapshot_session(&ctx());
+    let snapshot = forge.snapshot_session(&ctx()).unwrap();
     let slug = &snapshot.tools["slugify"];
     assert!(slug.manifest.artifact.source.is_none());
     let Implementation::Sandbox { code, .. } = &seed("slugify").implementation else {
@@ -382,7 +382,7 @@ async fn refusals_name_their_stage_and_reason() {
 
     // Nothing refused was registered.
     let names: Vec<String> = forge
-        .session_tools(&ctx())
+        .session_tools(&ctx()).unwrap()
         .into_iter()
         .map(|t| t.name)
         .collect();
@@ -434,7 +434,7 @@ async fn no_judge_rejects_everything() {
         assert_eq!(verdict.reasons, [NO_JUDGE_REASON]);
         assert!(results.iter().all(|r| r.passed), "the tests ran and passed");
     }
-    assert!(forge.session_tools(&ctx()).is_empty());
+    assert!(forge.session_tools(&ctx()).unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -515,7 +515,7 @@ async fn llm_judge_verdicts_through_the_pipeline() {
         );
     }
     let names: Vec<String> = forge
-        .session_tools(&ctx())
+        .session_tools(&ctx()).unwrap()
         .into_iter()
         .map(|t| t.name)
         .collect();
@@ -593,7 +593,7 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
         err.to_string().contains("correctness: tests too thin"),
         "{err}"
     );
-    assert_eq!(forge.session_tools(&c).len(), 1);
+    assert_eq!(forge.session_tools(&c).unwrap().len(), 1);
     assert!(forge.agent_tools("agent-1").unwrap().is_empty());
     let last = audit(&st).pop().unwrap();
     assert_eq!(
@@ -605,7 +605,7 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     let forge2 = build(fixed(true, 0.95, "safe"), fixed(true, 0.9, "correct")).build();
     // Saved as JSON (as the CLI does) and restored, the source is gone: it
     // must be handed back.
-    let saved = serde_json::to_string(&forge.snapshot_session(&c)).unwrap();
+    let saved = serde_json::to_string(&forge.snapshot_session(&c).unwrap()).unwrap();
     forge2
         .restore_session(serde_json::from_str(&saved).unwrap())
         .unwrap();
@@ -632,7 +632,7 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
         .unwrap();
     assert_eq!(registered_when_hooked, 0);
     assert_eq!(info.tier, Tier::Agent);
-    assert!(forge2.session_tools(&c).is_empty());
+    assert!(forge2.session_tools(&c).unwrap().is_empty());
     let agent_tools = forge2.agent_tools("agent-1").unwrap();
     assert_eq!(agent_tools.len(), 1);
     // The session tier's calls came along: 6 calls, 5 of them successes.
@@ -697,7 +697,7 @@ async fn promotion_needs_uses_confidence_and_both_reviewers_then_approval_shares
     // Session cleanup discards and audits.
     forge2.forge(&seed("slugify"), &c).await.unwrap();
     assert_eq!(forge2.cleanup_session(&c).unwrap(), 1);
-    assert!(forge2.session_tools(&c).is_empty());
+    assert!(forge2.session_tools(&c).unwrap().is_empty());
     let last = audit(&st).pop().unwrap();
     assert_eq!(
         (last.kind, last.subject.as_str()),
@@ -712,14 +712,14 @@ async fn a_session_snapshot_naming_missing_artifacts_is_refused_whole() {
         .judge(rules())
         .build();
     here.forge(&seed("add_numbers"), &ctx()).await.unwrap();
-    let snapshot = here.snapshot_session(&ctx());
+    let snapshot = here.snapshot_session(&ctx()).unwrap();
     // Another store has none of its artifacts.
     let elsewhere = Forge::builder(runtime(), store(b.path()))
         .judge(rules())
         .build();
     let err = elsewhere.restore_session(snapshot).unwrap_err();
     assert!(err.to_string().contains("is not in the store"), "{err}");
-    assert!(elsewhere.session_tools(&ctx()).is_empty());
+    assert!(elsewhere.session_tools(&ctx()).unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

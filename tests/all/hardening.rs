@@ -191,7 +191,7 @@ async fn a_tool_returning_undefined_is_not_forged_even_with_an_open_output_schem
         err.to_string().contains("execute() returned undefined"),
         "{err}"
     );
-    assert!(forge.session_tools(&ctx()).is_empty());
+    assert!(forge.session_tools(&ctx()).unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,4 +27,5 @@ mod observe;
 mod oci;
 mod offline;
 mod properties;
+mod scale_out;
 mod signing;

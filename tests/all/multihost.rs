@@ -134,7 +134,7 @@ fn postgres_store(url: &str, test: &str) -> Shared {
 }
 
 /// Runs `sql` on `url` with a plain client on a thread of its own.
-fn admin_exec(url: &str, sql: &str) -> Result<(), String> {
+pub(crate) fn admin_exec(url: &str, sql: &str) -> Result<(), String> {
     let (url, sql) = (url.to_owned(), sql.to_owned());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -232,6 +232,50 @@ impl std::fmt::Debug for Interposed {
 }
 
 impl RegistryBackend for Interposed {
+    fn open_session(
+        &self,
+        session: &temper::store::SessionRecord,
+    ) -> Result<temper::store::SessionRecord, StoreError> {
+        self.inner.backend().open_session(session)
+    }
+    fn session(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Option<temper::store::SessionRecord>, StoreError> {
+        self.inner.backend().session(agent, session)
+    }
+    fn session_tools(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Vec<temper::store::SessionToolRecord>, StoreError> {
+        self.inner.backend().session_tools(agent, session)
+    }
+    fn add_session_tool(
+        &self,
+        new: temper::store::NewSessionTool<'_>,
+    ) -> Result<i64, StoreError> {
+        self.inner.backend().add_session_tool(new)
+    }
+    fn end_session(
+        &self,
+        agent: &str,
+        session: &str,
+        end: temper::store::SessionEnd,
+    ) -> Result<Option<temper::store::EndedSession>, StoreError> {
+        self.inner.backend().end_session(agent, session, end)
+    }
+    fn expired_sessions(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.backend().expired_sessions(now_ms, limit)
+    }
+    fn touch_sessions(&self, touches: &[temper::store::SessionTouch]) -> Result<(), StoreError> {
+        self.inner.backend().touch_sessions(touches)
+    }
     fn kind(&self) -> BackendKind {
         self.inner.backend().kind()
     }
@@ -744,7 +788,7 @@ async fn two_hosts_registering_one_name_at_once_one_wins() {
         // The loser's tool is still in its session tier, where it shadows
         // the winner's for that session.
         assert_eq!(
-            names(&loser.session_tools(lctx)),
+            names(&loser.session_tools(lctx).unwrap()),
             [("raced_promotion".to_string(), Tier::Session)]
         );
         assert_eq!(pa.store().tools_for_agent("carol").unwrap().len(), 1);
@@ -917,7 +961,7 @@ async fn the_agent_tool_limit_holds_when_two_hosts_register_at_once() {
             "{label}: {lost:?}"
         );
         assert_eq!(
-            names(&ours.session_tools(&mine)),
+            names(&ours.session_tools(&mine).unwrap()),
             [("promo_a".to_string(), Tier::Session)],
             "{label}: still in its session"
         );

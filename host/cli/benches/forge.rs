@@ -80,7 +80,9 @@ async fn main() {
     let text = input.to_string();
     // Let the background compile of slugify_0 finish, so every figure below
     // is a compiled-artifact call.
-    let tool_id = forge.session_tools(&ctx)[0].id.clone();
+    let tool_id = forge.session_tools(&ctx).expect("session tools")[0]
+        .id
+        .clone();
     let bytes = forge
         .store()
         .get_artifact(&temper::store::ArtifactId::from_hex(&tool_id).unwrap())

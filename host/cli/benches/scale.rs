@@ -260,7 +260,8 @@ fn child_tools(n: usize, cache: &Path, store: &Path) -> Value {
     ] {
         v.sort();
     }
-    let snapshot = serde_json::to_vec(&forge.snapshot_session(&ctx)).expect("snapshot");
+    let snapshot =
+        serde_json::to_vec(&forge.snapshot_session(&ctx).expect("snapshot")).expect("snapshot");
     drop(forge);
     std::fs::write(store.join("session.json"), snapshot).expect("snapshot");
     json!({

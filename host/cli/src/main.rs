@@ -301,7 +301,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             judge,
             common,
         } => {
-            let mut opened = registry::Opened::open(&registry, &common, Some(&judge))?;
+            let mut opened = registry::Opened::open_with_idle(
+                &registry,
+                &common,
+                Some(&judge),
+                http.session_idle_secs,
+            )?;
             signing::check_tiers(&opened).await?;
             // An HTTP host serves every agent its tokens name: their agent
             // tiers are checked too.

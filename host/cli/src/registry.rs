@@ -1,7 +1,9 @@
 //! The registry commands: `forge`, `tools`, `call`, `stats`, `promote`,
-//! `approve`, `audit`, `session end`. They open the store, build a
-//! [`Forge`] engine, and keep the CLI's session tier in
-//! `STATE_DIR/sessions/` between invocations (see [`SessionFile`]).
+//! `approve`, `audit`, `session end`. They open the store and build a
+//! [`Forge`] engine; the session tier (one per `--agent`/`--session`) lives
+//! in the store between invocations. A session tier an older `temper` kept
+//! in `STATE_DIR/sessions/` is moved into the store when the session is
+//! next opened (see [`SessionFile`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,7 +27,8 @@ pub struct Registry {
     /// hosts share.
     #[arg(long, env = "TEMPER_STORE", value_name = "DIR|URL")]
     store: Option<String>,
-    /// This host's local state (the CLI's session tier, `sessions/`).
+    /// This host's local state (session tiers an older `temper` kept in
+    /// `sessions/` are moved into the store from there).
     /// Default: the store directory; for a PostgreSQL store, a directory
     /// per database under the platform data dir
     /// (e.g. ~/.local/share/temper/hosts/<hash of the URL>).
@@ -137,22 +140,13 @@ impl JudgeArgs {
     }
 }
 
-/// The CLI's session tier on disk:
-/// `STATE_DIR/sessions/<blake3(agent, session)>.json` (`STATE_DIR` is the
-/// store directory unless `--state-dir` says otherwise), written
-/// atomically. Holds source only under `persistSandboxSource`. The session
-/// tier is this host's: another host on the same PostgreSQL store has its
-/// own.
-///
-/// Several processes may use one session at once: a save takes an
-/// exclusive lock (`<file>.lock`), reads what is saved now and merges this
-/// process's changes since it loaded into it
-/// ([`SessionSnapshot::merged`]), so no process overwrites another's tools
-/// or calls.
+/// A session tier an older `temper` kept on disk:
+/// `STATE_DIR/sessions/<blake3(agent, session)>.json`. Opening the session
+/// moves its tools into the store (each with a `forge_decision` entry
+/// marked `restored`) and removes the file, under the file's lock
+/// (`<file>.lock`) so that two processes do not both move it.
 struct SessionFile {
     path: PathBuf,
-    /// The tier as this process loaded it.
-    base: std::cell::RefCell<Option<SessionSnapshot>>,
 }
 
 impl SessionFile {
@@ -164,7 +158,6 @@ impl SessionFile {
         let name = format!("{}.json", &h.finalize().to_hex()[..32]);
         Self {
             path: state_dir.join("sessions").join(name),
-            base: std::cell::RefCell::new(None),
         }
     }
 
@@ -180,15 +173,18 @@ impl SessionFile {
             .map_err(|e| format!("session file {} is damaged: {e}", self.path.display()))
     }
 
-    fn load(&self, forge: &Forge, ctx: &ForgeContext) -> Result<(), String> {
-        let snapshot = self.read()?;
-        if let Some(snapshot) = &snapshot {
-            forge
-                .restore_session(snapshot.clone())
-                .map_err(|e| e.to_string())?;
+    /// Moves a saved tier into the store, if there is one.
+    fn migrate(&self, forge: &Forge) -> Result<(), String> {
+        if !self.path.exists() {
+            return Ok(());
         }
-        *self.base.borrow_mut() = Some(snapshot.unwrap_or_else(|| forge.snapshot_session(ctx)));
-        Ok(())
+        let _lock = self.lock()?;
+        if let Some(snapshot) = self.read()? {
+            forge
+                .restore_session(snapshot)
+                .map_err(|e| format!("moving {} into the store: {e}", self.path.display()))?;
+        }
+        self.remove_locked()
     }
 
     /// Holds the session's lock file, exclusively, until dropped.
@@ -208,33 +204,6 @@ impl SessionFile {
         Ok(file)
     }
 
-    fn save(&self, forge: &Forge, ctx: &ForgeContext) -> Result<(), String> {
-        let mine = forge.snapshot_session(ctx);
-        let _lock = self.lock()?;
-        let empty = || SessionSnapshot {
-            agent_id: ctx.agent_id.clone(),
-            session_id: ctx.session_id.clone(),
-            tools: Default::default(),
-        };
-        let base = self.base.borrow().clone().unwrap_or_else(empty);
-        let current = self.read()?.unwrap_or_else(empty);
-        let merged = SessionSnapshot::merged(&base, current, &mine);
-        if merged.tools.is_empty() {
-            self.remove_locked()?;
-        } else {
-            let text = serde_json::to_vec(&merged).map_err(|e| e.to_string())?;
-            crate::write_atomically(&self.path, &text)?;
-        }
-        // What is saved now is this process's new starting point.
-        *self.base.borrow_mut() = Some(mine);
-        Ok(())
-    }
-
-    fn remove(&self) -> Result<(), String> {
-        let _lock = self.lock()?;
-        self.remove_locked()
-    }
-
     fn remove_locked(&self) -> Result<(), String> {
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
@@ -244,22 +213,32 @@ impl SessionFile {
     }
 }
 
-/// An opened registry: the engine, the context and the session file.
+/// An opened registry: the engine and the context.
 pub struct Opened {
     pub forge: Forge,
     pub ctx: ForgeContext,
-    session: SessionFile,
     /// The started tool hub (its upstream children live as long as it).
     pub hub: Option<Arc<temper::hub::Hub>>,
 }
 
 impl Opened {
-    /// Opens the store, builds the engine (with the judges, if given) and
-    /// restores the session tier.
+    /// Opens the store and builds the engine (with the judges, if given).
+    /// The CLI's sessions never expire (`temper session end` ends one).
     pub fn open(
         registry: &Registry,
         common: &Common,
         judges: Option<&JudgeArgs>,
+    ) -> Result<Self, String> {
+        Self::open_with_idle(registry, common, judges, 0)
+    }
+
+    /// [`Opened::open`] whose implicit sessions (a stdio connection's)
+    /// expire after `session_idle_secs` unused (0: never).
+    pub fn open_with_idle(
+        registry: &Registry,
+        common: &Common,
+        judges: Option<&JudgeArgs>,
+        session_idle_secs: u64,
     ) -> Result<Self, String> {
         let location =
             StoreLocation::from_arg(registry.store.as_deref()).map_err(|e| e.to_string())?;
@@ -282,6 +261,9 @@ impl Opened {
         if let Some(ms) = registry.stats_flush_ms {
             config.stats_flush_ms = ms;
         }
+        if registry.forge_config.is_none() {
+            config.session_idle_secs = session_idle_secs;
+        }
         let runtime = common.runtime()?;
         let trust = crate::signing::trust_policy(registry.trust.as_deref())?;
         let mut builder = Forge::builder(runtime, Arc::new(store))
@@ -293,12 +275,10 @@ impl Opened {
         }
         let forge = builder.build();
         let ctx = ForgeContext::new(registry.agent.clone(), registry.session.clone());
-        let session = SessionFile::new(&state_dir, &ctx);
-        session.load(&forge, &ctx)?;
+        SessionFile::new(&state_dir, &ctx).migrate(&forge)?;
         Ok(Self {
             forge,
             ctx,
-            session,
             hub: None,
         })
     }
@@ -331,14 +311,13 @@ impl Opened {
         Ok(())
     }
 
-    /// Writes the session tier back.
-    /// Also writes the calls counted in memory to the store.
+    /// Writes the calls counted in memory to the store (the session tier
+    /// itself is stored as it changes).
     pub fn save(&self) -> Result<(), String> {
         self.forge
             .store()
             .flush_stats()
-            .map_err(|e| format!("stats flush: {e}"))?;
-        self.session.save(&self.forge, &self.ctx)
+            .map_err(|e| format!("stats flush: {e}"))
     }
 }
 
@@ -650,7 +629,6 @@ pub fn session_end(registry: &Registry, common: &Common) -> Result<(), String> {
         .forge
         .cleanup_session(&opened.ctx)
         .map_err(|e| e.to_string())?;
-    opened.session.remove()?;
     if common.json {
         println!("{}", json!({"ok": true, "discarded": n}));
     } else {

@@ -113,6 +113,20 @@ pub struct ForgeConfig {
     /// interval. 0 writes each call as it ends (the call waits for it).
     #[serde(default = "default_stats_flush_ms")]
     pub stats_flush_ms: u64,
+    /// How long, in seconds, a session made by its first tool (a stdio
+    /// connection's, a library caller's) may stay unused before any host
+    /// on the store may end it (default 1800; 0: never). Sessions opened
+    /// explicitly ([`Forge::open_session`](super::Forge::open_session), an
+    /// HTTP `initialize`) carry their own limit.
+    #[serde(default = "default_session_idle_secs")]
+    pub session_idle_secs: u64,
+}
+
+/// The default of [`ForgeConfig::session_idle_secs`]: 30 minutes.
+pub const DEFAULT_SESSION_IDLE_SECS: u64 = 30 * 60;
+
+fn default_session_idle_secs() -> u64 {
+    DEFAULT_SESSION_IDLE_SECS
 }
 
 fn default_stats_flush_ms() -> u64 {
@@ -157,6 +171,7 @@ impl Default for ForgeConfig {
             max_queued: DEFAULT_QUEUED,
             compact_artifacts: true,
             stats_flush_ms: DEFAULT_STATS_FLUSH_MS,
+            session_idle_secs: DEFAULT_SESSION_IDLE_SECS,
         }
     }
 }

@@ -22,6 +22,7 @@ use super::observe::{
 };
 use super::outcome::Invocation;
 use super::schema::ToolSchemas;
+use super::session::CachedTier;
 use super::{Forge, ForgeContext, lock};
 use temper_compose::run::{ComposeTool, LinkedStep, StepCall, StepFuture, StepOutput};
 use temper_runtime::artifact::{self, ArtifactManifest, Mode};
@@ -186,13 +187,10 @@ impl Forge {
             .enter()
             .await
             .map_err(|b| (None, InvokeError::Busy(b)))?;
-        let target = match self.resolve_session(name, ctx) {
-            Some(t) => t,
-            None => self
-                .resolve_persisted(name, ctx)
-                .await
-                .map_err(|e| (None, e))?,
-        };
+        let target = self
+            .resolve_for_call(name, ctx)
+            .await
+            .map_err(|e| (None, e))?;
         let tier = Some(target.tier);
         record_target(target.tier, target.artifact.as_str());
         let outcome = self
@@ -203,14 +201,29 @@ impl Forge {
             Err(_) => (false, 0),
         };
         match target.tier {
-            Tier::Session => {
-                if let Some(t) = lock(&self.inner.sessions)
-                    .get_mut(&ctx.key())
-                    .and_then(|s| s.get_mut(name))
-                {
-                    t.counters.record(ok, latency_us);
-                }
-            }
+            // Counted in memory with the session's use, written behind.
+            Tier::Session => match if self.inner.store.stats_flush().is_zero() {
+                let (agent, session, key) = (
+                    ctx.agent_id.clone(),
+                    ctx.session_id.clone(),
+                    name.to_owned(),
+                );
+                self.with_store("record_session_invocation", move |s| {
+                    s.record_session_invocation(&agent, &session, &key, ok, latency_us)
+                })
+                .await
+            } else {
+                self.inner.store.record_session_invocation(
+                    &ctx.agent_id,
+                    &ctx.session_id,
+                    name,
+                    ok,
+                    latency_us,
+                )
+            } {
+                Ok(()) => {}
+                Err(e) => return Err(e.into()),
+            },
             // Counted in memory and written behind; with a zero flush
             // interval it is a transaction, off the async workers.
             _ => match if self.inner.store.stats_flush().is_zero() {
@@ -372,22 +385,60 @@ impl Forge {
         Ok(linked)
     }
 
-    /// `name` in `ctx`'s session tier, if it is there.
-    fn resolve_session(&self, name: &str, ctx: &ForgeContext) -> Option<Arc<Target>> {
-        lock(&self.inner.sessions)
-            .get(&ctx.key())
-            .and_then(|s| s.get(name))
-            .map(|t| {
-                let manifest = self
-                    .inner
-                    .names
-                    .session_manifest(&t.artifact, || t.manifest.artifact.clone());
-                Arc::new(Target {
-                    tier: Tier::Session,
-                    artifact: t.artifact.clone(),
-                    manifest,
-                })
+    /// `name` in `tier` (a session tier as read), if it is there.
+    fn session_target(&self, name: &str, tier: &CachedTier) -> Option<Arc<Target>> {
+        tier.tools.get(name).map(|t| {
+            let manifest = self
+                .inner
+                .names
+                .session_manifest(&t.artifact, || t.manifest.artifact.clone());
+            Arc::new(Target {
+                tier: Tier::Session,
+                artifact: t.artifact.clone(),
+                manifest,
             })
+        })
+    }
+
+    /// `name` as `ctx` sees it, for a call: the session tier first (as
+    /// cached while current, else read), then the agent and shared tiers
+    /// (see [`Forge::resolve_persisted`]). A name that neither the cached
+    /// session tier nor the persisted tiers know is looked up in the
+    /// stored session tier once more: another host may have forged it a
+    /// moment ago.
+    async fn resolve_for_call(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+    ) -> Result<Arc<Target>, InvokeError> {
+        let cached = self.cached_session(ctx);
+        let fresh = match &cached {
+            Some(tier) => {
+                if let Some(t) = self.session_target(name, tier) {
+                    return Ok(t);
+                }
+                false
+            }
+            None => {
+                let tier = self.load_session_async(ctx).await?;
+                if let Some(t) = self.session_target(name, &tier) {
+                    return Ok(t);
+                }
+                true
+            }
+        };
+        match self.resolve_persisted(name, ctx).await {
+            Err(InvokeError::NotFound { .. }) if !fresh => {
+                let tier = self.load_session_async(ctx).await?;
+                self.session_target(name, &tier)
+                    .ok_or_else(|| InvokeError::NotFound {
+                        name: name.to_string(),
+                        agent: ctx.agent_id.clone(),
+                        session: ctx.session_id.clone(),
+                    })
+            }
+            other => other,
+        }
     }
 
     /// `name` in `ctx`'s agent or shared tier: from the name cache while
@@ -417,7 +468,8 @@ impl Forge {
     /// (for the forge's synchronous checks; [`Forge::invoke`] reads it on
     /// the blocking pool). Never cached: a forge checks the registry.
     pub(super) fn resolve(&self, name: &str, ctx: &ForgeContext) -> Result<Target, InvokeError> {
-        if let Some(t) = self.resolve_session(name, ctx) {
+        let tier = self.load_session(ctx)?;
+        if let Some(t) = self.session_target(name, &tier) {
             return Ok(Arc::unwrap_or_clone(t));
         }
         let record = self.inner.store.get(name, &ctx.agent_id)?;

@@ -23,9 +23,9 @@
 //!
 //! Errors are typed per stage ([`error`]).
 //!
-//! The session tier lives in the forge's memory ([`session`]); the agent
-//! and shared tiers, artifacts, stats and audit live in the
-//! [`Registry`]. Registry calls are synchronous (SQLite transactions with
+//! Every tier lives in the [`Registry`] (the session tier with an idle
+//! expiry, so any host on the store serves any session: [`session`]),
+//! with artifacts, stats and audit. Registry calls are synchronous (SQLite transactions with
 //! fsync, or PostgreSQL round trips): on the call path ([`Forge::invoke`])
 //! each runs on tokio's blocking pool ([`Forge::with_store`]), so a slow
 //! disk or database never holds an async worker; call counts are written
@@ -52,6 +52,7 @@ mod outcome;
 mod pipeline;
 pub mod schema;
 pub mod session;
+mod session_tier;
 pub mod testcase;
 mod tiers;
 mod transfer;
@@ -76,7 +77,6 @@ pub use trust::{DisabledTool, TrustAdmission};
 use cache::ToolCache;
 use gate::Gate;
 use judge::{Judge, NoJudge};
-use session::SessionTools;
 use temper_runtime::runtime::Runtime;
 use temper_store::{ArtifactId, Registry, StoreError, StoredArtifact};
 
@@ -96,10 +96,6 @@ impl ForgeContext {
             agent_id: agent_id.into(),
             session_id: session_id.into(),
         }
-    }
-
-    fn key(&self) -> (String, String) {
-        (self.agent_id.clone(), self.session_id.clone())
     }
 }
 
@@ -176,6 +172,7 @@ impl ForgeBuilder {
             .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
         let cache = ToolCache::new(self.config.cache);
         let names = names::NameCache::new(self.config.cache.names);
+        let sessions = session::SessionCache::new(self.config.cache.names);
         let forges = Gate::new(
             "forges",
             self.config.max_in_flight_forges,
@@ -195,7 +192,7 @@ impl ForgeBuilder {
                 panel,
                 trust: std::sync::RwLock::new(Arc::new(self.trust)),
                 disabled: Mutex::new(std::collections::BTreeMap::new()),
-                sessions: Mutex::new(HashMap::new()),
+                sessions,
                 cache,
                 names,
                 forges,
@@ -229,8 +226,9 @@ struct Inner {
     /// Registered tools the trust policy disabled, by artifact id (at most
     /// one per registered tool of the checked tiers).
     disabled: Mutex<std::collections::BTreeMap<String, trust::DisabledTool>>,
-    /// The session tier, by (agent, session).
-    sessions: Mutex<HashMap<(String, String), SessionTools>>,
+    /// Session tiers read from the store, bounded, kept current by the
+    /// registry's sessions epoch and lease; source kept in memory.
+    sessions: session::SessionCache,
     /// Loaded tools, adapters, manifests and schemas, bounded.
     cache: ToolCache,
     /// Agent- and shared-tier names resolved, bounded, kept current by

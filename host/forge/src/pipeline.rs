@@ -16,7 +16,6 @@ use super::judge::{TestResultSummary, ToolCandidate};
 use super::manifest::{ToolInfo, ToolManifest};
 use super::outcome::Forged;
 use super::schema::ToolSchemas;
-use super::session::{CallCounters, SessionTool};
 use super::validate::{self, Checked, RegistryView, ViewedTool};
 use super::{Forge, ForgeContext, lock};
 use crate::testcase::{CaseResult, run_cases_with};
@@ -360,29 +359,42 @@ impl Forge {
             decision["trust"] = trust.clone();
         }
         let info = {
-            let mut sessions = lock(&inner.sessions);
-            // Re-checked under the lock: a concurrent forge may have taken
-            // the name or the last slot.
-            self.check_occupancy(&sessions, &m.name, ctx, tier)?;
+            // Re-checked against the stored tier: a forge that began
+            // meanwhile may have taken the name or the last slot (the
+            // store's transaction decides between hosts).
+            let session = self.load_session(ctx).map_err(ForgeError::Register)?;
+            self.check_occupancy(&session.tools, &m.name, ctx, tier)?;
             if tier == Tier::Session {
-                inner
-                    .store
-                    .append_audit(
-                        AuditKind::ForgeDecision,
-                        &m.name,
-                        Some(&ctx.agent_id),
-                        &decision,
-                    )
-                    .map_err(ForgeError::Register)?;
-                sessions.entry(ctx.key()).or_default().insert(
-                    m.name.clone(),
-                    SessionTool {
-                        artifact: id.clone(),
-                        manifest: manifest.clone(),
-                        source_in_memory: a.source.clone(),
-                        counters: CallCounters::default(),
-                    },
-                );
+                let stored = serde_json::to_value(&manifest).expect("a manifest serializes");
+                // The tool and its forge decision commit together.
+                match inner.store.add_session_tool(
+                    &self.implicit_session(ctx),
+                    &m.name,
+                    &id,
+                    &stored,
+                    &decision,
+                    inner.config.max_session_tools,
+                ) {
+                    Ok(_) => {}
+                    Err(StoreError::Conflict { .. }) => {
+                        return Err(ValidateError::NameTaken {
+                            name: m.name.clone(),
+                            tier: Tier::Session,
+                        }
+                        .into());
+                    }
+                    Err(StoreError::SessionFull { limit, .. }) => {
+                        return Err(ValidateError::SessionFull {
+                            session: ctx.session_id.clone(),
+                            limit,
+                        }
+                        .into());
+                    }
+                    Err(e) => return Err(ForgeError::Register(e)),
+                }
+                if let Some(source) = &a.source {
+                    inner.sessions.keep_source(&id, source.clone());
+                }
                 ToolInfo::new(
                     &manifest,
                     Tier::Session,
@@ -513,7 +525,7 @@ impl RegistryView for ForgeView<'_> {
     }
 
     fn occupancy(&self, name: &str) -> Result<validate::Occupancy, StoreError> {
-        self.forge
-            .occupancy(&lock(&self.forge.inner.sessions), name, self.ctx)
+        let session = self.forge.load_session(self.ctx)?;
+        self.forge.occupancy(&session.tools, name, self.ctx)
     }
 }

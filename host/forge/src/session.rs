@@ -1,19 +1,118 @@
-//! The session tier: tools that live in memory for one (agent, session) and
-//! are discarded with it, with their call statistics.
+//! The session tier: tools of one (agent, session), discarded with it,
+//! with their call statistics.
 //!
-//! A [`SessionSnapshot`] lets a host whose "session" outlives one process
-//! (the `temper` CLI keeps one per `--session`) save and restore the tier
-//! explicitly. It carries raw source only when the tool's manifest does
-//! (`persistSandboxSource`); otherwise source kept in memory is dropped from
-//! the snapshot and must be handed back for a promotion panel.
+//! The tier lives in the store (`temper_store`'s sessions: a tool's row and
+//! its `forge_decision` entry commit together), so any host on the store
+//! serves any session. This host keeps a bounded cache of the tiers it read
+//! ([`SessionCache`]), each under the registry's sessions epoch read before
+//! the read: an entry is used only while the registry's lease holds and
+//! under the same epoch, as the name cache does for the agent and shared
+//! tiers; a name a cached tier lacks is looked up again in the store before
+//! a call fails (a tool forged on another host a moment ago).
+//!
+//! A [`SessionSnapshot`] is a copy of one tier (save and restore). It
+//! carries raw source only when the tool's manifest does
+//! (`persistSandboxSource`); source kept in memory stays on the host that
+//! forged the tool ([`SessionCache::source`]) and must be handed back for a
+//! promotion panel elsewhere.
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use hashlink::LruCache;
 use serde::{Deserialize, Serialize};
 
 use super::manifest::ToolManifest;
 use temper_store::ArtifactId;
 pub use temper_store::CallCounters;
+
+/// One session's tier as read from the store, and the sessions epoch read
+/// before it.
+pub(super) struct CachedTier {
+    agent: String,
+    session: String,
+    pub(super) epoch: u64,
+    pub(super) tools: SessionTools,
+}
+
+/// The bounded caches of session tiers read and of source kept in memory
+/// (see the module docs).
+pub(super) struct SessionCache {
+    tiers: Mutex<LruCache<u64, Arc<CachedTier>>>,
+    sources: Mutex<LruCache<ArtifactId, String>>,
+}
+
+/// A fixed hash of (agent, session) (a collision only costs a read).
+fn key(agent: &str, session: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    agent.hash(&mut h);
+    session.hash(&mut h);
+    h.finish()
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SessionCache {
+    /// At most `capacity` tiers and as many sources (at least one each).
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            tiers: Mutex::new(LruCache::new(capacity.max(1))),
+            sources: Mutex::new(LruCache::new(capacity.max(1))),
+        }
+    }
+
+    /// The tier of (agent, session) cached under `epoch`, if any.
+    pub(super) fn get(&self, agent: &str, session: &str, epoch: u64) -> Option<Arc<CachedTier>> {
+        let mut tiers = lock(&self.tiers);
+        let k = key(agent, session);
+        match tiers.get(&k) {
+            Some(t) if t.epoch == epoch && t.agent == agent && t.session == session => {
+                Some(t.clone())
+            }
+            Some(_) => {
+                tiers.remove(&k);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Keeps `tools`, read after `epoch` was read.
+    pub(super) fn put(
+        &self,
+        agent: &str,
+        session: &str,
+        epoch: u64,
+        tools: SessionTools,
+    ) -> Arc<CachedTier> {
+        let tier = Arc::new(CachedTier {
+            agent: agent.to_owned(),
+            session: session.to_owned(),
+            epoch,
+            tools,
+        });
+        lock(&self.tiers).insert(key(agent, session), tier.clone());
+        tier
+    }
+
+    /// Forgets the tier of (agent, session).
+    pub(super) fn forget(&self, agent: &str, session: &str) {
+        lock(&self.tiers).remove(&key(agent, session));
+    }
+
+    /// Keeps the source of the tool this host built as `artifact`.
+    pub(super) fn keep_source(&self, artifact: &ArtifactId, source: String) {
+        lock(&self.sources).insert(artifact.clone(), source);
+    }
+
+    /// The source kept for `artifact`, if this host built it lately.
+    pub(super) fn source(&self, artifact: &ArtifactId) -> Option<String> {
+        lock(&self.sources).get(artifact).cloned()
+    }
+}
 
 /// One session-tier tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

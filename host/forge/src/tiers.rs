@@ -2,42 +2,20 @@
 //! promotion (session → agent with a panel's review, agent → shared with a
 //! human's approval), and the session tier's lifetime.
 
-use std::collections::HashMap;
-
 use serde_json::json;
 
 use super::error::{InvokeError, PromoteError, Stage, ValidateError, conflict_tier};
 use super::judge::{PanelVerdict, ToolCandidate, panel};
 use super::manifest::{ToolInfo, ToolManifest};
 use super::pipeline::{composition_of, used_apis};
-use super::session::{SessionSnapshot, SessionTools};
+use super::session::SessionTools;
 use super::validate::{self, Occupancy};
-use super::{Forge, ForgeContext, lock};
+use super::{Forge, ForgeContext};
 use temper_runtime::artifact::Mode;
 use temper_runtime::id::blake3_hex;
 use temper_store::{AuditKind, StoreError, Tier, ToolRecord, ToolStats};
 
 impl Forge {
-    /// The tools of `ctx`'s session, by name.
-    pub fn session_tools(&self, ctx: &ForgeContext) -> Vec<ToolInfo> {
-        lock(&self.inner.sessions)
-            .get(&ctx.key())
-            .map(|s| {
-                s.values()
-                    .map(|t| {
-                        ToolInfo::new(
-                            &t.manifest,
-                            Tier::Session,
-                            t.artifact.as_str(),
-                            Some(ctx.agent_id.clone()),
-                            Some(ctx.session_id.clone()),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     pub(super) fn info_of(record: ToolRecord) -> Result<ToolInfo, StoreError> {
         let manifest: ToolManifest =
             serde_json::from_value(record.manifest).map_err(|source| StoreError::Json {
@@ -73,7 +51,7 @@ impl Forge {
     /// Every tool `ctx` can call (session, agent, shared), each name once, as
     /// [`Forge::invoke`] resolves it.
     pub fn visible_tools(&self, ctx: &ForgeContext) -> Result<Vec<ToolInfo>, StoreError> {
-        let mut out = self.session_tools(ctx);
+        let mut out = self.session_tools(ctx)?;
         for t in self.agent_tools(&ctx.agent_id)? {
             if !out.iter().any(|s| s.name == t.name) {
                 out.push(t);
@@ -84,11 +62,12 @@ impl Forge {
 
     /// Call statistics of the tool `name` as `ctx` sees it.
     pub fn tool_stats(&self, name: &str, ctx: &ForgeContext) -> Result<ToolStats, InvokeError> {
-        if let Some(t) = lock(&self.inner.sessions)
-            .get(&ctx.key())
-            .and_then(|s| s.get(name))
+        if let Some(c) =
+            self.inner
+                .store
+                .session_tool_counters(&ctx.agent_id, &ctx.session_id, name)?
         {
-            return Ok(t.counters.stats());
+            return Ok(c.stats());
         }
         match self.inner.store.stats(name, &ctx.agent_id) {
             Ok(s) => Ok(s),
@@ -135,16 +114,28 @@ impl Forge {
             stage: Stage::Promote,
             source,
         };
-        let tool = lock(&self.inner.sessions)
-            .get(&ctx.key())
-            .and_then(|s| s.get(name))
+        let not_found = || PromoteError::NotFound {
+            stage: Stage::Promote,
+            tier: Tier::Session,
+            name: name.to_string(),
+            owner: ctx.session_id.clone(),
+        };
+        let mut tool = self
+            .load_session(ctx)
+            .map_err(store_err)?
+            .tools
+            .get(name)
             .cloned()
-            .ok_or_else(|| PromoteError::NotFound {
-                stage: Stage::Promote,
-                tier: Tier::Session,
-                name: name.to_string(),
-                owner: ctx.session_id.clone(),
-            })?;
+            .ok_or_else(not_found)?;
+        // Every call counted so far, on any host that has flushed.
+        if let Some(c) = self
+            .inner
+            .store
+            .session_tool_counters(&ctx.agent_id, &ctx.session_id, name)
+            .map_err(store_err)?
+        {
+            tool.counters = c;
+        }
         let threshold = self.inner.config.promotion_threshold;
         if tool.counters.successes < threshold.uses {
             return Err(PromoteError::NotEnoughUses {
@@ -242,17 +233,14 @@ impl Forge {
             created_seq: 0,
         };
         let hooked = before_register.await;
-        let mut sessions = lock(&self.inner.sessions);
-        // The counters as of now: calls may have run during the review.
-        let counters = sessions
-            .get(&ctx.key())
-            .and_then(|s| s.get(name))
-            .map_or_else(|| tool.counters.clone(), |t| t.counters.clone());
-        let record = match self
+        // The session tool leaves its tier in the registration's
+        // transaction, its stored calls carried over.
+        let promoted = self
             .inner
             .store
-            .register_promoted(record, &payload, &counters)
-        {
+            .promote_from_session(record, &payload, &ctx.session_id);
+        self.inner.sessions.forget(&ctx.agent_id, &ctx.session_id);
+        let record = match promoted {
             Ok(record) => record,
             // Another host registered the name for this agent first.
             Err(StoreError::Conflict { tier, .. }) => {
@@ -262,10 +250,12 @@ impl Forge {
                     tier: conflict_tier(tier),
                 });
             }
+            // Promoted, or its session ended, on another host meanwhile.
+            Err(StoreError::NotFound { .. }) => return Err(not_found()),
             Err(e) => return Err(store_err(e)),
         };
-        // Other hosts may have filled the agent tier meanwhile: the tool
-        // stays in the session tier if this registration is over the limit.
+        // Other hosts may have filled the agent tier meanwhile: a
+        // registration over the limit is withdrawn (audited as a deletion).
         if self
             .withdraw_over_limit(&record, &ctx.agent_id)
             .map_err(store_err)?
@@ -275,10 +265,6 @@ impl Forge {
                 limit: self.inner.config.max_agent_tools,
             });
         }
-        if let Some(s) = sessions.get_mut(&ctx.key()) {
-            s.remove(name);
-        }
-        drop(sessions);
         Ok((Self::info_of(record).map_err(store_err)?, hooked))
     }
 
@@ -351,81 +337,21 @@ impl Forge {
         }
     }
 
-    /// Discards `ctx`'s session tier, appending a `deletion` audit entry per
-    /// tool; returns how many tools were discarded.
-    pub fn cleanup_session(&self, ctx: &ForgeContext) -> Result<usize, StoreError> {
-        let Some(tools) = lock(&self.inner.sessions).remove(&ctx.key()) else {
-            return Ok(0);
-        };
-        for (name, t) in &tools {
-            self.inner.store.append_audit(
-                AuditKind::Deletion,
-                name,
-                Some(&ctx.agent_id),
-                &json!({
-                    "tier": "session",
-                    "session": ctx.session_id,
-                    "artifact": t.artifact.as_str(),
-                    "reason": "session ended",
-                }),
-            )?;
-        }
-        Ok(tools.len())
-    }
-
-    /// A copy of `ctx`'s session tier (see [`SessionSnapshot`]).
-    pub fn snapshot_session(&self, ctx: &ForgeContext) -> SessionSnapshot {
-        SessionSnapshot {
-            agent_id: ctx.agent_id.clone(),
-            session_id: ctx.session_id.clone(),
-            tools: lock(&self.inner.sessions)
-                .get(&ctx.key())
-                .cloned()
-                .unwrap_or_default(),
-        }
-    }
-
-    /// Replaces a session tier with `snapshot`. Every artifact it names must
-    /// be in the store (its hash is checked when the tool is loaded);
-    /// nothing changes otherwise.
-    pub fn restore_session(&self, snapshot: SessionSnapshot) -> Result<(), StoreError> {
-        let mut missing = None;
-        for t in snapshot.tools.values() {
-            if !self.inner.store.has_artifact(&t.artifact)? {
-                missing = Some(t);
-                break;
-            }
-        }
-        if let Some(t) = missing {
-            return Err(StoreError::Invalid {
-                op: "restore_session",
-                detail: format!(
-                    "artifact {} of {:?} is not in the store",
-                    t.artifact, t.manifest.artifact.name
-                ),
-            });
-        }
-        let key = (snapshot.agent_id, snapshot.session_id);
-        lock(&self.inner.sessions).insert(key, snapshot.tools);
-        Ok(())
-    }
-
-    /// How full `ctx`'s tiers are and where `name` is taken; `sessions`
-    /// is the session tier, locked by the caller.
+    /// How full `ctx`'s tiers are and where `name` is taken; `session` is
+    /// `ctx`'s session tier as read.
     pub(super) fn occupancy(
         &self,
-        sessions: &HashMap<(String, String), SessionTools>,
+        session: &SessionTools,
         name: &str,
         ctx: &ForgeContext,
     ) -> Result<Occupancy, StoreError> {
-        let session = sessions.get(&ctx.key());
-        let name_taken = if session.is_some_and(|s| s.contains_key(name)) {
+        let name_taken = if session.contains_key(name) {
             Some(Tier::Session)
         } else {
             self.inner.store.get(name, &ctx.agent_id)?.map(|r| r.tier)
         };
         Ok(Occupancy {
-            session_tools: session.map_or(0, |s| s.len()),
+            session_tools: session.len(),
             agent_tools: self.inner.store.agent_tool_count(&ctx.agent_id)?,
             name_taken,
         })
@@ -435,7 +361,7 @@ impl Forge {
     /// the session tier, the agent limit to the session and agent tiers.
     pub(super) fn check_occupancy(
         &self,
-        sessions: &HashMap<(String, String), SessionTools>,
+        sessions: &SessionTools,
         name: &str,
         ctx: &ForgeContext,
         tier: Tier,

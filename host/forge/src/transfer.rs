@@ -106,7 +106,8 @@ impl Forge {
             }
             temper_runtime::static_check::check(source).map_err(ValidateError::from)?;
         }
-        self.check_occupancy(&lock(&self.inner.sessions), &manifest.name, ctx, tier)?;
+        let session = self.load_session(ctx).map_err(ValidateError::from)?;
+        self.check_occupancy(&session.tools, &manifest.name, ctx, tier)?;
         let base = if manifest.mode == Mode::Bundle {
             self.bundle_tool(bytes.clone()).await?
         } else {
@@ -166,10 +167,9 @@ impl Forge {
             let plain = temper_runtime::id::unsigned(&bytes).into_owned();
             let (mut manifest, component) = artifact::split(&plain)?;
             if manifest.source.is_none() {
-                let kept = lock(&self.inner.sessions)
-                    .get(&ctx.key())
-                    .and_then(|s| s.get(&info.name))
-                    .and_then(|t| t.source_in_memory.clone());
+                let kept = (info.tier == Tier::Session)
+                    .then(|| self.inner.sessions.source(&id))
+                    .flatten();
                 let given = match (source, kept) {
                     (Some(s), _) => s.to_string(),
                     (None, Some(k)) => k,

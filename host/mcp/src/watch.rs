@@ -154,11 +154,27 @@ impl RegistryWatch {
             }) {
                 self.store.tiers_changed();
             }
+            // A session tier changed (on any host): cached session tiers
+            // are stale.
+            if page.iter().any(concerns_a_session) {
+                self.store.sessions_changed();
+            }
             if page.len() < PAGE {
                 *cursor = last;
                 return Ok(changes);
             }
         }
+    }
+}
+
+/// Whether `entry` records a change of a session tier: a session tool
+/// forged or imported, discarded, or promoted out of it.
+fn concerns_a_session(entry: &AuditEntry) -> bool {
+    let field = |key: &str| entry.payload.get(key).and_then(Value::as_str);
+    match entry.kind {
+        AuditKind::ForgeDecision | AuditKind::Deletion => field("tier") == Some("session"),
+        AuditKind::Promotion => field("from") == Some("session"),
+        _ => false,
     }
 }
 

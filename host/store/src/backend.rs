@@ -16,6 +16,9 @@ use serde_json::Value;
 
 use super::audit::{AuditEntry, AuditKind, AuditReport};
 use super::error::{AuditError, StoreError};
+use super::sessions::{
+    EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
+};
 use super::stats::{CallCounters, ToolStats};
 use super::{Tier, ToolRecord};
 use temper_runtime::id::ArtifactId;
@@ -77,6 +80,11 @@ pub struct NewTool<'a> {
     /// Counters the tool brings with it (its session-tier calls), written
     /// as its first statistics in the same transaction.
     pub carried: Option<&'a CallCounters>,
+    /// A promotion from the session tier: (agent, session) whose tool of
+    /// the same name leaves it in the same transaction, its stored counters
+    /// added to `carried`; [`StoreError::NotFound`] if it is gone (promoted
+    /// or ended on another host meanwhile).
+    pub from_session: Option<(&'a str, &'a str)>,
 }
 
 /// Calls of one tool counted in memory since the last flush: what
@@ -87,6 +95,9 @@ pub struct CallBatch {
     pub name: String,
     /// The calling agent.
     pub agent: String,
+    /// The session, for a session-tier tool (then `name` is looked up in
+    /// that session only).
+    pub session: Option<String>,
     /// The calls: counts and latency sum to add, and up to
     /// [`LATENCY_WINDOW`](super::LATENCY_WINDOW) latencies, oldest first.
     pub counters: CallCounters,
@@ -199,6 +210,50 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
     /// Verifies the whole chain against the head record in one snapshot
     /// (through the shared chain verifier in `store::audit`).
     fn verify_audit(&self) -> Result<AuditReport, AuditError>;
+
+    // ---- the session tier (see `store::sessions`) ----
+
+    /// Stores `session` unless (agent, session) is stored already; returns
+    /// what is stored (the caller checks its owner).
+    fn open_session(&self, session: &SessionRecord) -> Result<SessionRecord, StoreError>;
+
+    /// The session (agent, session), if stored.
+    fn session(&self, agent: &str, session: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// The tools of (agent, session), by name.
+    fn session_tools(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Vec<SessionToolRecord>, StoreError>;
+
+    /// In one transaction: stores the session if it is not (else moves its
+    /// last use), refuses a full session ([`StoreError::SessionFull`]) or a
+    /// taken name ([`StoreError::Conflict`], tier `session`), inserts the
+    /// tool and appends its `forge_decision` entry; returns that entry's
+    /// seq.
+    fn add_session_tool(&self, new: NewSessionTool<'_>) -> Result<i64, StoreError>;
+
+    /// In one transaction: deletes the session and its tools and appends a
+    /// `deletion` entry per tool; `None` if there was nothing to end (or,
+    /// for [`SessionEnd::Expired`], if it is not expired any more).
+    fn end_session(
+        &self,
+        agent: &str,
+        session: &str,
+        end: SessionEnd,
+    ) -> Result<Option<EndedSession>, StoreError>;
+
+    /// Up to `limit` sessions expired at `now_ms`, as (agent, session).
+    fn expired_sessions(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Moves the sessions' last uses forward (never back), in one
+    /// transaction.
+    fn touch_sessions(&self, touches: &[SessionTouch]) -> Result<(), StoreError>;
 }
 
 /// The owner column of a record: the agent for [`Tier::Agent`], `""` for
@@ -208,7 +263,8 @@ pub(crate) fn owner_of(op: &'static str, record: &ToolRecord) -> Result<String, 
     match (record.tier, &record.agent_id) {
         (Tier::Session, _) => Err(StoreError::Invalid {
             op,
-            detail: "session-tier tools are kept in memory by the engine, not in the store".into(),
+            detail: "session-tier tools are stored with Registry::add_session_tool, not registered"
+                .into(),
         }),
         (Tier::Agent, Some(agent)) => Ok(agent.clone()),
         (Tier::Agent, None) => Err(StoreError::Invalid {

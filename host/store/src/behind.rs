@@ -43,6 +43,7 @@ use std::time::Duration;
 use super::audit::AuditKind;
 use super::backend::{CallBatch, RegistryBackend};
 use super::error::StoreError;
+use super::sessions::{SessionTouch, now_ms};
 use super::stats::CallCounters;
 
 /// How often counted calls are written to the database unless set
@@ -51,6 +52,13 @@ pub const DEFAULT_STATS_FLUSH: Duration = Duration::from_millis(1000);
 
 /// Calls counted and not yet written, by agent, then tool name.
 type Pending = HashMap<String, HashMap<String, CallCounters>>;
+
+/// Session-tier calls counted and not yet written, by agent, session, then
+/// tool name (nested so that a lookup by `&str` allocates nothing).
+type SessionPending = HashMap<String, HashMap<String, HashMap<String, CallCounters>>>;
+
+/// Session uses not yet written: the latest, by agent, then session.
+type Touches = HashMap<String, HashMap<String, i64>>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -61,6 +69,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct WriteBehind {
     backend: Arc<dyn RegistryBackend>,
     pending: Mutex<Pending>,
+    /// Session-tier calls counted, not yet written.
+    session_pending: Mutex<SessionPending>,
+    /// Session uses, not yet written.
+    touches: Mutex<Touches>,
     /// Held while a batch is taken and written, so flushes do not overlap
     /// (and a caller that flushes knows earlier calls are written).
     flushing: Mutex<()>,
@@ -93,6 +105,8 @@ impl WriteBehind {
         Arc::new(WriteBehind {
             backend,
             pending: Mutex::new(HashMap::new()),
+            session_pending: Mutex::new(HashMap::new()),
+            touches: Mutex::new(HashMap::new()),
             flushing: Mutex::new(()),
             interval_ms: AtomicU64::new(DEFAULT_STATS_FLUSH.as_millis() as u64),
             stop: Mutex::new(false),
@@ -136,6 +150,7 @@ impl WriteBehind {
             let batch = [CallBatch {
                 name: name.to_owned(),
                 agent: agent.to_owned(),
+                session: None,
                 counters,
             }];
             return self.backend.record_calls(&batch).map(drop);
@@ -152,6 +167,81 @@ impl WriteBehind {
                     .entry(name.to_owned())
                     .or_default()
                     .record(ok, latency_us),
+            }
+        }
+        self.ensure_flusher();
+        Ok(())
+    }
+
+    /// Counts one call of the session tool `name` of (agent, session), and
+    /// the session's use; with a zero interval, writes both at once.
+    pub(crate) fn record_session(
+        self: &Arc<Self>,
+        agent: &str,
+        session: &str,
+        name: &str,
+        ok: bool,
+        latency_us: u64,
+    ) -> Result<(), StoreError> {
+        if self.interval_ms.load(Ordering::Relaxed) == 0 {
+            let mut counters = CallCounters::default();
+            counters.record(ok, latency_us);
+            let batch = [CallBatch {
+                name: name.to_owned(),
+                agent: agent.to_owned(),
+                session: Some(session.to_owned()),
+                counters,
+            }];
+            self.backend.record_calls(&batch)?;
+            return self.backend.touch_sessions(&[SessionTouch {
+                agent: agent.to_owned(),
+                session: session.to_owned(),
+                at_ms: now_ms(),
+            }]);
+        }
+        {
+            let mut pending = lock(&self.session_pending);
+            let by_session = match pending.get_mut(agent) {
+                Some(m) => m,
+                None => pending.entry(agent.to_owned()).or_default(),
+            };
+            let by_name = match by_session.get_mut(session) {
+                Some(m) => m,
+                None => by_session.entry(session.to_owned()).or_default(),
+            };
+            match by_name.get_mut(name) {
+                Some(c) => c.record(ok, latency_us),
+                None => by_name
+                    .entry(name.to_owned())
+                    .or_default()
+                    .record(ok, latency_us),
+            }
+        }
+        self.touch(agent, session)
+    }
+
+    /// Records a use of (agent, session), written with the next batch (with
+    /// a zero interval, at once).
+    pub(crate) fn touch(self: &Arc<Self>, agent: &str, session: &str) -> Result<(), StoreError> {
+        let at_ms = now_ms();
+        if self.interval_ms.load(Ordering::Relaxed) == 0 {
+            return self.backend.touch_sessions(&[SessionTouch {
+                agent: agent.to_owned(),
+                session: session.to_owned(),
+                at_ms,
+            }]);
+        }
+        {
+            let mut touches = lock(&self.touches);
+            let by_session = match touches.get_mut(agent) {
+                Some(m) => m,
+                None => touches.entry(agent.to_owned()).or_default(),
+            };
+            match by_session.get_mut(session) {
+                Some(t) => *t = (*t).max(at_ms),
+                None => {
+                    by_session.insert(session.to_owned(), at_ms);
+                }
             }
         }
         self.ensure_flusher();
@@ -176,45 +266,107 @@ impl WriteBehind {
         }
     }
 
-    /// Writes every pending count. On a database error the batch is kept
-    /// (merged back) for the next flush and the error returned.
+    /// Writes every pending count and session use. On a database error
+    /// what was taken is kept (merged back) for the next flush and the
+    /// error returned.
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
         let _one = lock(&self.flushing);
         let taken = std::mem::take(&mut *lock(&self.pending));
-        if taken.is_empty() {
-            return Ok(());
-        }
-        let batch: Vec<CallBatch> = taken
+        let sessions = std::mem::take(&mut *lock(&self.session_pending));
+        let touches = std::mem::take(&mut *lock(&self.touches));
+        let mut batch: Vec<CallBatch> = taken
             .into_iter()
             .flat_map(|(agent, by_name)| {
                 by_name.into_iter().map(move |(name, counters)| CallBatch {
                     name,
                     agent: agent.clone(),
+                    session: None,
                     counters,
                 })
             })
             .collect();
-        match self.backend.record_calls(&batch) {
-            Ok(dropped) => {
-                if dropped > 0 {
-                    tracing::debug!(dropped, "stats flush: calls of tools deleted meanwhile");
+        for (agent, by_session) in sessions {
+            for (session, by_name) in by_session {
+                for (name, counters) in by_name {
+                    batch.push(CallBatch {
+                        name,
+                        agent: agent.clone(),
+                        session: Some(session.clone()),
+                        counters,
+                    });
                 }
-                Ok(())
             }
-            Err(e) => {
-                let mut pending = lock(&self.pending);
-                for entry in batch {
-                    let slot = pending
-                        .entry(entry.agent)
-                        .or_default()
-                        .entry(entry.name)
-                        .or_default();
-                    // The kept batch is older than what was counted since.
-                    let newer = std::mem::replace(slot, entry.counters);
-                    slot.add_since(&CallCounters::default(), &newer);
+        }
+        let touches: Vec<SessionTouch> = touches
+            .into_iter()
+            .flat_map(|(agent, by_session)| {
+                by_session
+                    .into_iter()
+                    .map(move |(session, at_ms)| SessionTouch {
+                        agent: agent.clone(),
+                        session,
+                        at_ms,
+                    })
+            })
+            .collect();
+        if !batch.is_empty() {
+            match self.backend.record_calls(&batch) {
+                Ok(dropped) => {
+                    if dropped > 0 {
+                        tracing::debug!(dropped, "stats flush: calls of tools deleted meanwhile");
+                    }
                 }
-                Err(e)
+                Err(e) => {
+                    self.keep(batch);
+                    self.keep_touches(touches);
+                    return Err(e);
+                }
             }
+        }
+        if !touches.is_empty()
+            && let Err(e) = self.backend.touch_sessions(&touches)
+        {
+            self.keep_touches(touches);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Merges a batch that could not be written back into what is pending.
+    fn keep(&self, batch: Vec<CallBatch>) {
+        let mut pending = lock(&self.pending);
+        let mut sessions = lock(&self.session_pending);
+        for entry in batch {
+            let slot = match entry.session {
+                None => pending
+                    .entry(entry.agent)
+                    .or_default()
+                    .entry(entry.name)
+                    .or_default(),
+                Some(session) => sessions
+                    .entry(entry.agent)
+                    .or_default()
+                    .entry(session)
+                    .or_default()
+                    .entry(entry.name)
+                    .or_default(),
+            };
+            // The kept batch is older than what was counted since.
+            let newer = std::mem::replace(slot, entry.counters);
+            slot.add_since(&CallCounters::default(), &newer);
+        }
+    }
+
+    /// Merges uses that could not be written back into what is pending.
+    fn keep_touches(&self, touches: Vec<SessionTouch>) {
+        let mut pending = lock(&self.touches);
+        for t in touches {
+            let slot = pending
+                .entry(t.agent)
+                .or_default()
+                .entry(t.session)
+                .or_default();
+            *slot = (*slot).max(t.at_ms);
         }
     }
 

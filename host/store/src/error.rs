@@ -93,6 +93,18 @@ pub enum StoreError {
         /// The tool name.
         name: String,
     },
+    /// A session holds as many tools as it may.
+    #[error("store {op}: session {session:?} of agent {agent:?} already holds {limit} tools")]
+    SessionFull {
+        /// The store operation.
+        op: &'static str,
+        /// The agent.
+        agent: String,
+        /// The session id.
+        session: String,
+        /// The limit.
+        limit: usize,
+    },
     /// The request is not valid for the store (e.g. a session-tier record,
     /// an agent-tier record without `agent_id`, a promotion to a lower tier).
     #[error("store {op}: invalid request: {detail}")]

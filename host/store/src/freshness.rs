@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct TierClock {
     /// Moves at every known change of the agent or shared tier.
     epoch: AtomicU64,
+    /// Moves at every known change of a session tier (any session's).
+    sessions_epoch: AtomicU64,
     /// Where lease times are counted from.
     base: Instant,
     /// The lease's end, in µs since `base`; 0: no lease.
@@ -37,6 +39,7 @@ impl TierClock {
     pub(crate) fn new() -> Self {
         Self {
             epoch: AtomicU64::new(0),
+            sessions_epoch: AtomicU64::new(0),
             base: Instant::now(),
             lease_until_us: AtomicU64::new(0),
         }
@@ -56,6 +59,24 @@ impl TierClock {
     pub(crate) fn leased_epoch(&self) -> Option<u64> {
         let until = self.lease_until_us.load(Ordering::SeqCst);
         (until > 0 && self.us_since_base(Instant::now()) < until).then(|| self.epoch())
+    }
+
+    /// The sessions epoch, leased or not (read it before the database read
+    /// whose result is cached under it).
+    pub(crate) fn sessions_epoch(&self) -> u64 {
+        self.sessions_epoch.load(Ordering::SeqCst)
+    }
+
+    /// The sessions epoch while the lease holds, else `None`.
+    pub(crate) fn leased_sessions_epoch(&self) -> Option<u64> {
+        let until = self.lease_until_us.load(Ordering::SeqCst);
+        (until > 0 && self.us_since_base(Instant::now()) < until).then(|| self.sessions_epoch())
+    }
+
+    /// A session tier changed (or may have): every cached session tier is
+    /// stale.
+    pub(crate) fn sessions_changed(&self) {
+        self.sessions_epoch.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The tiers changed (or may have): every cached resolution is stale.
@@ -86,6 +107,12 @@ mod tests {
         clock.trail_read(Instant::now(), Duration::from_secs(60));
         assert_eq!(clock.leased_epoch(), Some(before));
         clock.changed();
+        assert_eq!(clock.leased_epoch(), Some(before + 1));
+        // The sessions epoch moves on its own.
+        let sessions = clock.sessions_epoch();
+        assert_eq!(clock.leased_sessions_epoch(), Some(sessions));
+        clock.sessions_changed();
+        assert_eq!(clock.leased_sessions_epoch(), Some(sessions + 1));
         assert_eq!(clock.leased_epoch(), Some(before + 1));
     }
 

@@ -26,9 +26,11 @@
 //!
 //! # Tiers
 //!
-//! Session-tier tools live in memory in the engine and are not persisted
-//! here: [`Registry::register`] refuses [`Tier::Session`]. The store keeps the
-//! agent tier (owned by one agent) and the shared tier (visible to all), and
+//! The store keeps the session tier (sessions and their tools, with an idle
+//! expiry, so any host on the database serves any session: see
+//! [`Registry::add_session_tool`] and the `sessions` module), the
+//! agent tier (owned by one agent) and the shared tier (visible to all);
+//! [`Registry::register`] refuses [`Tier::Session`], and
 //! [`Registry::promote`] moves an agent-tier tool to the shared tier.
 //! Authorization (who may promote or delete) is the caller's concern.
 //! Changes through [`Registry::register`], [`Registry::promote`] and
@@ -53,6 +55,7 @@ mod behind;
 mod error;
 mod freshness;
 mod location;
+mod sessions;
 pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -76,6 +79,10 @@ use behind::WriteBehind;
 pub use error::{AuditError, StoreError};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresBackend;
+pub use sessions::{
+    EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
+    now_ms,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SCHEMA_VERSION, SqliteBackend};
 pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
@@ -86,7 +93,7 @@ pub use temper_runtime::id::ArtifactId;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
-    /// One session only; kept in memory by the engine, never in the store.
+    /// One session only (stored with its session, discarded with it).
     Session,
     /// One agent, across its sessions.
     Agent,
@@ -373,7 +380,7 @@ impl Registry {
     /// [`StoreError::Invalid`] for [`Tier::Session`] or an agent-tier record
     /// without `agent_id`.
     pub fn register(&self, record: ToolRecord) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, None, None)
+        self.register_with(record, None, None, None)
     }
 
     /// [`Registry::register`] for a tool promoted from the session tier: a
@@ -388,7 +395,35 @@ impl Registry {
         payload: &Value,
         carried: &CallCounters,
     ) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, Some((AuditKind::Promotion, payload)), Some(carried))
+        self.register_with(
+            record,
+            Some((AuditKind::Promotion, payload)),
+            Some(carried),
+            None,
+        )
+    }
+
+    /// [`Registry::register_promoted`] for a tool of the stored session
+    /// tier: the session tool `record.name` of (`record.agent_id`,
+    /// `session`) leaves that tier in the same transaction, and its stored
+    /// calls (this registry's flushed first) become the agent-tier tool's
+    /// first statistics. [`StoreError::NotFound`] if the session tool is
+    /// gone (promoted, or its session ended, elsewhere meanwhile).
+    pub fn promote_from_session(
+        &self,
+        record: ToolRecord,
+        payload: &Value,
+        session: &str,
+    ) -> Result<ToolRecord, StoreError> {
+        let agent = record.agent_id.clone().unwrap_or_default();
+        let promoted = self.register_with(
+            record,
+            Some((AuditKind::Promotion, payload)),
+            None,
+            Some((&agent, session)),
+        );
+        self.tiers.sessions_changed();
+        promoted
     }
 
     /// [`Registry::register`] with an audit entry of `kind` and `payload` (for
@@ -400,7 +435,7 @@ impl Registry {
         kind: AuditKind,
         payload: &Value,
     ) -> Result<ToolRecord, StoreError> {
-        self.register_with(record, Some((kind, payload)), None)
+        self.register_with(record, Some((kind, payload)), None, None)
     }
 
     fn register_with(
@@ -408,6 +443,7 @@ impl Registry {
         record: ToolRecord,
         first: Option<(AuditKind, &Value)>,
         carried: Option<&CallCounters>,
+        from_session: Option<(&str, &str)>,
     ) -> Result<ToolRecord, StoreError> {
         let owner = backend::owner_of("register", &record)?;
         self.flush_stats()?;
@@ -420,6 +456,7 @@ impl Registry {
             first,
             registration: &registration,
             carried,
+            from_session,
         });
         // A new agent-tier tool may shadow a shared one.
         self.tiers.changed();

@@ -56,7 +56,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{HeaderMap, Response, StatusCode, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -392,22 +392,57 @@ impl State {
     }
 
     /// The session a request names, if it belongs to `p`; else the answer
-    /// to send (built once per refused request: size does not matter).
+    /// to send (built once per refused request: size does not matter). A
+    /// session this host does not hold is looked up in the store, and one
+    /// it holds is re-checked there at most every [`session::RECHECK`].
     #[allow(clippy::result_large_err)]
-    fn session(&self, headers: &HeaderMap, p: &Principal) -> Result<Arc<Session>, Response<Body>> {
+    async fn session(
+        &self,
+        headers: &HeaderMap,
+        p: &Principal,
+    ) -> Result<Arc<Session>, Response<Body>> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(plain(
                 StatusCode::BAD_REQUEST,
                 "Mcp-Session-Id header required (send initialize first)",
             ));
         };
-        match lock(&self.sessions).get(id) {
-            // Another token's session is answered like an unknown one.
-            Some(s) if s.owner == p.key => Ok(s.clone()),
-            _ => Err(plain(StatusCode::NOT_FOUND, "no such session")),
+        let not_found = || plain(StatusCode::NOT_FOUND, "no such session");
+        if !session::valid_id(id) {
+            return Err(not_found());
         }
+        let held = lock(&self.sessions).get(id).cloned();
+        let s = match held {
+            // Another token's session is answered like an unknown one.
+            Some(s) if s.owner != p.key => return Err(not_found()),
+            Some(s) => {
+                if lock(&s.checked).elapsed() >= session::RECHECK {
+                    if !session::find_stored(self, id, p).await {
+                        self.release_session(id);
+                        return Err(not_found());
+                    }
+                    *lock(&s.checked) = Instant::now();
+                }
+                s
+            }
+            None => {
+                if !session::find_stored(self, id, p).await {
+                    return Err(not_found());
+                }
+                let made = session::new_session(self, id, p);
+                lock(&self.sessions)
+                    .entry(id.to_owned())
+                    .or_insert(made)
+                    .clone()
+            }
+        };
+        if let Err(e) = self.forge.touch_session(s.handler.context()) {
+            tracing::warn!("cannot record a session's use: {e}");
+        }
+        Ok(s)
     }
 
+    /// Ends session `id` for every host: its stored tier is discarded.
     fn end_session(&self, id: &str, why: &str) {
         let Some(s) = lock(&self.sessions).remove(id) else {
             return;
@@ -415,6 +450,14 @@ impl State {
         s.closed.store(true, Ordering::SeqCst);
         lock(&s.stream).take();
         s.discard(why);
+    }
+
+    /// Lets go of this host's handle on session `id` (its GET stream
+    /// closes); the stored session is left as it is.
+    fn release_session(&self, id: &str) {
+        if let Some(s) = lock(&self.sessions).remove(id) {
+            lock(&s.stream).take();
+        }
     }
 
     /// The sessions `changes` concern (by agent and tiers).

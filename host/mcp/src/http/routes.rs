@@ -10,14 +10,12 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming as IncomingBody;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
-use temper_forge::ForgeContext;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::bearer;
-use super::session::{InFlight, Principal, Session};
+use super::session::{InFlight, Principal, Session, new_session};
 use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_response};
 use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock, modern};
 
@@ -56,8 +54,8 @@ pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Resp
     }
     match *req.method() {
         Method::POST => post(state, principal, req, started).await,
-        Method::GET => get(&state, &principal, req.headers()),
-        Method::DELETE => match state.session(req.headers(), &principal) {
+        Method::GET => get(&state, &principal, req.headers()).await,
+        Method::DELETE => match state.session(req.headers(), &principal).await {
             Ok(s) => {
                 state.end_session(&s.id, "ended by the client");
                 empty(StatusCode::NO_CONTENT)
@@ -73,14 +71,14 @@ pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Resp
     }
 }
 
-pub(super) fn get(state: &State, p: &Principal, headers: &HeaderMap) -> Response<Body> {
+pub(super) async fn get(state: &State, p: &Principal, headers: &HeaderMap) -> Response<Body> {
     if !accepts(headers, "text/event-stream") {
         return plain(
             StatusCode::NOT_ACCEPTABLE,
             "GET opens an SSE stream: Accept: text/event-stream",
         );
     }
-    let session = match state.session(headers, p) {
+    let session = match state.session(headers, p).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -232,7 +230,7 @@ pub(super) async fn post(
     let (id, method, params) = match message {
         Incoming::Request { id, method, params } => (id, method, params),
         Incoming::Notification { .. } | Incoming::Response { .. } => {
-            return match state.session(&headers, &p) {
+            return match state.session(&headers, &p).await {
                 Ok(s) => {
                     s.touch();
                     empty(StatusCode::ACCEPTED)
@@ -242,7 +240,7 @@ pub(super) async fn post(
         }
     };
     if method == "initialize" {
-        return initialize(&state, &p, &id, params.as_ref(), json_ok);
+        return initialize(&state, &p, &id, params.as_ref(), json_ok).await;
     }
     if !headers.contains_key(SESSION_HEADER) {
         // A JSON-RPC error the client can read (SDKs probing a newer
@@ -256,7 +254,7 @@ pub(super) async fn post(
             &jsonrpc::error_response(&id, &error),
         );
     }
-    let session = match state.session(&headers, &p) {
+    let session = match state.session(&headers, &p).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -449,7 +447,7 @@ pub(super) fn answered(started: Instant) {
     );
 }
 
-pub(super) fn initialize(
+pub(super) async fn initialize(
     state: &Arc<State>,
     p: &Principal,
     id: &Value,
@@ -461,36 +459,39 @@ pub(super) fn initialize(
         Err(e) => return json_response(StatusCode::OK, &jsonrpc::error_response(id, &e)),
     };
     let sid = format!("{:032x}", rand::random::<u128>());
+    if lock(&state.sessions)
+        .values()
+        .filter(|s| s.owner == p.key)
+        .count()
+        >= state.config.max_sessions
     {
-        let mut sessions = lock(&state.sessions);
-        if sessions.values().filter(|s| s.owner == p.key).count() >= state.config.max_sessions {
-            let error = RpcError::new(
-                -32000,
-                format!(
-                    "too many sessions: this token may have {} open (end one with DELETE)",
-                    state.config.max_sessions
-                ),
-            );
-            return json_response(
-                StatusCode::TOO_MANY_REQUESTS,
-                &jsonrpc::error_response(id, &error),
-            );
-        }
-        let ctx = ForgeContext::new(p.agent.clone(), format!("mcp-http/{sid}"));
-        sessions.insert(
-            sid.clone(),
-            Arc::new(Session {
-                id: sid.clone(),
-                owner: p.key.clone(),
-                handler: Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone())
-                    .with_tools(p.tools.clone()),
-                stream: Mutex::new(None),
-                last_active: Mutex::new(Instant::now()),
-                in_flight: AtomicUsize::new(0),
-                closed: AtomicBool::new(false),
-            }),
+        let error = RpcError::new(
+            -32000,
+            format!(
+                "too many sessions: this token may have {} open (end one with DELETE)",
+                state.config.max_sessions
+            ),
+        );
+        return json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            &jsonrpc::error_response(id, &error),
         );
     }
+    // Stored first: any host behind the balancer serves the next request.
+    let session = new_session(state, &sid, p);
+    if let Err(e) = state
+        .forge
+        .open_session(session.handler.context(), &p.key, state.config.session_idle)
+        .await
+    {
+        tracing::error!("cannot store a new session: {e}");
+        let error = RpcError::internal(format!("cannot store the session: {e}"));
+        return json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &jsonrpc::error_response(id, &error),
+        );
+    }
+    lock(&state.sessions).insert(sid.clone(), session);
     let message = jsonrpc::response(id, result);
     let mut r = if json_ok {
         json_response(StatusCode::OK, &message)

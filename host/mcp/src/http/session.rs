@@ -1,6 +1,15 @@
 //! Who is calling and their MCP sessions: the principal a bearer token
 //! maps to, the token file (re-read when it changes), per-token limits,
 //! sessions (each a session tier) and their idle reaping.
+//!
+//! A session lives in the store (the forge's stored session tier, owned by
+//! the token's key), so any host on the store serves it: a host that does
+//! not know a session id looks it up there and serves it if the same
+//! token owns it ([`find_stored`]). What a host keeps of a session is its
+//! handler and GET stream, checked against the store at most every
+//! [`RECHECK`] (a session ended or expired through another host is then
+//! answered 404 here too). Expiry is judged in the store, on the last use
+//! any host wrote (uses are written behind), by whichever host reaps first.
 
 use crate::access::Access;
 use crate::handler::Handler;
@@ -11,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use temper_forge::ForgeContext;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::wire::sse_event;
@@ -132,6 +142,56 @@ pub(super) struct Session {
     pub(super) last_active: Mutex<Instant>,
     pub(super) in_flight: AtomicUsize,
     pub(super) closed: AtomicBool,
+    /// When the store last confirmed the session.
+    pub(super) checked: Mutex<Instant>,
+}
+
+/// How often a host re-reads a session it holds from the store: a session
+/// ended or expired through another host is served here at most this long
+/// after.
+pub(super) const RECHECK: Duration = Duration::from_secs(1);
+
+/// A session's id: 32 lowercase hex digits (what `initialize` makes).
+pub(super) fn valid_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The forge context of HTTP session `sid` for `agent`.
+pub(super) fn context(agent: &str, sid: &str) -> ForgeContext {
+    ForgeContext::new(agent.to_owned(), format!("mcp-http/{sid}"))
+}
+
+/// This host's handle on session `sid` of `p`.
+pub(super) fn new_session(state: &State, sid: &str, p: &Principal) -> Arc<Session> {
+    Arc::new(Session {
+        id: sid.to_owned(),
+        owner: p.key.clone(),
+        handler: Handler::new(
+            state.forge.clone(),
+            context(&p.agent, sid),
+            p.access,
+            state.watch.clone(),
+        )
+        .with_tools(p.tools.clone()),
+        stream: Mutex::new(None),
+        last_active: Mutex::new(Instant::now()),
+        in_flight: AtomicUsize::new(0),
+        closed: AtomicBool::new(false),
+        checked: Mutex::new(Instant::now()),
+    })
+}
+
+/// Whether the store holds session `sid` of `p`'s agent, unexpired and
+/// owned by `p`'s token (another token's session is not found, as an
+/// unknown one). A store that cannot answer is logged and taken as no.
+pub(super) async fn find_stored(state: &State, sid: &str, p: &Principal) -> bool {
+    match state.forge.stored_session(&context(&p.agent, sid)).await {
+        Ok(found) => found.is_some_and(|s| s.owner == p.key),
+        Err(e) => {
+            tracing::warn!("cannot read a session from the store: {e}");
+            false
+        }
+    }
 }
 
 impl Session {
@@ -202,18 +262,48 @@ impl Drop for InFlight {
     }
 }
 
+/// Sessions the store expires per reaping tick, at most.
+const REAP_BATCH: usize = 64;
+
+/// Every tick: keeps the sessions this host is busy with alive in the
+/// store (a request in flight, an open GET stream), lets go of its handles
+/// on sessions idle here for the idle limit (the session stays in the
+/// store: another host may be serving it), and expires the sessions of
+/// the store idle for their limit (any host's; one host wins each).
 pub(super) async fn reap_idle_sessions(state: std::sync::Weak<State>) {
     loop {
         let Some(s) = state.upgrade() else { return };
         let idle = s.config.session_idle;
         let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
-        let expired: Vec<String> = lock(&s.sessions)
-            .values()
-            .filter(|x| x.idle_for().is_some_and(|d| d >= idle))
-            .map(|x| x.id.clone())
-            .collect();
-        for id in expired {
-            s.end_session(&id, "idled out");
+        let mut released = Vec::new();
+        for x in lock(&s.sessions).values() {
+            match x.idle_for() {
+                None => {
+                    if let Err(e) = s.forge.touch_session(x.handler.context()) {
+                        tracing::warn!("cannot record a session's use: {e}");
+                    }
+                }
+                Some(d) if d >= idle => released.push(x.id.clone()),
+                Some(_) => {}
+            }
+        }
+        for id in released {
+            s.release_session(&id);
+        }
+        match s.forge.reap_expired_sessions(REAP_BATCH).await {
+            Ok(ended) => {
+                for e in ended {
+                    tracing::info!(
+                        "session of {} idled out: discarded {} session tools",
+                        e.agent,
+                        e.tools.len()
+                    );
+                    if let Some(sid) = e.session.strip_prefix("mcp-http/") {
+                        s.release_session(sid);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("cannot expire idle sessions: {e}"),
         }
         drop(s);
         tokio::time::sleep(tick).await;

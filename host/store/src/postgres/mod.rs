@@ -59,6 +59,7 @@
 
 mod ops;
 mod schema;
+mod sessions;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
@@ -77,6 +78,9 @@ use super::audit::{AuditEntry, AuditKind, AuditReport};
 use super::backend::{ArtifactForm, BackendKind, CallBatch, NewTool, RegistryBackend, ToolScope};
 pub(crate) use super::error::describe;
 use super::error::{AuditError, StoreError};
+use super::sessions::{
+    EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
+};
 use super::stats::ToolStats;
 use super::{Registry, ToolRecord};
 pub use schema::PG_SCHEMA_VERSION;
@@ -365,6 +369,7 @@ impl RegistryBackend for PostgresBackend {
             first: new.first.map(|(k, v)| (k, v.clone())),
             registration: new.registration.clone(),
             carried: new.carried.cloned(),
+            from_session: new.from_session.map(|(a, s)| (a.to_owned(), s.to_owned())),
         });
         self.run("register", move |pool, loc| {
             ops::register(pool, loc, new.clone())
@@ -467,6 +472,77 @@ impl RegistryBackend for PostgresBackend {
     fn verify_audit(&self) -> Result<AuditReport, AuditError> {
         // Read in one snapshot on the backend's runtime, page by page.
         self.run("verify_audit", ops::audit_verify)?
+    }
+
+    fn open_session(&self, session: &SessionRecord) -> Result<SessionRecord, StoreError> {
+        let session = Arc::new(session.clone());
+        self.run("open_session", move |pool, loc| {
+            sessions::open_session(pool, loc, session.clone())
+        })
+    }
+
+    fn session(&self, agent: &str, session: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let (agent, session) = (agent.to_owned(), session.to_owned());
+        self.run("session", move |pool, loc| {
+            sessions::session(pool, loc, agent.clone(), session.clone())
+        })
+    }
+
+    fn session_tools(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Vec<SessionToolRecord>, StoreError> {
+        let (agent, session) = (agent.to_owned(), session.to_owned());
+        self.run("session_tools", move |pool, loc| {
+            sessions::session_tools(pool, loc, agent.clone(), session.clone())
+        })
+    }
+
+    fn add_session_tool(&self, new: NewSessionTool<'_>) -> Result<i64, StoreError> {
+        let new = Arc::new(sessions::OwnedNewSessionTool {
+            session: new.session.clone(),
+            name: new.name.to_owned(),
+            artifact: new.artifact.clone(),
+            manifest: new.manifest.to_owned(),
+            decision: new.decision.clone(),
+            max_tools: new.max_tools,
+        });
+        self.run("add_session_tool", move |pool, loc| {
+            sessions::add_session_tool(pool, loc, new.clone())
+        })
+    }
+
+    fn end_session(
+        &self,
+        agent: &str,
+        session: &str,
+        end: SessionEnd,
+    ) -> Result<Option<EndedSession>, StoreError> {
+        let (agent, session) = (agent.to_owned(), session.to_owned());
+        self.run("end_session", move |pool, loc| {
+            sessions::end_session(pool, loc, agent.clone(), session.clone(), end)
+        })
+    }
+
+    fn expired_sessions(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.run("expired_sessions", move |pool, loc| {
+            sessions::expired_sessions(pool, loc, now_ms, limit)
+        })
+    }
+
+    fn touch_sessions(&self, touches: &[SessionTouch]) -> Result<(), StoreError> {
+        let mut touches = touches.to_vec();
+        // One order on every host: two batches never wait on each other.
+        touches.sort_by(|a, b| (&a.agent, &a.session).cmp(&(&b.agent, &b.session)));
+        let touches = Arc::new(touches);
+        self.run("touch_sessions", move |pool, loc| {
+            sessions::touch_sessions(pool, loc, touches.clone())
+        })
     }
 }
 

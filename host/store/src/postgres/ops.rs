@@ -36,17 +36,18 @@ pub(super) struct OwnedNewTool {
     pub(super) first: Option<(AuditKind, Value)>,
     pub(super) registration: Value,
     pub(super) carried: Option<CallCounters>,
+    pub(super) from_session: Option<(String, String)>,
 }
 
-fn pg(op: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+pub(super) fn pg(op: &'static str) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
     StoreError::postgres(op)
 }
 
-fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
+pub(super) fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
 
-fn not_found(op: &'static str, name: &str, agent: &str) -> StoreError {
+pub(super) fn not_found(op: &'static str, name: &str, agent: &str) -> StoreError {
     StoreError::NotFound {
         op,
         name: name.to_owned(),
@@ -54,7 +55,7 @@ fn not_found(op: &'static str, name: &str, agent: &str) -> StoreError {
     }
 }
 
-fn clamp(v: u64) -> i64 {
+pub(super) fn clamp(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -78,7 +79,10 @@ pub(super) async fn client(
 }
 
 /// A READ COMMITTED read-write transaction.
-async fn begin<'a>(c: &'a mut Client, op: &'static str) -> Result<Transaction<'a>, StoreError> {
+pub(super) async fn begin<'a>(
+    c: &'a mut Client,
+    op: &'static str,
+) -> Result<Transaction<'a>, StoreError> {
     c.build_transaction()
         .isolation_level(IsolationLevel::ReadCommitted)
         .start()
@@ -124,7 +128,10 @@ fn record_from(op: &'static str, r: &Row) -> Result<(i64, ToolRecord), StoreErro
 
 /// Locks the head record for the rest of the transaction and reads it.
 /// Every appending transaction calls this before it touches any other row.
-async fn lock_head(tx: &Transaction<'_>, op: &'static str) -> Result<(i64, String), StoreError> {
+pub(super) async fn lock_head(
+    tx: &Transaction<'_>,
+    op: &'static str,
+) -> Result<(i64, String), StoreError> {
     let row = tx
         .query_one(
             "SELECT count, head_hash FROM audit_head WHERE id = 1 FOR UPDATE",
@@ -136,7 +143,7 @@ async fn lock_head(tx: &Transaction<'_>, op: &'static str) -> Result<(i64, Strin
 }
 
 /// Appends an entry inside `tx` under the head lock and moves the head.
-async fn append_in_tx(
+pub(super) async fn append_in_tx(
     tx: &Transaction<'_>,
     op: &'static str,
     kind: AuditKind,
@@ -379,7 +386,7 @@ pub(super) async fn artifact_ids(pool: Pool, loc: Arc<str>) -> Result<Vec<Artifa
 
 /// Checks inside `tx` that artifact `id` is stored (a wasm blob with the
 /// right hash, else a compact record) before a row may name it.
-async fn ensure_artifact(
+pub(super) async fn ensure_artifact(
     tx: &Transaction<'_>,
     op: &'static str,
     id: &ArtifactId,
@@ -506,7 +513,16 @@ pub(super) async fn register(
                 pg(OP)(e)
             }
         })?;
-    if let Some(counts) = &new.carried {
+    let mut carried = new.carried.clone();
+    if let Some((agent, session)) = &new.from_session {
+        let tool = super::sessions::take_tool(&tx, OP, agent, session, &record.name)
+            .await?
+            .ok_or_else(|| not_found(OP, &record.name, agent))?;
+        carried
+            .get_or_insert_with(Default::default)
+            .add_since(&Default::default(), &tool.counters);
+    }
+    if let Some(counts) = &carried {
         insert_counts(&tx, OP, row.get(0), counts).await?;
     }
     tx.commit().await.map_err(pg(OP))?;
@@ -671,6 +687,12 @@ pub(super) async fn record_calls(
     for entry in batch.iter() {
         let counts = &entry.counters;
         if counts.total == 0 {
+            continue;
+        }
+        if let Some(session) = &entry.session {
+            if !super::sessions::add_calls(&tx, OP, session, entry).await? {
+                dropped += 1;
+            }
             continue;
         }
         // KEY SHARE, as for one call: a concurrent delete or promotion waits

@@ -95,6 +95,34 @@ const MIGRATIONS: &[&str] = &[
     -- Components and bytecode barely compress: store them out of line as they are.
     ALTER TABLE artifacts ALTER COLUMN bytes SET STORAGE EXTERNAL;
     "#,
+    // 1 -> 2: the session tier (`store::sessions`).
+    r#"
+    CREATE TABLE sessions (
+        agent        TEXT NOT NULL,
+        session      TEXT NOT NULL,
+        owner        TEXT NOT NULL,         -- who may use it ('' when made by a forge)
+        created_ms   BIGINT NOT NULL,
+        last_used_ms BIGINT NOT NULL,       -- written behind
+        idle_ms      BIGINT NOT NULL,       -- 0: never expires
+        PRIMARY KEY (agent, session)
+    );
+    CREATE INDEX sessions_by_expiry ON sessions ((last_used_ms + idle_ms)) WHERE idle_ms > 0;
+
+    CREATE TABLE session_tools (
+        agent            TEXT NOT NULL,
+        session          TEXT NOT NULL,
+        name             TEXT NOT NULL,
+        artifact         TEXT NOT NULL,
+        manifest         TEXT NOT NULL,
+        created_seq      BIGINT NOT NULL,   -- seq of its forge_decision entry
+        total_calls      BIGINT NOT NULL DEFAULT 0,
+        successes        BIGINT NOT NULL DEFAULT 0,
+        total_latency_us BIGINT NOT NULL DEFAULT 0,
+        recent_us        TEXT NOT NULL DEFAULT '[]',  -- JSON array, oldest first
+        PRIMARY KEY (agent, session, name),
+        FOREIGN KEY (agent, session) REFERENCES sessions (agent, session) ON DELETE CASCADE
+    );
+    "#,
 ];
 
 /// The schema version this build migrates a PostgreSQL database to.

@@ -15,6 +15,7 @@
 pub(crate) mod artifacts;
 mod audit;
 mod schema;
+mod sessions;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,9 @@ use serde_json::Value;
 use super::audit::{AuditEntry, AuditKind, AuditReport};
 use super::backend::{ArtifactForm, BackendKind, CallBatch, NewTool, RegistryBackend, ToolScope};
 use super::error::{AuditError, StoreError};
+use super::sessions::{
+    EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
+};
 use super::stats::ToolStats;
 use super::{RegistryOptions, Tier, ToolRecord, deletion_payload, promotion_payload};
 pub use schema::SCHEMA_VERSION;
@@ -263,6 +267,13 @@ impl RegistryBackend for SqliteBackend {
         let owner = new.owner;
         self.artifacts.ensure_durable(OP, &record.artifact)?;
         self.write(OP, |tx| {
+            let mut carried = new.carried.cloned();
+            if let Some((agent, session)) = new.from_session {
+                let tool = sessions::take_tool(tx, OP, agent, session, &record.name)?
+                    .ok_or_else(|| not_found(OP, &record.name, agent))?;
+                let c = carried.get_or_insert_with(Default::default);
+                c.add_since(&Default::default(), &tool.counters);
+            }
             if let Some((kind, payload)) = new.first {
                 audit::append_in_tx(tx, OP, kind, &record.name, record.agent_id.as_deref(), payload)?;
             }
@@ -300,7 +311,7 @@ impl RegistryBackend for SqliteBackend {
                     StoreError::sqlite(OP)(e)
                 }
             })?;
-            if let Some(counts) = new.carried {
+            if let Some(counts) = &carried {
                 stats::insert_counts(tx, OP, tx.last_insert_rowid(), counts)?;
             }
             Ok(entry.seq)
@@ -439,5 +450,46 @@ impl RegistryBackend for SqliteBackend {
             .transaction()
             .map_err(StoreError::sqlite("verify_audit"))?;
         audit::verify(&tx)
+    }
+
+    fn open_session(&self, session: &SessionRecord) -> Result<SessionRecord, StoreError> {
+        self.open_session_sql(session)
+    }
+
+    fn session(&self, agent: &str, session: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.session_sql(agent, session)
+    }
+
+    fn session_tools(
+        &self,
+        agent: &str,
+        session: &str,
+    ) -> Result<Vec<SessionToolRecord>, StoreError> {
+        self.session_tools_sql(agent, session)
+    }
+
+    fn add_session_tool(&self, new: NewSessionTool<'_>) -> Result<i64, StoreError> {
+        self.add_session_tool_sql(new)
+    }
+
+    fn end_session(
+        &self,
+        agent: &str,
+        session: &str,
+        end: SessionEnd,
+    ) -> Result<Option<EndedSession>, StoreError> {
+        self.end_session_sql(agent, session, end)
+    }
+
+    fn expired_sessions(
+        &self,
+        now_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.expired_sessions_sql(now_ms, limit)
+    }
+
+    fn touch_sessions(&self, touches: &[SessionTouch]) -> Result<(), StoreError> {
+        self.touch_sessions_sql(touches)
     }
 }

@@ -61,6 +61,34 @@ const MIGRATIONS: &[&str] = &[
         ('audit_count', 0),
         ('audit_head_hash', '0000000000000000000000000000000000000000000000000000000000000000');
     "#,
+    // 1 -> 2: the session tier (`store::sessions`).
+    r#"
+    CREATE TABLE sessions (
+        agent        TEXT NOT NULL,
+        session      TEXT NOT NULL,
+        owner        TEXT NOT NULL,         -- who may use it ('' when made by a forge)
+        created_ms   INTEGER NOT NULL,
+        last_used_ms INTEGER NOT NULL,      -- written behind
+        idle_ms      INTEGER NOT NULL,      -- 0: never expires
+        PRIMARY KEY (agent, session)
+    );
+    CREATE INDEX sessions_by_expiry ON sessions (last_used_ms + idle_ms) WHERE idle_ms > 0;
+
+    CREATE TABLE session_tools (
+        agent            TEXT NOT NULL,
+        session          TEXT NOT NULL,
+        name             TEXT NOT NULL,
+        artifact         TEXT NOT NULL,
+        manifest         TEXT NOT NULL,
+        created_seq      INTEGER NOT NULL,  -- seq of its forge_decision entry
+        total_calls      INTEGER NOT NULL DEFAULT 0,
+        successes        INTEGER NOT NULL DEFAULT 0,
+        total_latency_us INTEGER NOT NULL DEFAULT 0,
+        recent_us        TEXT NOT NULL DEFAULT '[]',  -- JSON array, oldest first
+        PRIMARY KEY (agent, session, name),
+        FOREIGN KEY (agent, session) REFERENCES sessions (agent, session) ON DELETE CASCADE
+    );
+    "#,
 ];
 
 /// The schema version this build migrates to.

@@ -54,6 +54,12 @@ impl SqliteBackend {
                 if c.total == 0 {
                     continue;
                 }
+                if let Some(session) = &entry.session {
+                    if !super::sessions::add_calls(tx, OP, session, entry)? {
+                        dropped += 1;
+                    }
+                    continue;
+                }
                 let Some(row) = resolve(tx, OP, &entry.name, &entry.agent)? else {
                     dropped += 1;
                     continue;

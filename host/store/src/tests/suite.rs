@@ -16,9 +16,15 @@ use super::super::*;
 use super::record;
 
 mod audit_cases;
+mod session_cases;
 use audit_cases::{
     audit_is_append_only_through_sql_triggers, verify_detects_edited_fields,
     verify_detects_removed_reordered_and_truncated, verify_spans_pages,
+};
+use session_cases::{
+    ending_a_session_discards_its_tools_with_entries, expiry_is_reaped_once_when_hosts_race,
+    promotion_takes_the_tool_out_of_its_session, session_tool_and_its_decision_commit_together,
+    session_uses_are_written_behind,
 };
 
 /// A database to run a case on.
@@ -134,6 +140,11 @@ macro_rules! suite {
 }
 
 suite!(
+    session_tool_and_its_decision_commit_together,
+    ending_a_session_discards_its_tools_with_entries,
+    expiry_is_reaped_once_when_hosts_race,
+    session_uses_are_written_behind,
+    promotion_takes_the_tool_out_of_its_session,
     artifact_roundtrip_and_missing,
     corrupt_artifact_is_detected_and_repaired_by_put,
     register_requires_artifact_and_audits_in_same_transaction,

@@ -1,0 +1,429 @@
+//! Scale-out with real parts: three `temper mcp --http` hosts on one
+//! throw-away PostgreSQL database (one tokens file), behind HAProxy on
+//! 127.0.0.1 (round robin, no stickiness, the configuration written here),
+//! driven by the official MCP Python SDK (`tests/scale_out_client.py`).
+//!
+//! The client forges a session tool through the balancer and calls it
+//! 1,000 times, 8 in flight; after 300 calls one host is killed (SIGKILL),
+//! after 500 the client holds while the host is restarted on its port and
+//! HAProxy sees it up again. Requests in flight on the killed host fail at
+//! the balancer (502) and the client retries them; every call must end
+//! well, with the right answer. The session tier follows the client: every
+//! host (the restarted one too) served calls of the session tool forged on
+//! one of them (HAProxy's per-server counters say so). Closing the client
+//! ends the session: its tool is gone from the store, and the trail holds
+//! its one forge decision and its one deletion.
+//!
+//! Needs `TEMPER_TEST_PG_URL` (`scripts/with-postgres.sh`), the `haproxy`
+//! binary (`scripts/haproxy.sh`) and the SDK venv (`scripts/mcp-venv.sh`);
+//! a missing part skips the test unless `TEMPER_REQUIRE_PG=1`,
+//! `TEMPER_TEST_REQUIRE_HAPROXY=1` or `TEMPER_REQUIRE_MCP_PY=1` make it a
+//! failure (scripts/test.sh sets all three).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use temper::store::{AuditKind, Registry};
+
+use crate::mcp_http::{python, token_entry};
+use crate::multihost::admin_exec;
+use crate::support::cache_dir;
+
+/// Only a safety net against a hung process; no assertion depends on it.
+const HANG: Duration = Duration::from_secs(600);
+const CALLS: usize = 1000;
+const KILL_AT: usize = 300;
+const HOLD_AT: usize = 500;
+const TOKEN: &str = "scale-out-token";
+const AGENT: &str = "scale";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `what` is missing: a skip, or a failure when `var` is 1.
+fn missing(var: &str, what: &str) {
+    assert!(
+        std::env::var(var).as_deref() != Ok("1"),
+        "{var}=1 but {what}"
+    );
+    eprintln!("SKIPPED scale_out: {what}");
+}
+
+fn haproxy() -> Option<PathBuf> {
+    let found = Command::new("haproxy")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some(PathBuf::from("haproxy"));
+    }
+    missing(
+        "TEMPER_TEST_REQUIRE_HAPROXY",
+        "no haproxy on PATH (run scripts/haproxy.sh)",
+    );
+    None
+}
+
+/// A fresh database on the test cluster, dropped at the end.
+struct Database {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl Database {
+    fn create() -> Option<Self> {
+        let Ok(admin) = std::env::var("TEMPER_TEST_PG_URL") else {
+            missing(
+                "TEMPER_REQUIRE_PG",
+                "TEMPER_TEST_PG_URL is not set (scripts/with-postgres.sh sets it)",
+            );
+            return None;
+        };
+        let name = format!("temper_scale{}", std::process::id());
+        admin_exec(&admin, &format!("CREATE DATABASE {name}")).expect("CREATE DATABASE");
+        let mut url = url::Url::parse(&admin).expect("TEMPER_TEST_PG_URL is a URL");
+        url.set_path(&format!("/{name}"));
+        Some(Self {
+            admin,
+            name,
+            url: url.to_string(),
+        })
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = admin_exec(
+            &self.admin,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
+/// One `temper mcp --http` host; killed when dropped.
+struct Host {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Host {
+    /// Starts a host on `bind` (`127.0.0.1:0` picks a port) and waits
+    /// until it says where it listens. Its stderr goes to `log`.
+    fn start(bind: &str, store: &str, dir: &Path, log: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
+            .args(["mcp", "--http", bind, "--judge", "rules", "--store", store])
+            .arg("--cache-dir")
+            .arg(cache_dir())
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .arg("--tokens")
+            .arg(dir.join("tokens.toml"))
+            .args(["--registry-poll-ms", "200"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn temper mcp --http");
+        let stderr = child.stderr.take().unwrap();
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                let _ = writeln!(log, "{line}");
+                if let Some(rest) = line.strip_prefix("temper mcp: listening on http://") {
+                    let _ = tx.send(rest.trim_end_matches("/mcp").to_string());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(HANG)
+            .expect("the host says where it listens")
+            .parse()
+            .unwrap();
+        Self { child, addr }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HAProxy in the foreground with the configuration `config`; stopped
+/// when dropped.
+struct Balancer {
+    child: Child,
+    socket: PathBuf,
+}
+
+/// The configuration the test runs (and docs/src/deployment.md shows):
+/// round robin, no stickiness; a host that refuses connections is
+/// marked down within a check interval, and a request that could not
+/// connect is sent to another host; a request in flight on a host that
+/// dies is answered 502 (not replayed: the client decides).
+fn haproxy_config(listen: SocketAddr, hosts: &[SocketAddr], socket: &Path) -> String {
+    let servers: String = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("    server h{i} {a}\n"))
+        .collect();
+    format!(
+        "global
+    maxconn 1024
+    stats socket {socket} mode 600 level admin
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure
+
+frontend mcp
+    bind {listen}
+    default_backend temper
+
+backend temper
+    balance roundrobin
+    default-server check inter 200ms fall 1 rise 1
+{servers}",
+        socket = socket.display()
+    )
+}
+
+impl Balancer {
+    fn start(haproxy: &Path, dir: &Path, listen: SocketAddr, hosts: &[SocketAddr]) -> Self {
+        let socket = dir.join("haproxy.sock");
+        let config = dir.join("haproxy.cfg");
+        std::fs::write(&config, haproxy_config(listen, hosts, &socket)).unwrap();
+        let check = Command::new(haproxy)
+            .arg("-c")
+            .arg("-f")
+            .arg(&config)
+            .output()
+            .expect("run haproxy -c");
+        assert!(
+            check.status.success(),
+            "haproxy rejects {}: {}",
+            config.display(),
+            String::from_utf8_lossy(&check.stderr)
+        );
+        let child = Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn haproxy");
+        let balancer = Self { child, socket };
+        let start = Instant::now();
+        while TcpStream::connect(listen).is_err() || balancer.servers_up() < hosts.len() {
+            assert!(start.elapsed() < HANG, "haproxy never came up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        balancer
+    }
+
+    /// `show stat` from the stats socket: one map per row, by column.
+    fn stats(&self) -> Vec<std::collections::HashMap<String, String>> {
+        let Ok(mut s) = UnixStream::connect(&self.socket) else {
+            return Vec::new();
+        };
+        s.write_all(b"show stat\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let mut lines = text.lines();
+        let Some(header) = lines.next() else {
+            return Vec::new();
+        };
+        let columns: Vec<&str> = header.trim_start_matches("# ").split(',').collect();
+        lines
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                columns
+                    .iter()
+                    .zip(l.split(','))
+                    .map(|(c, v)| (c.to_string(), v.to_string()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn server(&self, name: &str) -> std::collections::HashMap<String, String> {
+        self.stats()
+            .into_iter()
+            .find(|r| r["pxname"] == "temper" && r["svname"] == name)
+            .unwrap_or_else(|| panic!("no server {name} in haproxy's stats"))
+    }
+
+    fn servers_up(&self) -> usize {
+        self.stats()
+            .iter()
+            .filter(|r| r["pxname"] == "temper" && r["svname"].starts_with('h'))
+            .filter(|r| r["status"] == "UP")
+            .count()
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn count(row: &std::collections::HashMap<String, String>, column: &str) -> u64 {
+    row[column].parse().unwrap_or(0)
+}
+
+#[test]
+fn three_hosts_behind_haproxy_serve_one_session() {
+    let Some(haproxy) = haproxy() else { return };
+    let Some(python) = python() else { return };
+    let Some(db) = Database::create() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tokens.toml"),
+        token_entry(TOKEN, AGENT, ""),
+    )
+    .unwrap();
+    let logs: Vec<PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("host{i}.log")))
+        .collect();
+    let mut hosts: Vec<Option<Host>> = logs
+        .iter()
+        .map(|log| Some(Host::start("127.0.0.1:0", &db.url, dir.path(), log)))
+        .collect();
+    let addrs: Vec<SocketAddr> = hosts.iter().map(|h| h.as_ref().unwrap().addr).collect();
+    let listen = free_port();
+    let balancer = Balancer::start(&haproxy, dir.path(), listen, &addrs);
+
+    let mut client = Command::new(python)
+        .arg(root().join("tests/scale_out_client.py"))
+        .arg("2025-06-18")
+        .arg(format!("http://{listen}/mcp"))
+        .arg(TOKEN)
+        .arg(root().join("tests/fixtures/seeds/slugify.json"))
+        .arg(CALLS.to_string())
+        .arg(HOLD_AT.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("run tests/scale_out_client.py");
+    let mut stdin: Option<ChildStdin> = client.stdin.take();
+    let mut killed = false;
+    let mut served_before_kill = 0;
+    let mut summary = None;
+    for line in BufReader::new(client.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(n) = line.strip_prefix("progress ") {
+            let n: usize = n.parse().unwrap();
+            if n >= KILL_AT && !killed {
+                // SIGKILL, mid-run: nothing of it is shut down cleanly.
+                served_before_kill = count(&balancer.server("h1"), "stot");
+                drop(hosts[1].take());
+                killed = true;
+                eprintln!("scale_out: killed host 1 after {n} calls");
+            }
+        } else if line.starts_with("hold ") {
+            assert!(killed, "the host is killed before the hold");
+            // Back on its port; HAProxy's check finds it up.
+            hosts[1] = Some(Host::start(
+                &addrs[1].to_string(),
+                &db.url,
+                dir.path(),
+                &logs[1],
+            ));
+            let start = Instant::now();
+            while balancer.servers_up() < 3 {
+                assert!(start.elapsed() < HANG, "the restarted host never came up");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            eprintln!("scale_out: host 1 restarted and up");
+            let mut go = stdin.take().expect("one hold");
+            writeln!(go, "go").unwrap();
+        } else if line.starts_with('{') {
+            summary = Some(serde_json::from_str::<Value>(&line).unwrap());
+        }
+    }
+    let status = client.wait().unwrap();
+    assert!(
+        status.success(),
+        "tests/scale_out_client.py failed: {status}"
+    );
+    let summary = summary.expect("the client's summary");
+    assert_eq!(summary["calls"], CALLS as u64, "{summary}");
+    eprintln!("scale_out: client summary {summary}");
+
+    // Every host served requests of the session; the restarted one too.
+    for name in ["h0", "h1", "h2"] {
+        let row = balancer.server(name);
+        eprintln!(
+            "scale_out: {name}: {} requests, {} 2xx, {} 5xx",
+            row["stot"], row["hrsp_2xx"], row["hrsp_5xx"]
+        );
+        assert!(
+            count(&row, "hrsp_2xx") > 0,
+            "{name} served nothing: {row:?}"
+        );
+    }
+    let h1 = count(&balancer.server("h1"), "stot");
+    assert!(
+        h1 > served_before_kill,
+        "the restarted host served calls: {h1} > {served_before_kill}"
+    );
+
+    // The session ended: its tool is gone, with one decision and one
+    // deletion in the trail; the trail verifies.
+    let store = Registry::open_postgres(&db.url).unwrap();
+    let entries = store.audit_entries(0, 1_000_000).unwrap();
+    let decisions: Vec<_> = entries
+        .iter()
+        .filter(|e| e.kind == AuditKind::ForgeDecision && e.subject == "slugify")
+        .collect();
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    let session = decisions[0].payload["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(session.starts_with("mcp-http/"), "{session}");
+    let deletions: Vec<_> = entries
+        .iter()
+        .filter(|e| e.kind == AuditKind::Deletion && e.payload["session"] == session.as_str())
+        .collect();
+    assert_eq!(deletions.len(), 1, "{deletions:?}");
+    assert_eq!(deletions[0].subject, "slugify");
+    assert_eq!(deletions[0].payload["reason"], "session ended");
+    assert!(store.session(AGENT, &session).unwrap().is_none());
+    assert!(store.session_tools(AGENT, &session).unwrap().is_empty());
+    store.verify_audit().unwrap();
+    drop(balancer);
+    drop(hosts);
+}
