@@ -222,7 +222,7 @@ impl Forge {
                 )
             } {
                 Ok(()) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err((tier, e.into())),
             },
             // Counted in memory and written behind; with a zero flush
             // interval it is a transaction, off the async workers.

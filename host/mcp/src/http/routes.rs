@@ -1,7 +1,7 @@
 //! The endpoint's methods: POST (JSON or SSE answers, with progress), GET
 //! (the session's stream for `list_changed`), DELETE, and `initialize`.
 
-use crate::handler::{Handler, Notifier};
+use crate::handler::Notifier;
 use crate::jsonrpc::{self, Incoming, Rejected, RpcError};
 use crate::protocol::{ALL_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS};
 use crate::watch::Changes;
