@@ -490,7 +490,6 @@ async fn mcp_jwt_bearer_tokens_over_http() {
     assert_eq!(a.status, 404, "{}", a.body);
 
     // The reasons are logged; no token, signature or claim ever is.
-    let log = server.log();
     for reason in [
         "bearer token refused: expired",
         "bearer token refused: not yet valid",
@@ -503,8 +502,14 @@ async fn mcp_jwt_bearer_tokens_over_http() {
         "bearer token refused: key does not fit the algorithm",
         "bearer token refused: bad agent claim",
     ] {
-        assert!(log.contains(reason), "{reason} not in:\n{log}");
+        // The server's stderr is read by another thread: wait for the line.
+        let start = std::time::Instant::now();
+        while !server.log().contains(reason) {
+            assert!(start.elapsed() < HANG, "{reason} not in:\n{}", server.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
+    let log = server.log();
     for (what, t) in &hostile {
         for part in t.split('.').filter(|p| p.len() > 8) {
             assert!(!log.contains(part), "{what}: a token part in the log");
