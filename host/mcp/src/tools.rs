@@ -3,6 +3,7 @@
 //! schema, the forge request), registered tools as MCP tool definitions, and
 //! `tools/call` results.
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use temper_forge::ToolInfo;
@@ -204,14 +205,12 @@ fn object_schema(schema: &Value) -> Value {
 /// A `tools/call` result carrying `value`: as JSON text content, and as
 /// `structuredContent` when it is an object (MCP requires one there).
 pub fn tool_result(value: &Value, is_error: bool) -> Value {
-    let mut result = json!({
-        "content": [{ "type": "text", "text": value.to_string() }],
-        "isError": is_error,
-    });
-    if value.is_object() {
-        result["structuredContent"] = value.clone();
+    CallToolResult {
+        content: [TextContent::new(value.to_string())],
+        is_error,
+        structured_content: value.is_object().then_some(value),
     }
-    result
+    .to_json()
 }
 
 /// A failed call as a tool result (`isError: true`): `{stage, error}` as
@@ -223,11 +222,51 @@ pub fn tool_result(value: &Value, is_error: bool) -> Value {
 /// official TypeScript SDK throws `-32602` on a mismatch), so an error
 /// result carries the error as text.
 pub fn tool_error(stage: &str, error: &str) -> Value {
-    let error = json!({ "stage": stage, "error": error });
-    json!({
-        "content": [{ "type": "text", "text": error.to_string() }],
-        "isError": true,
-    })
+    let text = serde_json::to_string(&CallError { stage, error }).expect("two strings serialize");
+    CallToolResult {
+        content: [TextContent::new(text)],
+        is_error: true,
+        structured_content: None,
+    }
+    .to_json()
+}
+
+/// A `tools/call` result (`CallToolResult`): one text content block, the
+/// error flag, structured content when the output is an object.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallToolResult<'a> {
+    content: [TextContent; 1],
+    is_error: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a Value>,
+}
+
+impl CallToolResult<'_> {
+    fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a tool result serializes")
+    }
+}
+
+/// A `text` content block.
+#[derive(Serialize)]
+struct TextContent {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+}
+
+impl TextContent {
+    fn new(text: String) -> Self {
+        Self { kind: "text", text }
+    }
+}
+
+/// The text of a failed call's result.
+#[derive(Serialize)]
+struct CallError<'a> {
+    stage: &'a str,
+    error: &'a str,
 }
 
 #[cfg(test)]
@@ -251,8 +290,13 @@ mod tests {
         assert_eq!(r["content"][0]["text"], r#"{"slug":"a-b"}"#);
         assert_eq!(r["structuredContent"], json!({"slug": "a-b"}));
         assert_eq!(r["isError"], false);
+        assert_eq!(
+            r.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["content", "isError", "structuredContent"]
+        );
         let r = tool_result(&json!([1, 2]), false);
         assert!(r.get("structuredContent").is_none());
+        assert_eq!(r["content"][0]["type"], "text");
         let e = tool_error("invoke", "invoke t: run: timed out after 10 ms");
         assert_eq!(e["isError"], true);
         assert!(e.get("structuredContent").is_none(), "{e}");
