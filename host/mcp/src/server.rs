@@ -292,6 +292,11 @@ impl Connection {
         params: Option<Value>,
         read_at: Instant,
     ) {
+        // The connection's session is in use: it does not idle out while
+        // the connection lives (written behind, no write on this path).
+        if let Err(e) = self.handler.forge().touch_session(self.handler.context()) {
+            tracing::warn!("cannot record the session's use: {e}");
+        }
         let conn = self.clone();
         let handler = tokio::spawn(async move {
             conn.handler
