@@ -195,7 +195,8 @@ async fn a_forged_tool_is_stored_compact_and_rebuilt_byte_for_byte_on_a_cold_hos
         ..ForgeConfig::default()
     };
     let off = forge_in(dir.path(), HostPolicy::deny_all(), config.clone());
-    off.restore_session(first.snapshot_session(&ctx()).unwrap()).unwrap();
+    off.restore_session(first.snapshot_session(&ctx()).unwrap())
+        .unwrap();
     assert_eq!(
         off.export("slugify", &ctx(), false, None).unwrap().bytes,
         exported.bytes

@@ -89,7 +89,10 @@ async fn the_forge_deadline_stops_the_test_stage_and_names_the_cases_done() {
         err.to_string(),
         format!("test: forge deadline of 1 s reached after {done} of 40 cases")
     );
-    assert!(f.session_tools(&ctx()).unwrap().is_empty(), "nothing registered");
+    assert!(
+        f.session_tools(&ctx()).unwrap().is_empty(),
+        "nothing registered"
+    );
     let last = f.store().audit_entries(0, 1000).unwrap().pop().unwrap();
     assert_eq!(last.payload["stage"], "test");
     assert_eq!(last.payload["approved"], false);

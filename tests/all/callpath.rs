@@ -286,10 +286,7 @@ impl RegistryBackend for SlowStore {
     ) -> Result<Vec<temper::store::SessionToolRecord>, StoreError> {
         self.inner.session_tools(agent, session)
     }
-    fn add_session_tool(
-        &self,
-        new: temper::store::NewSessionTool<'_>,
-    ) -> Result<i64, StoreError> {
+    fn add_session_tool(&self, new: temper::store::NewSessionTool<'_>) -> Result<i64, StoreError> {
         self.inner.add_session_tool(new)
     }
     fn end_session(

@@ -165,7 +165,8 @@ async fn seed_examples_register_with_the_rules_judge() {
         assert_eq!(doc["verdict"]["approved"], true);
     }
     let listed: Vec<String> = forge
-        .session_tools(&ctx()).unwrap()
+        .session_tools(&ctx())
+        .unwrap()
         .into_iter()
         .map(|t| t.name)
         .collect();
@@ -382,7 +383,8 @@ async fn refusals_name_their_stage_and_reason() {
 
     // Nothing refused was registered.
     let names: Vec<String> = forge
-        .session_tools(&ctx()).unwrap()
+        .session_tools(&ctx())
+        .unwrap()
         .into_iter()
         .map(|t| t.name)
         .collect();
@@ -515,7 +517,8 @@ async fn llm_judge_verdicts_through_the_pipeline() {
         );
     }
     let names: Vec<String> = forge
-        .session_tools(&ctx()).unwrap()
+        .session_tools(&ctx())
+        .unwrap()
         .into_iter()
         .map(|t| t.name)
         .collect();
@@ -1092,7 +1095,8 @@ fn cli_forge_call_stats_promote_approve_and_audit() {
         (json!(6), json!(5))
     );
 
-    // The session file does not keep the source: promotion asks for it.
+    // The store does not keep the source (only the process that forged
+    // the tool had it): promotion asks for it.
     let (ok, _, err) = cli(store, &["promote", "slugify", "--judge", "rules"]);
     assert!(!ok && err.contains("pass it again"), "{err}");
     let source = dir.path().join("slugify.js");
@@ -1155,7 +1159,7 @@ fn cli_forge_call_stats_promote_approve_and_audit() {
 }
 
 /// Two `temper` processes on one session at once: neither loses the
-/// other's tools or calls (the session file is locked and merged).
+/// other's tools or calls (the session tier is in the store).
 #[test]
 fn cli_processes_sharing_a_session_keep_each_others_tools_and_calls() {
     let dir = tempfile::tempdir().unwrap();

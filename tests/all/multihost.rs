@@ -252,10 +252,7 @@ impl RegistryBackend for Interposed {
     ) -> Result<Vec<temper::store::SessionToolRecord>, StoreError> {
         self.inner.backend().session_tools(agent, session)
     }
-    fn add_session_tool(
-        &self,
-        new: temper::store::NewSessionTool<'_>,
-    ) -> Result<i64, StoreError> {
+    fn add_session_tool(&self, new: temper::store::NewSessionTool<'_>) -> Result<i64, StoreError> {
         self.inner.backend().add_session_tool(new)
     }
     fn end_session(
@@ -504,17 +501,16 @@ async fn forged_promoted_and_deleted_on_one_host_as_seen_on_the_other() {
         let bob = ForgeContext::new("bob", "s1");
 
         a.forge(&seed("add_numbers"), &alice).await.unwrap();
-        // The session tier stays with its host.
+        // The session tier is in the store: B serves Alice's session, at
+        // once; Bob's session of the same id is another session.
         assert!(
-            !names(&b.visible_tools(&alice).unwrap())
-                .iter()
-                .any(|(n, _)| n == "add_numbers"),
+            names(&b.visible_tools(&alice).unwrap())
+                .contains(&("add_numbers".to_string(), Tier::Session)),
             "{label}"
         );
-        let err = b
-            .invoke("add_numbers", &ab(1, 2), &alice)
-            .await
-            .unwrap_err();
+        let out = b.invoke("add_numbers", &ab(1, 2), &alice).await.unwrap();
+        assert_eq!(out.tier, Tier::Session, "{label}");
+        let err = b.invoke("add_numbers", &ab(1, 2), &bob).await.unwrap_err();
         assert!(
             matches!(err, InvokeError::NotFound { .. }),
             "{label}: {err}"
@@ -601,8 +597,7 @@ async fn a_compose_tool_forged_on_one_host_runs_on_the_other() {
         a.forge(&compose, &ctx).await.unwrap();
         a.promote("fahrenheit_plus", &ctx, None).await.unwrap();
         // B has never loaded anything: the adapter and both steps (pinned
-        // by artifact, in A's session tier only by name) come from the
-        // store.
+        // by artifact, in the session tier by name) come from the store.
         let out = b
             .invoke(
                 "fahrenheit_plus",
@@ -616,10 +611,12 @@ async fn a_compose_tool_forged_on_one_host_runs_on_the_other() {
             (json!({"sum": 220}), Tier::Agent),
             "{label}"
         );
-        let err = b.invoke("add_numbers", &ab(1, 2), &ctx).await.unwrap_err();
-        assert!(
-            matches!(err, InvokeError::NotFound { .. }),
-            "{label}: the steps' names stay in A's session: {err}"
+        // The steps' names are in the session, which B serves too.
+        let out = b.invoke("add_numbers", &ab(1, 2), &ctx).await.unwrap();
+        assert_eq!(
+            (out.output, out.tier),
+            (json!({"sum": 3}), Tier::Session),
+            "{label}"
         );
     }
 }
@@ -977,7 +974,9 @@ async fn the_agent_tool_limit_holds_when_two_hosts_register_at_once() {
                 AuditKind::ForgeDecision,
                 AuditKind::Promotion,
                 AuditKind::Registration,
-                AuditKind::Deletion
+                AuditKind::Deletion,
+                // Back in its session (restored).
+                AuditKind::ForgeDecision
             ],
             "{label}"
         );
@@ -1667,7 +1666,8 @@ fn cli_store_urls_and_state_dirs() {
     }
 
     // Two hosts on one store, each with its state dir: a session tool is
-    // its host's; an imported agent tool is everyone's.
+    // in the store (both hosts see the session); an imported agent tool is
+    // everyone's.
     for shared in shared_stores("cli_store_urls_and_state_dirs") {
         let label = shared.label;
         let (host_a, host_b) = (shared.scratch().join("a"), shared.scratch().join("b"));
@@ -1684,8 +1684,8 @@ fn cli_store_urls_and_state_dirs() {
         );
         assert!(ok, "{label}: {doc} {stderr}");
         assert!(
-            std::fs::read_dir(host_a.join("sessions")).unwrap().count() > 0,
-            "{label}: the session file is in A's state dir"
+            !host_a.join("sessions").exists(),
+            "{label}: no session file: the session is in the store"
         );
         let listed = |host: &Path| -> Vec<(String, String)> {
             let (ok, doc, stderr) = on(host, &["tools"]);
@@ -1703,7 +1703,11 @@ fn cli_store_urls_and_state_dirs() {
                 .collect()
         };
         assert_eq!(listed(&host_a), [("slugify".into(), "session".into())]);
-        assert_eq!(listed(&host_b), [], "{label}: A's session tier is A's");
+        assert_eq!(
+            listed(&host_b),
+            [("slugify".into(), "session".into())],
+            "{label}: the session is in the store"
+        );
         // Exported from A's session, imported on B into the agent tier:
         // both hosts list and call it.
         let file = shared.scratch().join("slugify.wasm");
@@ -1726,8 +1730,8 @@ fn cli_store_urls_and_state_dirs() {
             ],
         );
         assert!(ok, "{label}: {stderr}");
-        assert_eq!(listed(&host_b), [("slugify".into(), "agent".into())]);
-        // On A the session tool still comes first (each name once).
+        // The session tool still comes first (each name once).
+        assert_eq!(listed(&host_b), [("slugify".into(), "session".into())]);
         assert_eq!(listed(&host_a), [("slugify".into(), "session".into())]);
         for host in [&host_a, &host_b] {
             let (ok, doc, stderr) = on(host, &["call", "slugify", "--input", r#"{"text": "X Y"}"#]);
@@ -1739,8 +1743,25 @@ fn cli_store_urls_and_state_dirs() {
         assert_eq!(listed(&host_a), [("slugify".into(), "agent".into())]);
 
         // Without --state-dir: the store directory, or for a database a
-        // directory per database under the platform data dir.
+        // directory per database under the platform data dir. That is where
+        // a session file an older `temper` wrote is looked for (and moved
+        // into the store): a damaged one there is reported.
         let xdg = shared.scratch().join("xdg");
+        let expected = StoreLocation::parse(&shared.location)
+            .unwrap()
+            .default_state_dir()
+            .unwrap();
+        let expected = match shared.label {
+            "sqlite" => expected,
+            _ => xdg.join(expected.strip_prefix(dirs_data_dir()).unwrap()),
+        };
+        let mut h = blake3::Hasher::new();
+        h.update(b"default\0default-dir");
+        let legacy = expected
+            .join("sessions")
+            .join(format!("{}.json", &h.finalize().to_hex()[..32]));
+        std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+        std::fs::write(&legacy, "{ not a session").unwrap();
         let (ok, _, stderr) = support::temper_json(
             shared.scratch(),
             &[("XDG_DATA_HOME", xdg.as_os_str())],
@@ -1755,21 +1776,9 @@ fn cli_store_urls_and_state_dirs() {
                 &shared.location,
             ],
         );
-        assert!(ok, "{label}: {stderr}");
-        let expected = StoreLocation::parse(&shared.location)
-            .unwrap()
-            .default_state_dir()
-            .unwrap();
-        let expected = match shared.label {
-            "sqlite" => expected,
-            _ => xdg.join(expected.strip_prefix(dirs_data_dir()).unwrap()),
-        };
         assert!(
-            std::fs::read_dir(expected.join("sessions"))
-                .unwrap()
-                .count()
-                > 0,
-            "{label}: session files in {}",
+            !ok && stderr.contains("is damaged") && stderr.contains(&legacy.display().to_string()),
+            "{label}: the legacy session file in {} is read: {stderr}",
             expected.display()
         );
     }

@@ -255,11 +255,34 @@ impl Forge {
             Err(e) => return Err(store_err(e)),
         };
         // Other hosts may have filled the agent tier meanwhile: a
-        // registration over the limit is withdrawn (audited as a deletion).
+        // registration over the limit is withdrawn (audited as a deletion)
+        // and the tool goes back to its session, with a forge decision
+        // marked `restored` (its session-tier calls restart from zero).
         if self
             .withdraw_over_limit(&record, &ctx.agent_id)
             .map_err(store_err)?
         {
+            let manifest = serde_json::to_value(&tool.manifest).expect("a manifest serializes");
+            let decision = json!({
+                "approved": true,
+                "restored": true,
+                "reason": "promotion withdrawn: maxAgentTools",
+                "session": ctx.session_id,
+                "tier": "session",
+                "artifact": tool.artifact.as_str(),
+                "sourceBlake3": tool.manifest.artifact.source_blake3,
+            });
+            self.inner
+                .store
+                .add_session_tool(
+                    &self.implicit_session(ctx),
+                    name,
+                    &tool.artifact,
+                    &manifest,
+                    &decision,
+                    usize::MAX,
+                )
+                .map_err(store_err)?;
             return Err(PromoteError::AgentFull {
                 agent: ctx.agent_id.clone(),
                 limit: self.inner.config.max_agent_tools,

@@ -378,6 +378,11 @@ impl Connection {
         params: Option<Value>,
         read_at: Instant,
     ) {
+        // The connection's session is in use: it does not idle out while
+        // the connection lives (written behind, no write on this path).
+        if let Err(e) = self.handler.forge().touch_session(self.handler.context()) {
+            tracing::warn!("cannot record the session's use: {e}");
+        }
         let conn = self.clone();
         let session = &self.handler.context().session_id;
         let span = crate::trace::request_span(session, &id, &method, params.as_ref());

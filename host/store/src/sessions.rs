@@ -126,12 +126,11 @@ pub enum SessionEnd {
 }
 
 impl SessionEnd {
-    /// The `reason` its `deletion` entries give.
+    /// The `reason` its `deletion` entries give: `session ended` either
+    /// way, as the in-memory tier wrote it (an expiry adds
+    /// `"expired": true`).
     pub fn reason(self) -> &'static str {
-        match self {
-            SessionEnd::Ended => "session ended",
-            SessionEnd::Expired { .. } => "session expired",
-        }
+        "session ended"
     }
 }
 
@@ -175,12 +174,16 @@ pub(crate) fn session_deletion_payload(
     artifact: &ArtifactId,
     end: SessionEnd,
 ) -> Value {
-    serde_json::json!({
+    let mut payload = serde_json::json!({
         "tier": "session",
         "session": session,
         "artifact": artifact.as_str(),
         "reason": end.reason(),
-    })
+    });
+    if matches!(end, SessionEnd::Expired { .. }) {
+        payload["expired"] = true.into();
+    }
+    payload
 }
 
 /// Latencies as stored: a JSON array, oldest first.

@@ -150,6 +150,7 @@ pub(super) fn ending_a_session_discards_its_tools_with_entries(fx: &Fixture) {
         assert_eq!(e.payload["tier"], "session");
         assert_eq!(e.payload["session"], "s1");
         assert_eq!(e.payload["reason"], "session ended");
+        assert!(e.payload.get("expired").is_none());
         assert_eq!(e.payload["artifact"], id.as_str());
     }
     assert!(store.session("alice", "s1").unwrap().is_none());
@@ -222,7 +223,8 @@ pub(super) fn expiry_is_reaped_once_when_hosts_race(fx: &Fixture) {
         .map(|e| {
             assert_eq!(e.tools.len(), 1);
             assert_eq!(e.entries.len(), 1);
-            assert_eq!(e.entries[0].payload["reason"], "session expired");
+            assert_eq!(e.entries[0].payload["reason"], "session ended");
+            assert_eq!(e.entries[0].payload["expired"], true);
             e.session
         })
         .collect();
