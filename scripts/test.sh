@@ -88,7 +88,7 @@ fi
 # throw-away cluster inside the namespace (its 127.0.0.1), exports
 # TEMPER_TEST_PG_URL, and stops it when the tests end; required here.
 offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
-  TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_TEST_REQUIRE_HAPROXY=1 bash scripts/with-postgres.sh \
+  TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_REQUIRE_HAPROXY=1 bash scripts/with-postgres.sh \
   cargo test --release --locked --offline --workspace
 # The runnable examples (built with the tests above) run, offline too.
 offline cargo run --release --locked --offline --example embed_runtime

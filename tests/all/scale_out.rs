@@ -10,14 +10,17 @@
 //! the balancer (502) and the client retries them; every call must end
 //! well, with the right answer. The session tier follows the client: every
 //! host (the restarted one too) served calls of the session tool forged on
-//! one of them (HAProxy's per-server counters say so). Closing the client
-//! ends the session: its tool is gone from the store, and the trail holds
-//! its one forge decision and its one deletion.
+//! one of them (HAProxy's per-server counters say so). The session then
+//! ends (a legacy client's DELETE when it closes; a 2026-07-28 session
+//! when it has idled out on every host): its tool is gone from the store,
+//! and the trail holds its one forge decision and its one deletion. The
+//! run is made once with a 2025-06-18 client and once with a 2026-07-28
+//! one.
 //!
 //! Needs `TEMPER_TEST_PG_URL` (`scripts/with-postgres.sh`), the `haproxy`
 //! binary (`scripts/haproxy.sh`) and the SDK venv (`scripts/mcp-venv.sh`);
 //! a missing part skips the test unless `TEMPER_REQUIRE_PG=1`,
-//! `TEMPER_TEST_REQUIRE_HAPROXY=1` or `TEMPER_REQUIRE_MCP_PY=1` make it a
+//! `TEMPER_REQUIRE_HAPROXY=1` or `TEMPER_REQUIRE_MCP_PY=1` make it a
 //! failure (scripts/test.sh sets all three).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -65,7 +68,7 @@ fn haproxy() -> Option<PathBuf> {
         return Some(PathBuf::from("haproxy"));
     }
     missing(
-        "TEMPER_TEST_REQUIRE_HAPROXY",
+        "TEMPER_REQUIRE_HAPROXY",
         "no haproxy on PATH (run scripts/haproxy.sh)",
     );
     None
@@ -117,9 +120,10 @@ struct Host {
 impl Host {
     /// Starts a host on `bind` (`127.0.0.1:0` picks a port) and waits
     /// until it says where it listens. Its stderr goes to `log`.
-    fn start(bind: &str, store: &str, dir: &Path, log: &Path) -> Self {
+    fn start(bind: &str, store: &str, dir: &Path, log: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
             .args(["mcp", "--http", bind, "--judge", "rules", "--store", store])
+            .args(extra)
             .arg("--cache-dir")
             .arg(cache_dir())
             .arg("--state-dir")
@@ -302,8 +306,32 @@ fn count(row: &std::collections::HashMap<String, String>, column: &str) -> u64 {
     row[column].parse().unwrap_or(0)
 }
 
+/// The idle limit of the 2026-07-28 run's hosts: longer than the hold
+/// while a host restarts, short enough to wait for the session's expiry.
+const MODERN_IDLE_SECS: u64 = 15;
+
 #[test]
-fn three_hosts_behind_haproxy_serve_one_session() {
+fn three_hosts_behind_haproxy_serve_one_legacy_session() {
+    scale_out("2025-06-18");
+}
+
+/// The same run with a 2026-07-28 client: no handshake, the session is the
+/// client-chosen id in each request's `_meta["dev.temper/session"]`, and
+/// it ends when it has idled out on every host (that revision has no
+/// DELETE): the store's expiry, judged by whichever host reaps first.
+#[test]
+fn three_hosts_behind_haproxy_serve_one_2026_session() {
+    scale_out("2026-07-28");
+}
+
+fn scale_out(mode: &str) {
+    let modern = mode == "2026-07-28";
+    let idle = MODERN_IDLE_SECS.to_string();
+    let extra: Vec<&str> = if modern {
+        vec!["--session-idle-secs", &idle]
+    } else {
+        Vec::new()
+    };
     let Some(haproxy) = haproxy() else { return };
     let Some(python) = python() else { return };
     let Some(db) = Database::create() else { return };
@@ -318,7 +346,7 @@ fn three_hosts_behind_haproxy_serve_one_session() {
         .collect();
     let mut hosts: Vec<Option<Host>> = logs
         .iter()
-        .map(|log| Some(Host::start("127.0.0.1:0", &db.url, dir.path(), log)))
+        .map(|log| Some(Host::start("127.0.0.1:0", &db.url, dir.path(), log, &extra)))
         .collect();
     let addrs: Vec<SocketAddr> = hosts.iter().map(|h| h.as_ref().unwrap().addr).collect();
     let listen = free_port();
@@ -326,7 +354,7 @@ fn three_hosts_behind_haproxy_serve_one_session() {
 
     let mut client = Command::new(python)
         .arg(root().join("tests/scale_out_client.py"))
-        .arg("2025-06-18")
+        .arg(mode)
         .arg(format!("http://{listen}/mcp"))
         .arg(TOKEN)
         .arg(root().join("tests/fixtures/seeds/slugify.json"))
@@ -360,6 +388,7 @@ fn three_hosts_behind_haproxy_serve_one_session() {
                 &db.url,
                 dir.path(),
                 &logs[1],
+                &extra,
             ));
             let start = Instant::now();
             while balancer.servers_up() < 3 {
@@ -400,20 +429,39 @@ fn three_hosts_behind_haproxy_serve_one_session() {
         "the restarted host served calls: {h1} > {served_before_kill}"
     );
 
-    // The session ended: its tool is gone, with one decision and one
-    // deletion in the trail; the trail verifies.
+    // The session ended (legacy: the client's DELETE; 2026-07-28: it idled
+    // out): its tool is gone, with one decision and one deletion in the
+    // trail; the trail verifies.
     let store = Registry::open_postgres(&db.url).unwrap();
-    let entries = store.audit_entries(0, 1_000_000).unwrap();
-    let decisions: Vec<_> = entries
-        .iter()
-        .filter(|e| e.kind == AuditKind::ForgeDecision && e.subject == "slugify")
-        .collect();
-    assert_eq!(decisions.len(), 1, "{decisions:?}");
-    let session = decisions[0].payload["session"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(session.starts_with("mcp-http/"), "{session}");
+    let decided = |entries: &[temper::store::AuditEntry]| -> Option<String> {
+        let decisions: Vec<_> = entries
+            .iter()
+            .filter(|e| e.kind == AuditKind::ForgeDecision && e.subject == "slugify")
+            .collect();
+        assert_eq!(decisions.len(), 1, "{decisions:?}");
+        decisions[0].payload["session"].as_str().map(str::to_string)
+    };
+    let mut entries = store.audit_entries(0, 1_000_000).unwrap();
+    let session = decided(&entries).expect("the decision names its session");
+    if modern {
+        let chosen = summary["session"]
+            .as_str()
+            .expect("the client's session id");
+        assert_eq!(session, format!("m:{chosen}"));
+        // Idle for MODERN_IDLE_SECS on every host, then reaped (each host
+        // reaps every idle / 4).
+        let start = Instant::now();
+        while store.session(AGENT, &session).unwrap().is_some() {
+            assert!(
+                start.elapsed() < Duration::from_secs(4 * MODERN_IDLE_SECS),
+                "the 2026-07-28 session never idled out"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        entries = store.audit_entries(0, 1_000_000).unwrap();
+    } else {
+        assert!(session.starts_with("mcp-http/"), "{session}");
+    }
     let deletions: Vec<_> = entries
         .iter()
         .filter(|e| e.kind == AuditKind::Deletion && e.payload["session"] == session.as_str())
@@ -421,6 +469,9 @@ fn three_hosts_behind_haproxy_serve_one_session() {
     assert_eq!(deletions.len(), 1, "{deletions:?}");
     assert_eq!(deletions[0].subject, "slugify");
     assert_eq!(deletions[0].payload["reason"], "session ended");
+    if modern {
+        assert_eq!(deletions[0].payload["expired"], true, "{:?}", deletions[0]);
+    }
     assert!(store.session(AGENT, &session).unwrap().is_none());
     assert!(store.session_tools(AGENT, &session).unwrap().is_empty());
     store.verify_audit().unwrap();

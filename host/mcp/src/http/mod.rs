@@ -71,8 +71,8 @@ use super::watch::{self, RegistryWatch};
 use temper_forge::{Forge, ForgeContext};
 use temper_store::StoreError;
 
-mod modern;
 mod bearer;
+mod modern;
 mod routes;
 mod session;
 mod wire;

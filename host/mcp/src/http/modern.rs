@@ -16,10 +16,14 @@
 //! 4. `dev.temper/session`, when given, is well formed (`-32602`).
 //!
 //! Then the token's limits apply as on legacy requests. The request runs in
-//! the session [`protocol::modern_context`] names: a client-chosen one kept
-//! until it idles out ([`HttpConfig::session_idle`](super::HttpConfig)), or
+//! the session [`protocol::modern_context`] names: a client-chosen one, or
 //! a one-request session whose session tier is discarded when the answer
-//! is ready. Errors get the spec's statuses (`-32601` → 404, invalid
+//! is ready. A client-chosen session is the stored session tier (as a
+//! legacy `Mcp-Session-Id` is): any host on the store serves it, each use
+//! is recorded (written behind), and it ends when it has been idle
+//! ([`HttpConfig::session_idle`](super::HttpConfig)) on every host, judged
+//! in the store by whichever host reaps first. What a host keeps of it is
+//! only its requests in flight (for the per-token cap). Errors get the spec's statuses (`-32601` → 404, invalid
 //! params and the errors above → 400).
 //!
 //! `subscriptions/listen` answers with an SSE stream: the acknowledgment
@@ -103,35 +107,64 @@ impl Listener {
 }
 
 impl Modern {
-    /// Counts a request in the client-chosen session `ctx` (opening it,
-    /// within `cap` sessions per token).
-    fn enter(
+    /// Counts a request in the client-chosen session `ctx`, opening it
+    /// within `cap` sessions per token on this host: a session this host
+    /// does not hold is stored (unless stored already, by another host) with
+    /// the idle limit `idle`; each request records a use (written behind).
+    async fn enter(
         &self,
+        forge: &temper_forge::Forge,
         ctx: &ForgeContext,
         owner: &str,
         cap: usize,
+        idle: Duration,
     ) -> Result<Arc<ModernSession>, RpcError> {
-        let mut all = lock(&self.sessions);
-        if let Some(s) = all.get(ctx) {
-            s.in_flight.fetch_add(1, Ordering::SeqCst);
-            *lock(&s.last_active) = Instant::now();
-            return Ok(s.clone());
+        let held = lock(&self.sessions).get(ctx).cloned();
+        let s = match held {
+            Some(s) => s,
+            None => {
+                let mine = lock(&self.sessions)
+                    .values()
+                    .filter(|s| s.owner == owner)
+                    .count();
+                if mine >= cap {
+                    return Err(RpcError::new(
+                        -32000,
+                        format!(
+                            "too many sessions: this token may have {cap} open; they end after the idle timeout"
+                        ),
+                    ));
+                }
+                if let Err(e) = forge.open_session(ctx, owner, idle).await {
+                    tracing::warn!("cannot store a session: {e}");
+                    return Err(RpcError::new(
+                        jsonrpc::INTERNAL_ERROR,
+                        "the session store cannot be reached".to_string(),
+                    ));
+                }
+                let made = Arc::new(ModernSession {
+                    owner: owner.to_string(),
+                    last_active: Mutex::new(Instant::now()),
+                    in_flight: AtomicUsize::new(0),
+                });
+                lock(&self.sessions)
+                    .entry(ctx.clone())
+                    .or_insert(made)
+                    .clone()
+            }
+        };
+        s.in_flight.fetch_add(1, Ordering::SeqCst);
+        *lock(&s.last_active) = Instant::now();
+        if let Err(e) = forge.touch_session(ctx) {
+            tracing::warn!("cannot record a session's use: {e}");
         }
-        if all.values().filter(|s| s.owner == owner).count() >= cap {
-            return Err(RpcError::new(
-                -32000,
-                format!(
-                    "too many sessions: this token may have {cap} open; they end after the idle timeout"
-                ),
-            ));
-        }
-        let s = Arc::new(ModernSession {
-            owner: owner.to_string(),
-            last_active: Mutex::new(Instant::now()),
-            in_flight: AtomicUsize::new(1),
-        });
-        all.insert(ctx.clone(), s.clone());
         Ok(s)
+    }
+
+    /// Lets go of this host's handle on session `ctx` (ended or expired in
+    /// the store).
+    pub(super) fn forget(&self, ctx: &ForgeContext) {
+        lock(&self.sessions).remove(ctx);
     }
 
     /// Sends `list_changed` to the listeners `reached` selects; drops those
@@ -145,31 +178,24 @@ impl Modern {
         self.notify(|l| changes.reaches(&l.agent, l.access));
     }
 
-    /// Ends the client-chosen sessions idle for `idle` or longer, with
-    /// nothing in flight, discarding their session tiers.
+    /// Lets go of the handles on client-chosen sessions idle here for
+    /// `idle` or longer with nothing in flight (the stored session stays:
+    /// another host may be serving it; the store expires it), and records a
+    /// use of those with requests in flight.
     fn reap(&self, forge: &temper_forge::Forge, idle: Duration) {
-        // Under the lock, so that a request cannot reopen a session while
-        // its tier is being discarded.
-        let mut all = lock(&self.sessions);
-        all.retain(|ctx, s| {
-            let expired =
-                s.in_flight.load(Ordering::SeqCst) == 0 && lock(&s.last_active).elapsed() >= idle;
-            if expired {
-                match forge.cleanup_session(ctx) {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(
-                        "session of {} idled out: discarded {n} session tools",
-                        ctx.agent_id
-                    ),
-                    Err(e) => tracing::warn!("cannot discard a session tier: {e}"),
+        lock(&self.sessions).retain(|ctx, s| {
+            if s.in_flight.load(Ordering::SeqCst) > 0 {
+                if let Err(e) = forge.touch_session(ctx) {
+                    tracing::warn!("cannot record a session's use: {e}");
                 }
+                return true;
             }
-            !expired
+            lock(&s.last_active).elapsed() < idle
         });
     }
 }
 
-/// Ends idle client-chosen sessions until the server is gone.
+/// Lets go of idle client-chosen sessions until the server is gone.
 pub(super) async fn reap_idle(state: Weak<State>) {
     loop {
         let Some(s) = state.upgrade() else { return };
@@ -359,13 +385,26 @@ pub(super) async fn post(
     let session = if protocol::is_one_request(&ctx) {
         None
     } else {
-        match state.modern.enter(&ctx, &p.key, state.config.max_sessions) {
+        match state
+            .modern
+            .enter(
+                &state.forge,
+                &ctx,
+                &p.key,
+                state.config.max_sessions,
+                state.config.session_idle,
+            )
+            .await
+        {
             Ok(s) => Some(s),
             Err(e) => {
-                return json_response(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    &jsonrpc::error_response(&id, &e),
-                );
+                // Over the cap: 429; the store unreachable: 503.
+                let status = if e.code == jsonrpc::INTERNAL_ERROR {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::TOO_MANY_REQUESTS
+                };
+                return json_response(status, &jsonrpc::error_response(&id, &e));
             }
         }
     };

@@ -300,6 +300,9 @@ pub(super) async fn reap_idle_sessions(state: std::sync::Weak<State>) {
                     );
                     if let Some(sid) = e.session.strip_prefix("mcp-http/") {
                         s.release_session(sid);
+                    } else {
+                        s.modern
+                            .forget(&ForgeContext::new(e.agent.clone(), e.session.clone()));
                     }
                 }
             }
