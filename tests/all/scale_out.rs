@@ -90,7 +90,10 @@ impl Database {
             );
             return None;
         };
-        let name = format!("temper_scale{}", std::process::id());
+        // One database per run: the two runs share this process.
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("temper_scale{}_{run}", std::process::id());
         admin_exec(&admin, &format!("CREATE DATABASE {name}")).expect("CREATE DATABASE");
         let mut url = url::Url::parse(&admin).expect("TEMPER_TEST_PG_URL is a URL");
         url.set_path(&format!("/{name}"));
