@@ -128,6 +128,16 @@ impl Server {
         format!("http://{}/mcp", self.addr)
     }
 
+    /// The URL of `path` on this server.
+    pub(crate) fn url_at(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Its stderr so far.
+    pub(crate) fn log(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
     fn client(&self, token: Option<&str>) -> Http {
         Http {
             client: reqwest::Client::new(),

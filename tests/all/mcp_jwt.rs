@@ -10,11 +10,8 @@
 //! Tokens are built and signed here (ring, base64url) with the fixture
 //! keys of `host/mcp/testdata/jwt`, so a hostile one can be anything.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
@@ -24,7 +21,7 @@ use ring::signature::{self, EcdsaKeyPair, Ed25519KeyPair, RsaKeyPair};
 use serde_json::{Value, json};
 use sha2::Digest;
 
-use crate::support::cache_dir;
+use crate::mcp_http::{Server, python, root};
 
 const ISSUER: &str = "https://id.test";
 const AUDIENCE: &str = "https://mcp.test/mcp";
@@ -145,75 +142,6 @@ fn file_jwks() -> String {
     format!("file = {:?}", fixture("jwks.json").display().to_string())
 }
 
-/// A `temper mcp --http 127.0.0.1:0` process; its stderr lines are kept.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn start(store: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
-            .args([
-                "mcp",
-                "--http",
-                "127.0.0.1:0",
-                "--judge",
-                "rules",
-                "--store",
-            ])
-            .arg(store)
-            .arg("--cache-dir")
-            .arg(cache_dir())
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn temper mcp --http");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let kept = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                eprintln!("[server] {line}");
-                if let Some(rest) = line.strip_prefix("temper mcp: listening on http://") {
-                    let _ = tx.send(rest.trim_end_matches("/mcp").to_string());
-                }
-                kept.lock().unwrap().push(line);
-            }
-        });
-        let addr = rx
-            .recv_timeout(HANG)
-            .expect("the server says where it listens")
-            .parse()
-            .unwrap();
-        Self {
-            child,
-            addr,
-            stderr: lines,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 struct Answer {
     status: u16,
     headers: reqwest::header::HeaderMap,
@@ -241,7 +169,7 @@ async fn post(
     message: &Value,
 ) -> Answer {
     let mut r = reqwest::Client::new()
-        .post(server.url("/mcp"))
+        .post(server.url_at("/mcp"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .body(message.to_string());
@@ -321,7 +249,7 @@ async fn mcp_jwt_bearer_tokens_over_http() {
         "/.well-known/oauth-protected-resource/mcp",
         "/.well-known/oauth-protected-resource",
     ] {
-        let resp = client.get(server.url(path)).send().await.unwrap();
+        let resp = client.get(server.url_at(path)).send().await.unwrap();
         assert_eq!(resp.status().as_u16(), 200, "{path}");
         let doc: Value = resp.json().await.unwrap();
         assert_eq!(doc["resource"], AUDIENCE, "{doc}");
@@ -329,13 +257,13 @@ async fn mcp_jwt_bearer_tokens_over_http() {
         assert_eq!(doc["bearer_methods_supported"], json!(["header"]), "{doc}");
     }
     let resp = client
-        .post(server.url("/.well-known/oauth-protected-resource/mcp"))
+        .post(server.url_at("/.well-known/oauth-protected-resource/mcp"))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 405);
     let resp = client
-        .get(server.url("/.well-known/oauth-protected-resource/other"))
+        .get(server.url_at("/.well-known/oauth-protected-resource/other"))
         .send()
         .await
         .unwrap();
@@ -461,7 +389,7 @@ async fn mcp_jwt_bearer_tokens_over_http() {
     assert_eq!(a.status, 200, "{}", a.body);
     // Bob cannot end alice's session either.
     let del = client
-        .delete(server.url("/mcp"))
+        .delete(server.url_at("/mcp"))
         .header("authorization", format!("Bearer {}", good("ES256", "bob")))
         .header("mcp-session-id", &alice)
         .send()
@@ -532,7 +460,7 @@ async fn mcp_jwt_scopes_decide_tiers_and_forbid_unmapped_tokens() {
         store.path(),
         &["--auth", "jwt", "--auth-config", config.to_str().unwrap()],
     );
-    let doc: Value = reqwest::get(server.url("/.well-known/oauth-protected-resource/mcp"))
+    let doc: Value = reqwest::get(server.url_at("/.well-known/oauth-protected-resource/mcp"))
         .await
         .unwrap()
         .json()
@@ -638,30 +566,6 @@ fn mcp_jwt_refuses_to_start_without_its_key_set() {
     assert!(err.contains("cannot fetch"), "{err}");
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The SDK venv's python, or `None` (a failure with
-/// `TEMPER_REQUIRE_MCP_PY=1`).
-fn python() -> Option<PathBuf> {
-    let python = root().join("target/mcp-venv/bin/python");
-    let ok = python.exists()
-        && Command::new(&python)
-            .args(["-c", "import mcp"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok {
-        return Some(python);
-    }
-    let why = "no Python venv with the `mcp` package at target/mcp-venv (run scripts/mcp-venv.sh)";
-    if std::env::var("TEMPER_REQUIRE_MCP_PY").as_deref() == Ok("1") {
-        panic!("TEMPER_REQUIRE_MCP_PY=1 but {why}");
-    }
-    eprintln!("SKIPPED mcp_jwt_official_python_sdk_client: {why}");
-    None
-}
-
 /// The official Python SDK: its OAuth discovery helpers read the 401 and
 /// the metadata; its Streamable HTTP client (the whole flow of
 /// tests/mcp_client.py: forge, call, end the session) runs on a JWT, and
@@ -678,7 +582,7 @@ fn mcp_jwt_official_python_sdk_client() {
     );
     let status = Command::new(&python)
         .arg(root().join("tests/mcp_jwt_discovery.py"))
-        .arg(server.url("/mcp"))
+        .arg(server.url_at("/mcp"))
         .arg(METADATA)
         .arg(AUDIENCE)
         .status()
@@ -687,7 +591,7 @@ fn mcp_jwt_official_python_sdk_client() {
     let status = Command::new(&python)
         .arg(root().join("tests/mcp_client.py"))
         .arg("http")
-        .arg(server.url("/mcp"))
+        .arg(server.url_at("/mcp"))
         .arg(good("ES256", "sdk-agent"))
         .arg(root().join("tests/fixtures/seeds/slugify.json"))
         .status()
