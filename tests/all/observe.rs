@@ -205,11 +205,11 @@ impl Prometheus {
     /// the binary is missing and TEMPER_REQUIRE_PROMETHEUS is not 1.
     fn start(target: &str) -> Option<Prometheus> {
         let Some(binary) = prometheus_binary() else {
-            let why = "prometheus not found (install Debian's prometheus: scripts/prometheus.sh)";
-            if std::env::var("TEMPER_REQUIRE_PROMETHEUS").as_deref() == Ok("1") {
-                panic!("TEMPER_REQUIRE_PROMETHEUS=1 but {why}");
-            }
-            eprintln!("skipping the Prometheus scrape test: {why}");
+            crate::support::skip_unless_required(
+                "TEMPER_REQUIRE_PROMETHEUS",
+                "prometheus not found (install Debian's prometheus: scripts/prometheus.sh)",
+                "the Prometheus scrape test",
+            );
             return None;
         };
         let dir = tempfile::tempdir().unwrap();

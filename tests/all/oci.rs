@@ -58,11 +58,11 @@ impl RegistryServer {
     /// TEMPER_REQUIRE_OCI is not 1.
     pub(crate) fn start(credentials: Option<(&str, &str)>) -> Option<RegistryServer> {
         let Some(binary) = registry_binary() else {
-            let why = "docker-registry not found (install Debian's docker-registry: scripts/oci-registry.sh)";
-            if std::env::var("TEMPER_REQUIRE_OCI").as_deref() == Ok("1") {
-                panic!("TEMPER_REQUIRE_OCI=1 but {why}");
-            }
-            eprintln!("skipping the OCI registry test: {why}");
+            crate::support::skip_unless_required(
+                "TEMPER_REQUIRE_OCI",
+                "docker-registry not found (install Debian's docker-registry: scripts/oci-registry.sh)",
+                "the OCI registry test",
+            );
             return None;
         };
         let dir = tempfile::tempdir().unwrap();

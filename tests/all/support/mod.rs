@@ -75,3 +75,15 @@ impl temper::forge::judge::Judge for ApproveAll {
         Box::pin(async move { v })
     }
 }
+
+/// A missing part (a binary, an SDK, a server): a failure when `var` is
+/// `1` (scripts/test.sh sets the REQUIRE switches), else `test` is skipped
+/// with `why` printed. Returns false, so callers write
+/// `return skip_unless_required(...)` or `else { skip_unless_required(...); return }`.
+pub fn skip_unless_required(var: &str, why: &str, test: &str) -> bool {
+    if std::env::var(var).as_deref() == Ok("1") {
+        panic!("{var}=1 but {why}");
+    }
+    eprintln!("SKIPPED {test}: {why}");
+    false
+}
