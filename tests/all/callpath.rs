@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::cache_dir;
-use temper::store::{Registry, Tier};
+use temper::store::{Registry, StoreLocation, Tier};
 
 /// Only a safety net against a hung server.
 const HANG: Duration = Duration::from_secs(600);
@@ -35,8 +35,10 @@ struct Server {
 }
 
 impl Server {
-    fn start(store: &Path, extra: &[&str]) -> Server {
-        let config = store.join("forge.json");
+    /// Serves the store at `store` (a directory or a PostgreSQL URL), its
+    /// forge config written into `scratch`.
+    fn start(store: &StoreArg<'_>, extra: &[&str]) -> Server {
+        let config = store.scratch.join("forge.json");
         std::fs::write(
             &config,
             r#"{"promotionThreshold": {"uses": 1, "confidence": 0.0}}"#,
@@ -45,7 +47,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
             .args(["mcp", "--judge", "rules", "--registry-poll-ms", "0"])
             .arg("--store")
-            .arg(store)
+            .arg(store.location)
             .arg("--forge-config")
             .arg(&config)
             .arg("--cache-dir")
@@ -115,10 +117,33 @@ impl Server {
     }
 }
 
+/// What `temper mcp --store` is given, and a directory for its config.
+struct StoreArg<'a> {
+    location: &'a str,
+    scratch: &'a Path,
+}
+
+impl<'a> StoreArg<'a> {
+    /// A SQLite store in `dir` (the config beside it).
+    fn dir(dir: &'a Path) -> Self {
+        StoreArg {
+            location: dir.to_str().expect("a UTF-8 temp path"),
+            scratch: dir,
+        }
+    }
+
+    fn open(&self) -> Registry {
+        StoreLocation::parse(self.location)
+            .expect("a store location")
+            .open()
+            .unwrap()
+    }
+}
+
 /// Forges the slugify seed and promotes it to the agent tier of agent
 /// `default`; returns how many calls it has (the session-tier ones carry
 /// over).
-fn agent_tier_slugify(store: &Path) -> u64 {
+fn agent_tier_slugify(store: &StoreArg<'_>) -> u64 {
     let mut s = Server::start(store, &[]);
     let forged = s.call("forge_tool", seed("slugify"));
     assert_eq!(forged["isError"], false, "{forged}");
@@ -128,8 +153,8 @@ fn agent_tier_slugify(store: &Path) -> u64 {
     assert_eq!(promoted["isError"], false, "{promoted}");
     drop(s.stdin.take());
     assert!(s.child.wait().unwrap().success());
-    let rec = Registry::open(store)
-        .unwrap()
+    let rec = store
+        .open()
         .get("slugify", "default")
         .unwrap()
         .expect("promoted");
@@ -137,24 +162,31 @@ fn agent_tier_slugify(store: &Path) -> u64 {
     1
 }
 
-fn stored_calls(store: &Path) -> (u64, u64) {
-    let s = Registry::open(store)
-        .unwrap()
-        .stats("slugify", "default")
-        .unwrap();
+fn stored_calls(store: &StoreArg<'_>) -> (u64, u64) {
+    let s = store.open().stats("slugify", "default").unwrap();
     (s.total_calls, s.successes)
 }
 
 /// stdin closing, SIGTERM and SIGINT each end `temper mcp` with every
-/// counted call written, although the flush interval is an hour.
+/// counted call written, although the flush interval is an hour: on
+/// SQLite and, when `TEMPER_TEST_PG_URL` is set, on PostgreSQL.
 #[test]
 fn clean_shutdown_writes_every_counted_call() {
+    for shared in crate::multihost::shared_stores("clean_shutdown_writes_every_counted_call") {
+        let store = StoreArg {
+            location: &shared.location,
+            scratch: shared.scratch(),
+        };
+        clean_shutdown_on(&store, shared.label);
+    }
+}
+
+fn clean_shutdown_on(store: &StoreArg<'_>, label: &str) {
     const CALLS: u64 = 25;
-    let store = tempfile::tempdir().unwrap();
-    let mut expected = agent_tier_slugify(store.path());
-    assert_eq!(stored_calls(store.path()), (expected, expected));
+    let mut expected = agent_tier_slugify(store);
+    assert_eq!(stored_calls(store), (expected, expected), "{label}");
     for how in ["stdin", "SIGTERM", "SIGINT"] {
-        let mut s = Server::start(store.path(), &["--stats-flush-ms", "3600000"]);
+        let mut s = Server::start(store, &["--stats-flush-ms", "3600000"]);
         for i in 0..CALLS {
             // Every fifth input is refused by the schema: a failed call.
             let input = if i % 5 == 0 {
@@ -165,28 +197,29 @@ fn clean_shutdown_writes_every_counted_call() {
             s.call("slugify", input);
         }
         // Nothing written yet (an hour's interval) ...
-        assert_eq!(stored_calls(store.path()).0, expected, "{how}");
+        assert_eq!(stored_calls(store).0, expected, "{label} {how}");
         match how {
             "stdin" => drop(s.stdin.take()),
             "SIGTERM" => s.signal(libc::SIGTERM),
             _ => s.signal(libc::SIGINT),
         }
         let status = s.child.wait().unwrap();
-        assert!(status.success(), "{how}: {status}");
+        assert!(status.success(), "{label} {how}: {status}");
         // ... and everything once it is gone.
-        let ok_before = stored_calls(store.path()).1;
+        let ok_before = stored_calls(store).1;
         expected += CALLS;
         assert_eq!(
-            stored_calls(store.path()),
+            stored_calls(store),
             (expected, ok_before),
-            "{how}: every call counted"
+            "{label} {how}: every call counted"
         );
     }
-    assert_eq!(stored_calls(store.path()).1, 1 + 3 * (CALLS - CALLS / 5));
-    Registry::open(store.path())
-        .unwrap()
-        .verify_audit()
-        .unwrap();
+    assert_eq!(
+        stored_calls(store).1,
+        1 + 3 * (CALLS - CALLS / 5),
+        "{label}"
+    );
+    store.open().verify_audit().unwrap();
 }
 
 /// SIGKILL during a call storm: the store opens, the audit chain verifies,
@@ -198,8 +231,9 @@ fn clean_shutdown_writes_every_counted_call() {
 fn sigkill_during_a_call_storm_loses_at_most_an_interval() {
     const FLUSH_MS: u64 = 200;
     let store = tempfile::tempdir().unwrap();
-    let before = agent_tier_slugify(store.path());
-    let mut s = Server::start(store.path(), &["--stats-flush-ms", &FLUSH_MS.to_string()]);
+    let arg = StoreArg::dir(store.path());
+    let before = agent_tier_slugify(&arg);
+    let mut s = Server::start(&arg, &["--stats-flush-ms", &FLUSH_MS.to_string()]);
     let mut answered = Vec::new();
     let storm = Instant::now();
     while storm.elapsed() < Duration::from_millis(8 * FLUSH_MS) {

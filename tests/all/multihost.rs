@@ -57,11 +57,11 @@ const HANG: Duration = Duration::from_secs(600);
 
 /// One store that several hosts open: a SQLite directory, or a PostgreSQL
 /// database.
-struct Shared {
+pub(crate) struct Shared {
     /// What `--store` is given.
-    location: String,
+    pub(crate) location: String,
     /// Which backend, for messages.
-    label: &'static str,
+    pub(crate) label: &'static str,
     _dir: tempfile::TempDir,
     /// For PostgreSQL: (the cluster's URL, the database to drop).
     database: Option<(String, String)>,
@@ -79,7 +79,7 @@ impl Shared {
     }
 
     /// A scratch directory that lives as long as the store.
-    fn scratch(&self) -> &Path {
+    pub(crate) fn scratch(&self) -> &Path {
         self._dir.path()
     }
 }
@@ -87,7 +87,7 @@ impl Shared {
 /// The stores `test` runs against: a shared SQLite directory always;
 /// PostgreSQL when `TEMPER_TEST_PG_URL` is set (a line says it is skipped
 /// otherwise, and `TEMPER_REQUIRE_PG=1` makes that a failure).
-fn shared_stores(test: &str) -> Vec<Shared> {
+pub(crate) fn shared_stores(test: &str) -> Vec<Shared> {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let mut out = vec![Shared {
