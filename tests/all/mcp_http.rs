@@ -138,7 +138,7 @@ impl Server {
         self.stderr.lock().unwrap().join("\n")
     }
 
-    fn client(&self, token: Option<&str>) -> Http {
+    pub(crate) fn client(&self, token: Option<&str>) -> Http {
         Http {
             client: reqwest::Client::new(),
             url: self.url(),
@@ -159,7 +159,7 @@ impl Drop for Server {
 /// An answer: status, headers, and the JSON-RPC messages of the body (one
 /// for JSON, every event for SSE).
 #[derive(Debug)]
-struct Answer {
+pub(crate) struct Answer {
     status: u16,
     headers: reqwest::header::HeaderMap,
     messages: Vec<Value>,
@@ -177,7 +177,7 @@ impl Answer {
         last
     }
 
-    fn result(&self) -> &Value {
+    pub(crate) fn result(&self) -> &Value {
         assert_eq!(self.status, 200, "{self:?}");
         let r = self.response();
         assert!(r.get("error").is_none(), "{r}");
@@ -196,7 +196,7 @@ impl Answer {
 }
 
 /// A raw Streamable HTTP client (reqwest), one session at a time.
-struct Http {
+pub(crate) struct Http {
     client: reqwest::Client,
     url: String,
     token: Option<String>,
@@ -267,13 +267,13 @@ impl Http {
         self.post(&m).await
     }
 
-    async fn call(&mut self, name: &str, arguments: Value) -> Answer {
+    pub(crate) async fn call(&mut self, name: &str, arguments: Value) -> Answer {
         self.rpc("tools/call", json!({"name": name, "arguments": arguments}))
             .await
     }
 
     /// initialize + initialized; keeps the session id.
-    async fn open(&mut self) -> Value {
+    pub(crate) async fn open(&mut self) -> Value {
         let a = self
             .rpc(
                 "initialize",

@@ -728,3 +728,80 @@ fn hub_tool_calls_count_under_their_upstream() {
     assert!(!text.contains(SECRET));
     m.close();
 }
+
+/// `temper mcp --http --metrics`: the calls served over Streamable HTTP are
+/// counted like those over stdio, under `transport="http"`, and no request
+/// is counted under stdio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_the_calls_served_over_http() {
+    let store = tempfile::tempdir().unwrap();
+    let server = crate::mcp_http::Server::start(store.path(), &["--metrics", "127.0.0.1:0"]);
+    let started = Instant::now();
+    let metrics = loop {
+        if let Some(addr) = server
+            .log()
+            .lines()
+            .find_map(|l| l.strip_prefix("temper mcp: metrics on http://"))
+        {
+            break format!("http://{addr}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no metrics line: {}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut c = server.client(None);
+    c.open().await;
+    let forged = c
+        .call("forge_tool", crate::mcp_http::seed("add_numbers"))
+        .await;
+    assert_eq!(forged.result()["isError"], false, "{forged:?}");
+    const N: usize = 5;
+    for i in 0..N {
+        let r = c.call("add_numbers", json!({"a": i, "b": 1})).await;
+        assert_eq!(
+            r.result()["structuredContent"]["sum"],
+            json!(i + 1),
+            "{r:?}"
+        );
+    }
+    let bad = c.call("add_numbers", json!({"a": "two"})).await;
+    assert_eq!(bad.result()["isError"], true, "{bad:?}");
+
+    let text = reqwest::get(&metrics).await.unwrap().text().await.unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"temper_tool_calls_total{tool="add_numbers",tier="session",outcome="ok"}"#
+        ),
+        Some(N as f64),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"temper_tool_errors_total{tool="add_numbers",kind="bad_input"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    // forge_tool, N calls and the refused one: tools/call over HTTP.
+    assert_eq!(
+        sample(
+            &text,
+            r#"temper_mcp_requests_total{method="tools/call",transport="http"}"#
+        ),
+        Some((N + 2) as f64),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"temper_mcp_requests_total{method="tools/call",transport="stdio"}"#
+        ),
+        None,
+        "{text}"
+    );
+}
