@@ -191,10 +191,11 @@ impl Forge {
         if !span.is_disabled() {
             span.record("temper.tier", "hub");
         }
-        let result =
-            tracing::Instrument::instrument(tool.invoke(&input.to_string(), timeout), span.clone())
-                .await
-                .and_then(|out| serde_json::from_str(&out).map_err(|e| format!("{name}: {e}")));
+        let result = tracing::Instrument::instrument(
+            tool.invoke_value(input.clone(), timeout),
+            span.clone(),
+        )
+        .await;
         if result.is_err() {
             super::observe::record_error(&span, "upstream");
         }

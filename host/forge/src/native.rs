@@ -81,16 +81,30 @@ impl NativeTool {
     }
 
     /// Calls the function with the schema checks around it and the timeout
-    /// ([`Self::call_timeout`] of `timeout`); errors name the tool.
+    /// ([`Self::call_timeout`] of `timeout`); errors name the tool. The
+    /// input and the output as JSON text (compose steps and code mode).
     pub(crate) async fn invoke(
         &self,
         input: &str,
         timeout: std::time::Duration,
     ) -> Result<String, String> {
-        let timeout = self.call_timeout(timeout);
         let name = &self.spec.name;
         let input: Value =
             serde_json::from_str(input).map_err(|e| format!("{name}: input is not JSON: {e}"))?;
+        self.invoke_value(input, timeout)
+            .await
+            .map(|output| output.to_string())
+    }
+
+    /// [`Self::invoke`] on values: nothing is written as JSON text and read
+    /// back (a gateway call passes the upstream's output through).
+    pub(crate) async fn invoke_value(
+        &self,
+        input: Value,
+        timeout: std::time::Duration,
+    ) -> Result<Value, String> {
+        let timeout = self.call_timeout(timeout);
+        let name = &self.spec.name;
         self.schemas
             .input
             .check(&input)
@@ -109,7 +123,7 @@ impl NativeTool {
             .output
             .check(&output)
             .map_err(|m| format!("{name}: output {m}"))?;
-        Ok(output.to_string())
+        Ok(output)
     }
 }
 

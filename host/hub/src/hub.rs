@@ -197,11 +197,7 @@ impl Hub {
         if let Some(b) = self.builtins.iter().find(|b| b.name() == name) {
             return Ok(b.call(input).await?);
         }
-        let up = match self
-            .upstreams
-            .iter()
-            .find(|u| u.tools().iter().any(|t| t.name == name))
-        {
+        let up = match self.upstreams.iter().find(|u| u.has_tool(name)) {
             Some(up) => up,
             // Gone since the start: the upstream that had it says so.
             None => match self.origin.get(name) {
