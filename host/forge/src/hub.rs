@@ -125,6 +125,9 @@ impl Forge {
                     call,
                     hub_source: Some(tool.source),
                     own_timeout: Some(tool.timeout),
+                    // An upstream's output is checked by the hub against
+                    // this same schema (`output_schema`, else `{}`).
+                    checks_output: tool.checks_output,
                 }),
             );
             registered.push(tool.name);

@@ -420,7 +420,7 @@ impl Handler {
         let outcome = self.forge.call_native(name, arguments).await;
         progress.report(1, 1, format!("{name}: done"));
         match outcome {
-            Some(Ok(output)) => tools::tool_result(&output, false),
+            Some(Ok(output)) => tools::tool_result_owned(output, false),
             Some(Err(e)) => tools::tool_error("invoke", &e),
             None => tools::tool_error("invoke", &self.not_found(name)),
         }
