@@ -320,6 +320,7 @@ impl Upstream {
         let timeout = shared.config.timeout;
         let output = match conn.direct.as_ref().filter(|d| d.enabled()) {
             Some(direct) => match direct.call(&tool, &arguments, timeout).await {
+                Ok(direct::Reply::Output(output)) => Ok(output),
                 Ok(direct::Reply::Result(result)) => output_of_value(result),
                 Ok(direct::Reply::Error(message)) => Err(message),
                 Err(direct::NoReply::Timeout) => {

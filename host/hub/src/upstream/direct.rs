@@ -41,7 +41,10 @@ const ID_NEEDLE: &[u8] = b"\"temper-hub-";
 /// The answer to a direct call: the response's `result`, or its `error`.
 #[derive(Debug)]
 pub(super) enum Reply {
-    /// The `result` member.
+    /// The `structuredContent` of a result that is not an error: the
+    /// tool's output.
+    Output(Value),
+    /// The `result` member (any other result).
     Result(Value),
     /// The `error` member (`{code, message}`), or the description of a
     /// response that has neither.
@@ -111,22 +114,32 @@ impl Direct {
         if memchr::memmem::find(line, ID_NEEDLE).is_none() {
             return false;
         }
-        #[derive(serde::Deserialize)]
-        struct Line {
-            #[serde(default)]
-            id: Option<Value>,
-            #[serde(default)]
-            method: Option<serde::de::IgnoredAny>,
-            #[serde(default)]
-            result: Option<Value>,
-            #[serde(default)]
-            error: Option<Value>,
-        }
-        let Ok(msg) = serde_json::from_slice::<Line>(line) else {
-            return false; // rmcp's parse names what is wrong with it
+        // First the common case, a result with structured content: its
+        // text content (SDKs repeat the output there, as an escaped JSON
+        // string) is skipped, not copied out.
+        let (id, method, reply) = match serde_json::from_slice::<Line<Structured>>(line) {
+            Ok(Line {
+                id,
+                method,
+                result: Some(Structured(Some(output))),
+                error: None,
+            }) => (id, method, Reply::Output(output)),
+            // Anything else is read whole.
+            _ => match serde_json::from_slice::<Line<Value>>(line) {
+                Ok(msg) => {
+                    let reply = match (msg.result, msg.error) {
+                        (_, Some(error)) => Reply::Error(error_text(&error)),
+                        (Some(result), None) => Reply::Result(result),
+                        (None, None) => {
+                            Reply::Error("sent a response with neither result nor error".into())
+                        }
+                    };
+                    (msg.id, msg.method, reply)
+                }
+                Err(_) => return false, // rmcp's parse names what is wrong with it
+            },
         };
-        let Some(n) = msg
-            .id
+        let Some(n) = id
             .as_ref()
             .and_then(Value::as_str)
             .and_then(|s| s.strip_prefix(ID_PREFIX))
@@ -134,14 +147,9 @@ impl Direct {
         else {
             return false;
         };
-        if msg.method.is_some() {
+        if method.is_some() {
             return false; // a request from the upstream, not an answer
         }
-        let reply = match (msg.result, msg.error) {
-            (_, Some(error)) => Reply::Error(error_text(&error)),
-            (Some(result), None) => Reply::Result(result),
-            (None, None) => Reply::Error("sent a response with neither result nor error".into()),
-        };
         let tx = crate::lock(&self.waiting)
             .as_mut()
             .and_then(|w| w.remove(&n));
@@ -236,6 +244,46 @@ impl Direct {
     }
 }
 
+/// A JSON-RPC message as the direct path reads it, with its `result` as `R`.
+#[derive(serde::Deserialize)]
+struct Line<R> {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+    #[serde(default = "none")]
+    result: Option<R>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+fn none<R>() -> Option<R> {
+    None
+}
+
+/// A `tools/call` result's output when it is a plain one: `Some` when it
+/// has `structuredContent`, is not `isError` and is `complete` (or says
+/// nothing of its kind). Every other member (the text content) is skipped.
+struct Structured(Option<Value>);
+
+impl<'de> serde::Deserialize<'de> for Structured {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Fields {
+            #[serde(rename = "structuredContent", default)]
+            structured: Option<Value>,
+            #[serde(rename = "isError", default)]
+            is_error: Option<bool>,
+            #[serde(rename = "resultType", default)]
+            result_type: Option<String>,
+        }
+        let f = Fields::deserialize(d)?;
+        let plain =
+            f.is_error != Some(true) && f.result_type.as_deref().is_none_or(|t| t == "complete");
+        Ok(Structured(f.structured.filter(|v| plain && !v.is_null())))
+    }
+}
+
 /// Longest wait for the cancellation notice of a timed-out call to be written.
 const CANCEL_WRITE: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -286,4 +334,162 @@ struct Notification<'a> {
 struct Cancelled<'a> {
     request_id: &'a str,
     reason: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A direct path whose requests go to a child that discards them.
+    fn direct() -> (Arc<Direct>, tokio::process::Child) {
+        let mut child = tokio::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cat runs");
+        let stdin = child.stdin.take().unwrap();
+        let d = Arc::new(Direct::new(Arc::new(tokio::sync::Mutex::new(stdin))));
+        d.enable(None);
+        (d, child)
+    }
+
+    /// Starts a call and waits until it is registered.
+    async fn pending(d: &Arc<Direct>) -> tokio::task::JoinHandle<Result<Reply, NoReply>> {
+        let d2 = d.clone();
+        let call =
+            tokio::spawn(async move { d2.call("t", &Map::new(), Duration::from_secs(10)).await });
+        while crate::lock(&d.waiting)
+            .as_ref()
+            .is_none_or(HashMap::is_empty)
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        call
+    }
+
+    #[test]
+    fn only_a_plain_result_with_structured_content_is_read_lean() {
+        let lean = |line: Value| {
+            serde_json::from_slice::<Line<Structured>>(line.to_string().as_bytes())
+                .ok()
+                .and_then(|l| l.result)
+                .and_then(|s| s.0)
+        };
+        let text = json!([{"type": "text", "text": "{\"a\": 1}"}]);
+        let r = |result: Value| json!({"jsonrpc": "2.0", "id": "temper-hub-1", "result": result});
+        assert_eq!(
+            lean(r(json!({"content": text, "structuredContent": {"a": 1}}))),
+            Some(json!({"a": 1}))
+        );
+        assert_eq!(
+            lean(r(
+                json!({"structuredContent": {"a": 1}, "resultType": "complete"})
+            )),
+            Some(json!({"a": 1}))
+        );
+        for other in [
+            json!({"content": text}),
+            json!({"content": text, "structuredContent": null}),
+            json!({"content": text, "structuredContent": {"a": 1}, "isError": true}),
+            json!({"structuredContent": {"a": 1}, "resultType": "input_required"}),
+            json!(5),
+        ] {
+            assert_eq!(lean(r(other.clone())), None, "{other}");
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_are_routed_by_id_and_others_left_to_rmcp() {
+        let (d, _child) = direct();
+        let call = pending(&d).await;
+        // Not ours: rmcp's numeric ids, a request from the upstream, a
+        // line that only mentions the prefix.
+        assert!(!d.route(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        assert!(!d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-1","method":"ping"}"#));
+        assert!(!d.route(br#"{"jsonrpc":"2.0","method":"x","params":{"a":"\"temper-hub-1"}}"#));
+        assert!(d.route(
+            br#"{"jsonrpc":"2.0","id":"temper-hub-1","result":{"content":[],"structuredContent":{"a":1}}}"#
+        ));
+        match call.await.unwrap() {
+            Ok(Reply::Output(v)) => assert_eq!(v, json!({"a": 1})),
+            other => panic!("{other:?}"),
+        }
+        // A late answer (no call waits for it) is dropped, not given to rmcp.
+        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-9","result":{}}"#));
+
+        let call = pending(&d).await;
+        assert!(d.route(
+            br#"{"jsonrpc":"2.0","id":"temper-hub-2","error":{"code":-32602,"message":"bad"}}"#
+        ));
+        match call.await.unwrap() {
+            Ok(Reply::Error(m)) => assert_eq!(m, "error -32602: bad"),
+            other => panic!("{other:?}"),
+        }
+        let call = pending(&d).await;
+        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-3","result":{"content":[]}}"#));
+        match call.await.unwrap() {
+            Ok(Reply::Result(v)) => assert_eq!(v, json!({"content": []})),
+            other => panic!("{other:?}"),
+        }
+        assert!(crate::lock(&d.waiting).as_ref().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn closing_fails_the_waiting_calls_and_later_ones() {
+        let (d, _child) = direct();
+        let call = pending(&d).await;
+        d.close();
+        assert!(matches!(call.await.unwrap(), Err(NoReply::Gone(None))));
+        let later = d.call("t", &Map::new(), Duration::from_secs(10)).await;
+        assert!(matches!(later, Err(NoReply::Gone(None))));
+    }
+
+    #[tokio::test]
+    async fn a_call_without_answer_times_out_and_leaves_no_entry() {
+        let (d, _child) = direct();
+        let r = d.call("t", &Map::new(), Duration::from_millis(50)).await;
+        assert!(matches!(r, Err(NoReply::Timeout)));
+        assert!(crate::lock(&d.waiting).as_ref().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_request_carries_the_meta_of_its_revision() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let (d, _child) = direct();
+        let args: Map<String, Value> = serde_json::from_value(json!({"q": "x"})).unwrap();
+        let line: Value = serde_json::from_slice(&d.request("temper-hub-4", "t", &args)).unwrap();
+        assert_eq!(
+            line,
+            json!({"jsonrpc": "2.0", "id": "temper-hub-4", "method": "tools/call", "params": {"name": "t", "arguments": {"q": "x"}}})
+        );
+        let (modern, _child2) = {
+            let mut child = tokio::process::Command::new("cat")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            let stdin = child.stdin.take().unwrap();
+            (Direct::new(Arc::new(tokio::sync::Mutex::new(stdin))), child)
+        };
+        modern.enable(Some(
+            json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+        ));
+        let line: Value =
+            serde_json::from_slice(&modern.request("temper-hub-5", "t", &args)).unwrap();
+        assert_eq!(
+            line["params"]["_meta"],
+            json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"})
+        );
+        assert_eq!(line["params"]["name"], json!("t"));
+    }
 }
