@@ -218,8 +218,12 @@ pub fn tool_result(value: &Value, is_error: bool) -> Value {
 /// not copied, and the text is written by `serde_json` directly.
 pub fn tool_result_owned(value: Value, is_error: bool) -> Value {
     let text = serde_json::to_string(&value).expect("a JSON value serializes");
+    let mut block = serde_json::Map::new();
+    block.insert("type".into(), Value::from("text"));
+    // Moved in: `json!` would copy it.
+    block.insert("text".into(), Value::String(text));
     let mut result = serde_json::Map::new();
-    result.insert("content".into(), json!([{ "type": "text", "text": text }]));
+    result.insert("content".into(), Value::Array(vec![Value::Object(block)]));
     result.insert("isError".into(), Value::Bool(is_error));
     if value.is_object() {
         result.insert("structuredContent".into(), value);
