@@ -17,6 +17,7 @@ mod hardening;
 mod hub;
 mod hub_builtin;
 mod hub_http;
+mod hub_shadow;
 mod interop;
 mod mcp;
 mod mcp_http;

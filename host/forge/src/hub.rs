@@ -4,8 +4,9 @@
 //! ([`Forge::call_native`]); a hub tool the policy does not list is not
 //! registered at all, so it is refused as a step like any unknown tool.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use temper_hub::{Hub, HubError};
@@ -13,7 +14,8 @@ use temper_hub::{Hub, HubError};
 use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec};
 use super::schema::ToolSchemas;
 use super::validate::RESERVED_NAMES;
-use super::{Forge, lock};
+use super::{Forge, ForgeContext, lock};
+use temper_store::{StoreError, Tier};
 
 /// Why the hub could not be attached. Names the tool and both sources.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +24,18 @@ pub enum AttachError {
     #[error(transparent)]
     Clash(#[from] HubError),
 }
+
+/// Most entries of [`Unshadowed`]; when full it is emptied (it refills at
+/// one registry read per (agent, hub tool)).
+const MAX_UNSHADOWED: usize = 4096;
+
+/// (agent, hub tool name) pairs known to have no agent- or shared-tier
+/// tool of that name, each under the registry's tiers epoch read before
+/// the registry was; used only while the registry's lease holds and under
+/// the same epoch, as the name cache is (`names.rs`). Bounded by
+/// [`MAX_UNSHADOWED`].
+#[derive(Default)]
+pub(crate) struct Unshadowed(Mutex<HashMap<(String, String), u64>>);
 
 /// Most characters of a hub tool name.
 const MAX_HUB_NAME: usize = 128;
@@ -125,6 +139,9 @@ impl Forge {
                     call,
                     hub_source: Some(tool.source),
                     own_timeout: Some(tool.timeout),
+                    // An upstream's output is checked by the hub against
+                    // this same schema (`output_schema`, else `{}`).
+                    checks_output: tool.checks_output,
                 }),
             );
             registered.push(tool.name);
@@ -145,6 +162,48 @@ impl Forge {
             let added = self.register_hub_tools(&hub);
             if !added.is_empty() {
                 tracing::info!(tools = ?added, "hub tools that appeared since the start are registered");
+            }
+        }
+    }
+
+    /// The tier of the forged tool `name` as `ctx` resolves it (its
+    /// session tier, then its agent's tier, then the shared tier), `None`
+    /// when there is none: a forged tool takes precedence over a hub tool
+    /// of its name. Answered from the session-tier cache, the name cache
+    /// and the cache of hub names known to be no forged tool while the
+    /// registry's lease holds, so a gateway call to a hub tool does not
+    /// list the caller's tools; otherwise read from the registry.
+    pub fn forged_tier(&self, name: &str, ctx: &ForgeContext) -> Result<Option<Tier>, StoreError> {
+        let session = match self.cached_session(ctx) {
+            Some(tier) => tier,
+            None => self.load_session(ctx)?,
+        };
+        if session.tools.contains_key(name) {
+            return Ok(Some(Tier::Session));
+        }
+        let store = &self.inner.store;
+        let leased = store.leased_epoch();
+        if let Some(epoch) = leased {
+            if let Some(target) = self.inner.names.get(&ctx.agent_id, name, epoch) {
+                return Ok(Some(target.tier));
+            }
+            let known = lock(&self.inner.hub_unshadowed.0)
+                .get(&(ctx.agent_id.clone(), name.to_string()))
+                .is_some_and(|&at| at == epoch);
+            if known {
+                return Ok(None);
+            }
+        }
+        let epoch = store.tiers_epoch();
+        match store.get(name, &ctx.agent_id)? {
+            Some(record) => Ok(Some(record.tier)),
+            None => {
+                let mut unshadowed = lock(&self.inner.hub_unshadowed.0);
+                if unshadowed.len() >= MAX_UNSHADOWED {
+                    unshadowed.clear();
+                }
+                unshadowed.insert((ctx.agent_id.clone(), name.to_string()), epoch);
+                Ok(None)
             }
         }
     }
@@ -191,10 +250,11 @@ impl Forge {
         if !span.is_disabled() {
             span.record("temper.tier", "hub");
         }
-        let result =
-            tracing::Instrument::instrument(tool.invoke(&input.to_string(), timeout), span.clone())
-                .await
-                .and_then(|out| serde_json::from_str(&out).map_err(|e| format!("{name}: {e}")));
+        let result = tracing::Instrument::instrument(
+            tool.invoke_value(input.clone(), timeout),
+            span.clone(),
+        )
+        .await;
         if result.is_err() {
             super::observe::record_error(&span, "upstream");
         }

@@ -200,6 +200,7 @@ impl ForgeBuilder {
                 natives: Mutex::new(HashMap::new()),
                 hub: Mutex::new(None),
                 hub_synced: std::sync::atomic::AtomicU64::new(u64::MAX),
+                hub_unshadowed: hub::Unshadowed::default(),
                 run_code_stats: code_mode::RunCodeCounters::default(),
                 metrics: std::sync::OnceLock::new(),
             }),
@@ -246,6 +247,9 @@ struct Inner {
     /// The hub's [`temper_hub::Hub::generation`] its tools were last
     /// registered at (`u64::MAX`: never).
     hub_synced: std::sync::atomic::AtomicU64,
+    /// Hub tool names known to be no agent- or shared-tier tool of an
+    /// agent, under a tiers epoch (`hub::Unshadowed`).
+    hub_unshadowed: hub::Unshadowed,
     /// `run_code` runs counted.
     run_code_stats: code_mode::RunCodeCounters,
     /// Prometheus metrics, once set (`observe`): off by default.

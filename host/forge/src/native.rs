@@ -68,6 +68,9 @@ pub struct NativeTool {
     /// instead of the runtime's timeout: an LLM or an upstream may need
     /// longer than a sandboxed call. `None`: the runtime's.
     pub(crate) own_timeout: Option<std::time::Duration>,
+    /// The function checks its output against the same output schema
+    /// itself (an upstream's hub tool): not checked a second time.
+    pub(crate) checks_output: bool,
 }
 
 impl NativeTool {
@@ -81,16 +84,30 @@ impl NativeTool {
     }
 
     /// Calls the function with the schema checks around it and the timeout
-    /// ([`Self::call_timeout`] of `timeout`); errors name the tool.
+    /// ([`Self::call_timeout`] of `timeout`); errors name the tool. The
+    /// input and the output as JSON text (compose steps and code mode).
     pub(crate) async fn invoke(
         &self,
         input: &str,
         timeout: std::time::Duration,
     ) -> Result<String, String> {
-        let timeout = self.call_timeout(timeout);
         let name = &self.spec.name;
         let input: Value =
             serde_json::from_str(input).map_err(|e| format!("{name}: input is not JSON: {e}"))?;
+        self.invoke_value(input, timeout)
+            .await
+            .map(|output| output.to_string())
+    }
+
+    /// [`Self::invoke`] on values: nothing is written as JSON text and read
+    /// back (a gateway call passes the upstream's output through).
+    pub(crate) async fn invoke_value(
+        &self,
+        input: Value,
+        timeout: std::time::Duration,
+    ) -> Result<Value, String> {
+        let timeout = self.call_timeout(timeout);
+        let name = &self.spec.name;
         self.schemas
             .input
             .check(&input)
@@ -105,11 +122,13 @@ impl NativeTool {
             Ok(Err(message)) => return Err(format!("{name}: {message}")),
             Ok(Ok(output)) => output,
         };
-        self.schemas
-            .output
-            .check(&output)
-            .map_err(|m| format!("{name}: output {m}"))?;
-        Ok(output.to_string())
+        if !self.checks_output {
+            self.schemas
+                .output
+                .check(&output)
+                .map_err(|m| format!("{name}: output {m}"))?;
+        }
+        Ok(output)
     }
 }
 
@@ -146,6 +165,7 @@ impl Forge {
                 call,
                 hub_source: None,
                 own_timeout: None,
+                checks_output: false,
             }),
         );
         Ok(())

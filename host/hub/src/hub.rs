@@ -27,6 +27,10 @@ pub struct HubTool {
     /// `timeout_ms`): the bound a host puts around a call to it, also as
     /// a compose step.
     pub timeout: std::time::Duration,
+    /// Whether [`Hub::call`] checks the output against `output_schema`
+    /// itself (an upstream's tool: its output comes from another program),
+    /// so a host need not check it again.
+    pub checks_output: bool,
 }
 
 /// Why the hub did not start, or a call to it failed.
@@ -183,6 +187,7 @@ impl Hub {
                     input_schema: t.input_schema,
                     output_schema: t.output_schema,
                     timeout,
+                    checks_output: true,
                 })
             })
             .chain(self.builtins.iter().map(|b| b.tool()))
@@ -197,11 +202,7 @@ impl Hub {
         if let Some(b) = self.builtins.iter().find(|b| b.name() == name) {
             return Ok(b.call(input).await?);
         }
-        let up = match self
-            .upstreams
-            .iter()
-            .find(|u| u.tools().iter().any(|t| t.name == name))
-        {
+        let up = match self.upstreams.iter().find(|u| u.has_tool(name)) {
             Some(up) => up,
             // Gone since the start: the upstream that had it says so.
             None => match self.origin.get(name) {

@@ -23,12 +23,13 @@ use tokio::sync::{Notify, watch};
 
 use crate::config::{Transport, UpstreamConfig};
 
+mod direct;
 mod http;
 mod http_client;
 mod output;
 mod stdio;
 
-use output::{check, output_of};
+use output::{check, output_of, output_of_value};
 
 /// First restart delay; doubled after each failed start up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -164,6 +165,8 @@ struct Conn {
     service: RunningService<RoleClient, Handler>,
     /// `Some(reason)` once the connection has ended.
     ended: watch::Receiver<Option<String>>,
+    /// A stdio connection's direct path for `tools/call` (`direct.rs`).
+    direct: Option<Arc<direct::Direct>>,
 }
 
 struct Shared {
@@ -255,6 +258,13 @@ impl Upstream {
         self.shared.generation.load(Ordering::Acquire)
     }
 
+    /// Whether it exposes the tool `name` now (without copying the list).
+    pub fn has_tool(&self, name: &str) -> bool {
+        crate::lock(&self.shared.tools)
+            .iter()
+            .any(|t| t.spec.name == name)
+    }
+
     /// The exposed tools, as last listed.
     pub fn tools(&self) -> Vec<UpstreamTool> {
         crate::lock(&self.shared.tools)
@@ -307,41 +317,32 @@ impl Upstream {
                 reason: crate::lock(&shared.down).clone(),
             });
         };
-        let params = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
         let timeout = shared.config.timeout;
-        let result = match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
-            Err(_) => {
-                return Err(UpstreamError::Timeout {
-                    upstream: up,
-                    tool,
-                    ms: timeout.as_millis(),
-                });
-            }
-            Ok(Err(e)) => {
-                return Err(match e {
-                    rmcp::ServiceError::McpError(data) => UpstreamError::Call {
+        let output = match conn.direct.as_ref().filter(|d| d.enabled()) {
+            Some(direct) => match direct.call(&tool, &arguments, timeout).await {
+                Ok(direct::Reply::Output(output)) => Ok(output),
+                Ok(direct::Reply::Result(result)) => output_of_value(result),
+                Ok(direct::Reply::Error(message)) => Err(message),
+                Err(direct::NoReply::Timeout) => {
+                    return Err(UpstreamError::Timeout {
                         upstream: up,
                         tool,
-                        message: shared.redact(format!("error {}: {}", data.code.0, data.message)),
-                    },
-                    other => {
-                        // An HTTP exchange says what failed at once; otherwise
-                        // the connection's end says why.
-                        let reason = match http_client::describe(&other) {
-                            Some(reason) => reason,
-                            None => end_reason(&conn, other.to_string()).await,
-                        };
-                        UpstreamError::Gone {
-                            upstream: up,
-                            tool,
-                            reason: shared.redact(reason),
-                        }
-                    }
-                });
-            }
-            Ok(Ok(result)) => result,
+                        ms: timeout.as_millis(),
+                    });
+                }
+                Err(direct::NoReply::Gone(write_error)) => {
+                    let fallback = write_error.unwrap_or_else(|| "connection closed".into());
+                    let reason = end_reason(&conn, fallback).await;
+                    return Err(UpstreamError::Gone {
+                        upstream: up,
+                        tool,
+                        reason: shared.redact(reason),
+                    });
+                }
+            },
+            None => shared.call_rmcp(&conn, &tool, arguments).await?,
         };
-        let output = output_of(result).map_err(|message| UpstreamError::Call {
+        let output = output.map_err(|message| UpstreamError::Call {
             upstream: up.clone(),
             tool: tool.clone(),
             message: shared.redact(message),
@@ -425,6 +426,45 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
 }
 
 impl Shared {
+    /// Calls `tool` through rmcp's service (Streamable HTTP, and stdio
+    /// upstreams on a revision without the `initialize` handshake): the
+    /// output, or the upstream's error text (`Err` inside `Ok`); the
+    /// outer error is the call's failure.
+    async fn call_rmcp(
+        &self,
+        conn: &Conn,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Result<Value, String>, UpstreamError> {
+        let up = || self.config.name.clone();
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let timeout = self.config.timeout;
+        match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
+            Err(_) => Err(UpstreamError::Timeout {
+                upstream: up(),
+                tool: tool.to_string(),
+                ms: timeout.as_millis(),
+            }),
+            Ok(Err(rmcp::ServiceError::McpError(data))) => {
+                Ok(Err(format!("error {}: {}", data.code.0, data.message)))
+            }
+            Ok(Err(other)) => {
+                // An HTTP exchange says what failed at once; otherwise the
+                // connection's end says why.
+                let reason = match http_client::describe(&other) {
+                    Some(reason) => reason,
+                    None => end_reason(conn, other.to_string()).await,
+                };
+                Err(UpstreamError::Gone {
+                    upstream: up(),
+                    tool: tool.to_string(),
+                    reason: self.redact(reason),
+                })
+            }
+            Ok(Ok(result)) => Ok(output_of(result)),
+        }
+    }
+
     /// `text` with every secret value cut out.
     fn redact(&self, text: String) -> String {
         let mut text = text;

@@ -420,7 +420,7 @@ impl Handler {
         let outcome = self.forge.call_native(name, arguments).await;
         progress.report(1, 1, format!("{name}: done"));
         match outcome {
-            Some(Ok(output)) => tools::tool_result(&output, false),
+            Some(Ok(output)) => tools::tool_result_owned(output, false),
             Some(Err(e)) => tools::tool_error("invoke", &e),
             None => tools::tool_error("invoke", &self.not_found(name)),
         }
@@ -441,6 +441,18 @@ impl Handler {
         // A tool this caller cannot see is a protocol error (`-32602`, as
         // the MCP spec answers an unknown tool), the same whether it does
         // not exist or is out of the caller's reach.
+        // A hub tool this caller may use, which no forged tool it sees
+        // shadows, is called without listing the caller's tools (a listing
+        // reads the registry; `forged_tier` answers from caches).
+        if self.forge.is_hub_tool(name) && !self.hub_hidden(name) {
+            let shadow = self
+                .forge
+                .forged_tier(name, &self.ctx)
+                .map_err(|e| RpcError::internal(format!("cannot resolve {name:?}: {e}")))?;
+            if shadow.is_none_or(|tier| !self.access.allows(tier)) {
+                return Ok(self.call_hub(name, arguments, progress).await);
+            }
+        }
         let needs_visible = self.access != Access::ALL || self.hub_allow.is_some();
         let visible = if needs_visible || self.forge.is_hub_tool(name) {
             Some(self.visible()?)

@@ -213,6 +213,24 @@ pub fn tool_result(value: &Value, is_error: bool) -> Value {
     .to_json()
 }
 
+/// [`tool_result`] for an output the caller gives up (a hub tool's, passed
+/// through the gateway): the structured content is moved into the result,
+/// not copied, and the text is written by `serde_json` directly.
+pub fn tool_result_owned(value: Value, is_error: bool) -> Value {
+    let text = serde_json::to_string(&value).expect("a JSON value serializes");
+    let mut block = serde_json::Map::new();
+    block.insert("type".into(), Value::from("text"));
+    // Moved in: `json!` would copy it.
+    block.insert("text".into(), Value::String(text));
+    let mut result = serde_json::Map::new();
+    result.insert("content".into(), Value::Array(vec![Value::Object(block)]));
+    result.insert("isError".into(), Value::Bool(is_error));
+    if value.is_object() {
+        result.insert("structuredContent".into(), value);
+    }
+    Value::Object(result)
+}
+
 /// A failed call as a tool result (`isError: true`): `{stage, error}` as
 /// JSON text content only. `error` is the typed error's message, which
 /// starts with the stage (`invoke NAME: run: timed out after ...`).
@@ -272,6 +290,20 @@ struct CallError<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owned_result_is_the_borrowed_one() {
+        for (value, is_error) in [
+            (json!({"items": [{"id": 1, "name": "a \"b\""}]}), false),
+            (json!([1, 2]), false),
+            (json!("text"), true),
+        ] {
+            let borrowed = tool_result(&value, is_error);
+            let owned = tool_result_owned(value, is_error);
+            assert_eq!(owned, borrowed);
+            assert_eq!(owned.to_string(), borrowed.to_string(), "same key order");
+        }
+    }
 
     #[test]
     fn input_schemas_are_object_schemas() {

@@ -121,6 +121,7 @@ impl Builtin {
             output_schema: Some(output),
             source: SOURCE.to_string(),
             timeout: self.timeout(),
+            checks_output: false,
         }
     }
 

@@ -98,6 +98,7 @@ impl Shared {
         Ok(Arc::new(Conn {
             service,
             ended: ended_rx,
+            direct: None,
         }))
     }
 }

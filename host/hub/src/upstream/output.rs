@@ -25,6 +25,55 @@ pub(super) fn output_of(result: CallToolResult) -> Result<Value, String> {
     Ok(serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text })))
 }
 
+/// [`output_of`] for a `tools/call` result read as a JSON value (the
+/// direct path): `structuredContent` is moved out, not copied; the text
+/// content is only read when there is none, or on `isError`.
+pub(super) fn output_of_value(result: Value) -> Result<Value, String> {
+    let Value::Object(mut result) = result else {
+        return Err(format!(
+            "sent a tools/call result that is not an object: {}",
+            shorten(&result.to_string(), 200)
+        ));
+    };
+    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+    let text = |result: &serde_json::Map<String, Value>| -> String {
+        result
+            .get("content")
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|c| c.get("text").and_then(Value::as_str))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if is_error {
+        let text = text(&result);
+        return Err(if text.is_empty() {
+            "the tool reported an error".to_string()
+        } else {
+            shorten(&text, 2000)
+        });
+    }
+    // A later revision's other kinds of result (input required, a task)
+    // are not a tool's output.
+    if let Some(kind) = result.get("resultType").and_then(Value::as_str)
+        && kind != "complete"
+    {
+        return Err(format!(
+            "answered with a {kind:?} result, which Temper does not handle"
+        ));
+    }
+    match result.swap_remove("structuredContent") {
+        Some(Value::Null) | None => {}
+        Some(structured) => return Ok(structured),
+    }
+    let text = text(&result);
+    Ok(serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text })))
+}
+
 /// The text content, joined.
 fn text_of(result: &CallToolResult) -> String {
     result

@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::{Notify, watch};
 
+use super::direct::Direct;
 use super::{Conn, Handler, REASON_WAIT, Shared, UpstreamError};
 use crate::config::Secret;
 
@@ -19,6 +20,11 @@ use crate::config::Secret;
 const STDERR_TAIL_LINES: usize = 20;
 /// Longest stderr line kept (longer ones are cut).
 const STDERR_LINE_MAX: usize = 512;
+/// The read buffer on the child's stdout: a large result arrives in a few
+/// reads rather than one per 8 KiB.
+const READ_BUFFER: usize = 64 << 10;
+/// The line buffer keeps its room between messages up to this size.
+const KEPT_LINE_CAPACITY: usize = 1 << 20;
 
 impl Shared {
     fn stdio_start_error(
@@ -69,12 +75,15 @@ impl Shared {
         let (ended_tx, ended_rx) = watch::channel(None);
         let closed = Arc::new(Notify::new());
         let fault = Arc::new(Mutex::new(None));
+        let write = Arc::new(tokio::sync::Mutex::new(stdin));
+        let direct = Arc::new(Direct::new(write.clone()));
         let transport = LineTransport {
-            read: BufReader::new(stdout),
+            read: BufReader::with_capacity(READ_BUFFER, stdout),
             line: Vec::new(),
             max: self.config.max_result_bytes,
             discarding: false,
-            write: Arc::new(tokio::sync::Mutex::new(stdin)),
+            write,
+            direct: direct.clone(),
             fault: fault.clone(),
             closed: closed.clone(),
         };
@@ -112,6 +121,7 @@ impl Shared {
         let handler = Handler {
             list_changed: self.list_changed.clone(),
         };
+        let client = rmcp::ClientHandler::get_info(&handler);
         let started = tokio::time::timeout(self.config.timeout, handler.serve(transport)).await;
         let service = match started {
             Ok(Ok(service)) => service,
@@ -137,9 +147,23 @@ impl Shared {
                 ));
             }
         };
+        // The `_meta` rmcp gives each request: on a revision without the
+        // `initialize` handshake, the version, client info and capabilities.
+        if let Some(info) = service.peer().peer_info() {
+            let version = &info.protocol_version;
+            let meta = (!version.has_initialize()).then(|| {
+                serde_json::json!({
+                    "io.modelcontextprotocol/protocolVersion": version,
+                    "io.modelcontextprotocol/clientInfo": client.client_info,
+                    "io.modelcontextprotocol/clientCapabilities": client.capabilities,
+                })
+            });
+            direct.enable(meta);
+        }
         Ok(Arc::new(Conn {
             service,
             ended: ended_rx,
+            direct: Some(direct),
         }))
     }
 }
@@ -228,6 +252,8 @@ struct LineTransport {
     max: usize,
     discarding: bool,
     write: Arc<tokio::sync::Mutex<ChildStdin>>,
+    /// Answers to direct calls are routed there, not to rmcp.
+    direct: Arc<Direct>,
     fault: Arc<Mutex<Option<String>>>,
     closed: Arc<Notify>,
 }
@@ -237,8 +263,16 @@ impl LineTransport {
         if let Some(f) = fault {
             crate::lock(&self.fault).get_or_insert(f);
         }
+        self.direct.close();
         self.closed.notify_one();
         None
+    }
+}
+
+impl Drop for LineTransport {
+    fn drop(&mut self) {
+        // No reader any more: the direct calls waiting fail now.
+        self.direct.close();
     }
 }
 
@@ -269,7 +303,7 @@ impl rmcp::transport::Transport<RoleClient> for LineTransport {
             if chunk.is_empty() {
                 return self.end(None);
             }
-            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            let (take, done) = match memchr::memchr(b'\n', chunk) {
                 Some(i) => (i + 1, true),
                 None => (chunk.len(), false),
             };
@@ -280,24 +314,32 @@ impl rmcp::transport::Transport<RoleClient> for LineTransport {
                 self.line.extend_from_slice(&chunk[..take]);
             }
             self.read.consume(take);
+            if self.discarding {
+                let max = self.max;
+                return self.end(Some(format!("sent a message over the {max}-byte cap")));
+            }
             if !done {
-                if self.discarding {
-                    let max = self.max;
-                    return self.end(Some(format!("sent a message over the {max}-byte cap")));
-                }
                 continue;
             }
-            let line = std::mem::take(&mut self.line);
-            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            let text = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
             let text = text.strip_suffix(b"\r").unwrap_or(text);
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            return match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(text) {
-                Ok(msg) => Some(msg),
-                // The line itself is not quoted: it may hold anything.
-                Err(e) => self.end(Some(format!("sent malformed JSON-RPC ({e})"))),
+            let msg = if text.iter().all(u8::is_ascii_whitespace) || self.direct.route(text) {
+                None
+            } else {
+                Some(serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(text))
             };
+            // The buffer is reused, unless a large message grew it.
+            if self.line.capacity() > KEPT_LINE_CAPACITY {
+                self.line = Vec::new();
+            } else {
+                self.line.clear();
+            }
+            match msg {
+                None => continue,
+                Some(Ok(msg)) => return Some(msg),
+                // The line itself is not quoted: it may hold anything.
+                Some(Err(e)) => return self.end(Some(format!("sent malformed JSON-RPC ({e})"))),
+            }
         }
     }
 

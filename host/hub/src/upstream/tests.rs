@@ -77,6 +77,9 @@ async fn lists_selected_tools_and_calls_them() {
         .into_iter()
         .find(|t| t.name == "s.web_search")
         .unwrap();
+    // Calls to a stdio upstream take the direct path (direct.rs).
+    let conn = crate::lock(&up.shared.conn).clone().unwrap();
+    assert!(conn.direct.as_ref().is_some_and(|d| d.enabled()));
     assert_eq!(ws.remote_name, "web_search");
     assert_eq!(ws.upstream, "search");
     assert_eq!(ws.description, "Searches the (fake) web.");
