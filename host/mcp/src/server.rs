@@ -485,6 +485,70 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 mod tests {
     use super::*;
 
+    /// A writer into a shared buffer, slow enough that senders meet.
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            std::thread::sleep(Duration::from_micros(50));
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn concurrent_senders_write_whole_lines_and_lose_none() {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::new(Output::new(Box::new(Shared(buf.clone()))));
+        let senders: Vec<_> = (0..8)
+            .map(|t| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let text = "x".repeat(i % 50);
+                        out.send(&serde_json::json!({"t": t, "i": i, "text": text}), None);
+                    }
+                })
+            })
+            .collect();
+        for s in senders {
+            s.join().unwrap();
+        }
+        let bytes = lock(&buf).clone();
+        let mut seen = std::collections::HashSet::new();
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let v: Value = serde_json::from_slice(line).expect("a whole JSON line");
+            assert!(seen.insert((v["t"].as_u64().unwrap(), v["i"].as_u64().unwrap())));
+        }
+        assert_eq!(seen.len(), 8 * 200);
+        assert!(!out.failed());
+    }
+
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::new(io::ErrorKind::BrokenPipe, "gone"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_write_drops_later_messages() {
+        let out = Output::new(Box::new(Broken));
+        out.send(&serde_json::json!({"a": 1}), Some(Instant::now()));
+        assert!(out.failed());
+        // Dropped without a write (and without blocking or panicking).
+        out.send(&serde_json::json!({"a": 2}), None);
+        let q = lock(&out.queue);
+        assert!(q.lines.is_empty() && q.read_at.is_empty() && !q.writing);
+    }
+
     #[test]
     fn each_connection_gets_its_own_session() {
         let base = ForgeContext::new("a", "s");
