@@ -124,7 +124,8 @@ where
     let agent = ctx.agent_id.clone();
     let conn = Arc::new(Connection {
         handler: Handler::new(forge, ctx, Access::ALL, watch.clone()),
-        out: Output::new(Box::new(output)),
+        out: Arc::new(Output::new(Box::new(output))),
+        rt: tokio::runtime::Handle::current(),
         initialized: AtomicBool::new(false),
         modern: AtomicBool::new(false),
         subscriptions: Mutex::new(Vec::new()),
@@ -134,7 +135,7 @@ where
     let (in_flight, mut requests) = mpsc::channel::<()>(1);
     let (end_tx, end) = oneshot::channel::<io::Result<()>>();
     {
-        let (conn, handle) = (conn.clone(), tokio::runtime::Handle::current());
+        let (conn, handle) = (conn.clone(), conn.rt.clone());
         std::thread::Builder::new()
             .name("mcp-reader".into())
             .spawn(move || {
@@ -195,7 +196,7 @@ fn read_loop<R: Read>(
                     INVALID_REQUEST,
                     format!("message of {bytes} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
                 );
-                conn.send(jsonrpc::error_response(&Value::Null, &error));
+                conn.send_from_reader(jsonrpc::error_response(&Value::Null, &error), &in_flight);
             }
             Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
             Frame::Line(line) => match jsonrpc::parse_message(&line).inspect(|m| {
@@ -203,10 +204,10 @@ fn read_loop<R: Read>(
             }) {
                 Err(Rejected { id, error }) => {
                     tracing::warn!("{error}");
-                    conn.send(jsonrpc::error_response(&id, &error));
+                    conn.send_from_reader(jsonrpc::error_response(&id, &error), &in_flight);
                 }
                 Ok(Incoming::Request { id, method, params }) if method == LISTEN => {
-                    conn.listen(id, params.as_ref());
+                    conn.listen(id, params.as_ref(), &in_flight);
                 }
                 Ok(Incoming::Request { id, method, params }) => {
                     let (conn, held) = (conn.clone(), in_flight.clone());
@@ -236,8 +237,10 @@ fn read_loop<R: Read>(
 /// whatever is queued (its own and what others queued meanwhile) in one
 /// buffered write and one flush; a sender that finds a write under way
 /// leaves its message to that writer and returns at once. So at most one
-/// thread waits on a client that reads slowly, messages never interleave,
-/// and under load the answers of many calls share a system call.
+/// thread waits on a client that reads slowly (never the reader thread:
+/// its own messages are written on the blocking pool when it would have to
+/// write them), messages never interleave, and under load the answers of
+/// many calls share a system call.
 struct Output {
     queue: Mutex<Queue>,
     writer: Mutex<io::BufWriter<Box<dyn Write + Send>>>,
@@ -268,29 +271,61 @@ impl Output {
     }
 
     /// Sends `message` (the answer to a request read at `read_at`, or a
-    /// notification).
+    /// notification), writing it now unless a write is under way.
     fn send(&self, message: &Value, read_at: Option<Instant>) {
+        if let Some(batch) = self.enqueue(message, read_at) {
+            self.write_out(batch);
+        }
+    }
+
+    /// Like [`Output::send`], but the write, if this sender must do it,
+    /// runs on `rt`'s blocking pool: for the reader thread, which must
+    /// never wait on a client that does not read its answers (it would
+    /// stop reading the requests such a client is still writing).
+    /// `held` is held until the write is done (the server waits for it
+    /// before it returns).
+    fn send_detached(
+        self: &Arc<Self>,
+        message: &Value,
+        rt: &tokio::runtime::Handle,
+        held: &mpsc::Sender<()>,
+    ) {
+        if let Some(batch) = self.enqueue(message, None) {
+            let (out, held) = (self.clone(), held.clone());
+            rt.spawn_blocking(move || {
+                out.write_out(batch);
+                drop(held);
+            });
+        }
+    }
+
+    /// Queues `message`; when no write is under way, takes the queue (this
+    /// sender becomes the writer and must [`Output::write_out`] it).
+    fn enqueue(&self, message: &Value, read_at: Option<Instant>) -> Option<Batch> {
         if self.failed() {
-            return;
+            return None;
         }
         let mut line = Vec::with_capacity(256);
         // A `Value` always serializes.
         let _ = serde_json::to_writer(&mut line, message);
         line.push(b'\n');
-        let (mut lines, mut answered) = {
-            let mut q = lock(&self.queue);
-            q.read_at.extend(read_at);
-            if q.writing {
-                q.lines.extend_from_slice(&line);
-                return;
-            }
-            q.writing = true;
-            if !q.lines.is_empty() {
-                q.lines.extend_from_slice(&line);
-                line = std::mem::take(&mut q.lines);
-            }
-            (line, std::mem::take(&mut q.read_at))
-        };
+        let mut q = lock(&self.queue);
+        q.read_at.extend(read_at);
+        if q.writing {
+            q.lines.extend_from_slice(&line);
+            return None;
+        }
+        q.writing = true;
+        if !q.lines.is_empty() {
+            q.lines.extend_from_slice(&line);
+            line = std::mem::take(&mut q.lines);
+        }
+        Some((line, std::mem::take(&mut q.read_at)))
+    }
+
+    /// Writes `batch` and whatever is queued meanwhile, until the queue is
+    /// empty.
+    fn write_out(&self, (mut lines, mut answered): Batch) {
         loop {
             let written = {
                 let mut w = lock(&self.writer);
@@ -320,6 +355,9 @@ impl Output {
     }
 }
 
+/// Lines to write and when the requests they answer were read.
+type Batch = (Vec<u8>, Vec<Instant>);
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -343,7 +381,10 @@ pub const TIMING_TARGET: &str = "temper_mcp::timing";
 /// What every request handler shares.
 struct Connection {
     handler: Handler,
-    out: Output,
+    out: Arc<Output>,
+    /// The runtime the connection is served on (for writes the reader
+    /// thread hands off).
+    rt: tokio::runtime::Handle,
     /// A legacy client sent `initialize`.
     initialized: AtomicBool,
     /// A modern (2026-07-28) request came.
@@ -373,6 +414,12 @@ impl Connection {
         self.out.send(&message, None);
     }
 
+    /// Sends `message` from the reader thread (see
+    /// [`Output::send_detached`]; `held` is the reader's in-flight guard).
+    fn send_from_reader(&self, message: Value, held: &mpsc::Sender<()>) {
+        self.out.send_detached(&message, &self.rt, held);
+    }
+
     /// Announces that the tool list changed: to a legacy client as a plain
     /// notification (unless the connection only ever spoke the modern
     /// revision, which gets change notifications on subscriptions only),
@@ -391,10 +438,10 @@ impl Connection {
     /// Opens a `subscriptions/listen` subscription: acknowledged at once,
     /// then open until `notifications/cancelled` names it or the input ends
     /// (the connection is its stream; its notifications carry its id).
-    fn listen(&self, id: Value, params: Option<&Value>) {
+    fn listen(&self, id: Value, params: Option<&Value>, held: &mpsc::Sender<()>) {
         self.modern.store(true, Ordering::SeqCst);
         if let Err(error) = protocol::envelope(params) {
-            self.send(jsonrpc::error_response(&id, &error));
+            self.send_from_reader(jsonrpc::error_response(&id, &error), held);
             return;
         }
         let filter = SubscriptionFilter::honored(params);
@@ -405,12 +452,12 @@ impl Connection {
                 INVALID_REQUEST,
                 format!("{LISTEN}: a subscription with id {id} is already open"),
             );
-            self.send(jsonrpc::error_response(&id, &error));
+            self.send_from_reader(jsonrpc::error_response(&id, &error), held);
             return;
         }
         // The acknowledgment goes out under the lock: no notification of
         // this subscription can precede it.
-        self.send(results::acknowledged(&id, &filter));
+        self.send_from_reader(results::acknowledged(&id, &filter), held);
         subs.push((id, filter));
     }
 
