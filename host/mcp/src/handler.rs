@@ -11,6 +11,8 @@
 //! from the audit trail through the transport's [`RegistryWatch`], so the
 //! request that made it announces it once, to every session it concerns.
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
 
 use super::access::Access;
@@ -220,9 +222,10 @@ impl Handler {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("tools/call: params.name must be a string"))?;
+        // Borrowed from the request: the arguments are not copied per call.
         let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => json!({}),
-            Some(a @ Value::Object(_)) => a.clone(),
+            None | Some(Value::Null) => Cow::Owned(json!({})),
+            Some(a @ Value::Object(_)) => Cow::Borrowed(a),
             Some(_) => {
                 return Err(RpcError::invalid_params(
                     "tools/call: params.arguments must be an object",

@@ -1,11 +1,13 @@
 //! One MCP connection over a byte stream pair (stdin/stdout for `temper
 //! mcp`).
 //!
-//! A reader thread cuts the input into frames ([`jsonrpc::read_frame`]); a
-//! writer thread owns the output and writes one message per line, so
-//! messages never interleave and the output carries protocol messages only
-//! (diagnostics go to stderr). Every request runs in its own task: a slow
-//! forge or tool call does not hold up `ping` or `tools/list`. A handler that
+//! A reader thread cuts the input into frames ([`jsonrpc::read_frame`]),
+//! parses them and spawns each request as a task of its own on the
+//! runtime: a slow forge or tool call does not hold up `ping` or
+//! `tools/list`. Answers are written by the tasks themselves, one message
+//! per line, through a combining writer ([`Output`]: no writer thread to
+//! wake per answer), so messages never interleave and the output carries
+//! protocol messages only (diagnostics go to stderr). A handler that
 //! panics still gets its request answered (`-32603`). Bad input of any kind
 //! is answered and reading goes on; at the end of the input the server
 //! waits for the requests in flight, discards the connection's session tier
@@ -31,13 +33,14 @@
 //! unless the connection only ever spoke the modern revision.
 
 use std::io::{self, BufReader, Read, Write};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt;
 use serde_json::Value;
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, oneshot};
 
 use super::access::Access;
 use super::handler::{Handler, LIST_CHANGED, Notifier};
@@ -115,59 +118,85 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<Outgoing>();
-    let writer = std::thread::Builder::new()
-        .name("mcp-writer".into())
-        .spawn(move || write_loop(output, out_rx))
-        .map_err(|source| McpError::Thread {
-            what: "writer",
-            source,
-        })?;
-    let (frame_tx, mut frames) = mpsc::channel::<(Instant, io::Result<Frame>)>(4);
-    std::thread::Builder::new()
-        .name("mcp-reader".into())
-        .spawn(move || read_loop(input, frame_tx))
-        .map_err(|source| McpError::Thread {
-            what: "reader",
-            source,
-        })?;
-
     let watch = RegistryWatch::start(forge.store_handle())
         .await
         .map_err(McpError::Watch)?;
     let agent = ctx.agent_id.clone();
     let conn = Arc::new(Connection {
         handler: Handler::new(forge, ctx, Access::ALL, watch.clone()),
-        out: out_tx,
+        out: Arc::new(Output::new(Box::new(output))),
+        rt: tokio::runtime::Handle::current(),
         initialized: AtomicBool::new(false),
         modern: AtomicBool::new(false),
         subscriptions: Mutex::new(Vec::new()),
     });
+    // Every request task holds a clone of `in_flight`: once the reader's
+    // and theirs are all dropped, `requests` ends.
+    let (in_flight, mut requests) = mpsc::channel::<()>(1);
+    let (end_tx, end) = oneshot::channel::<io::Result<()>>();
+    {
+        let (conn, handle) = (conn.clone(), conn.rt.clone());
+        std::thread::Builder::new()
+            .name("mcp-reader".into())
+            .spawn(move || {
+                let ended = read_loop(input, &conn, &handle, in_flight);
+                let _ = end_tx.send(ended);
+            })
+            .map_err(|source| McpError::Thread {
+                what: "reader",
+                source,
+            })?;
+    }
     let poller = registry_poll.map(|every| {
         let conn = conn.clone();
         tokio::spawn(watch::poll_loop(watch, every, move |changes| {
             if changes.reaches(&agent, Access::ALL) {
                 conn.list_changed();
             }
-            !conn.out.is_closed()
+            !conn.out.failed()
         }))
     });
-    let mut requests = JoinSet::new();
-    let ended = loop {
-        let (read_at, frame) = match frames.recv().await {
-            None | Some((_, Ok(Frame::Eof))) => break Ok(()),
-            Some((_, Err(e))) => break Err(McpError::Read(e)),
-            Some((at, Ok(frame))) => (at, frame),
-        };
+    // The reader thread ended (a panic there drops its sender: the input
+    // is taken as ended).
+    let ended = end.await.unwrap_or(Ok(()));
+    while requests.recv().await.is_some() {}
+    if let Some(poller) = poller {
+        poller.abort();
+        let _ = poller.await;
+    }
+    // Every answer is written (each request wrote its own before it
+    // ended, or handed it to the write under way then, which finished
+    // before that request's writer did).
+    let discarded = conn.handler.forge().cleanup_session(conn.handler.context());
+    ended.map_err(McpError::Read)?;
+    discarded.map_err(McpError::Cleanup)
+}
+
+/// Reads and dispatches messages until the input ends (`Ok`) or fails.
+/// Runs on a thread of its own: each request is spawned on `handle` from
+/// here (one task per request, no hop through another task), holding a
+/// clone of `in_flight` until answered; what needs no handler (refused
+/// input, `subscriptions/listen`, notifications) is answered here, in
+/// input order.
+fn read_loop<R: Read>(
+    input: R,
+    conn: &Arc<Connection>,
+    handle: &tokio::runtime::Handle,
+    in_flight: mpsc::Sender<()>,
+) -> io::Result<()> {
+    let mut reader = BufReader::with_capacity(64 << 10, input);
+    loop {
+        let frame = jsonrpc::read_frame(&mut reader, MAX_MESSAGE_BYTES)?;
+        let read_at = Instant::now();
         match frame {
-            Frame::Eof => unreachable!("handled above"),
+            Frame::Eof => return Ok(()),
             Frame::TooLarge { bytes } => {
                 tracing::warn!("refused a message of {bytes} bytes");
                 let error = RpcError::new(
                     INVALID_REQUEST,
                     format!("message of {bytes} bytes is over the {MAX_MESSAGE_BYTES}-byte limit"),
                 );
-                conn.send(jsonrpc::error_response(&Value::Null, &error));
+                conn.send_from_reader(jsonrpc::error_response(&Value::Null, &error), &in_flight);
             }
             Frame::Line(line) if line.iter().all(u8::is_ascii_whitespace) => {}
             Frame::Line(line) => match jsonrpc::parse_message(&line).inspect(|m| {
@@ -175,13 +204,17 @@ where
             }) {
                 Err(Rejected { id, error }) => {
                     tracing::warn!("{error}");
-                    conn.send(jsonrpc::error_response(&id, &error));
+                    conn.send_from_reader(jsonrpc::error_response(&id, &error), &in_flight);
                 }
                 Ok(Incoming::Request { id, method, params }) if method == LISTEN => {
-                    conn.listen(id, params.as_ref());
+                    conn.listen(id, params.as_ref(), &in_flight);
                 }
                 Ok(Incoming::Request { id, method, params }) => {
-                    requests.spawn(conn.clone().answer(id, method, params, read_at));
+                    let (conn, held) = (conn.clone(), in_flight.clone());
+                    handle.spawn(async move {
+                        conn.answer(id, method, params, read_at).await;
+                        drop(held);
+                    });
                 }
                 Ok(Incoming::Notification { method, params }) => {
                     if method == "notifications/cancelled" {
@@ -195,61 +228,135 @@ where
                 }
             },
         }
-        while requests.try_join_next().is_some() {}
-    };
-    while requests.join_next().await.is_some() {}
-    if let Some(poller) = poller {
-        poller.abort();
-        let _ = poller.await;
     }
-    let discarded = conn.handler.forge().cleanup_session(conn.handler.context());
-    // The last sender: the writer drains what is queued, then ends.
-    drop(conn);
-    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-    ended?;
-    discarded.map_err(McpError::Cleanup)
 }
 
-fn read_loop<R: Read>(input: R, frames: mpsc::Sender<(Instant, io::Result<Frame>)>) {
-    let mut reader = BufReader::with_capacity(64 << 10, input);
-    loop {
-        let frame = jsonrpc::read_frame(&mut reader, MAX_MESSAGE_BYTES);
-        let last = matches!(frame, Ok(Frame::Eof) | Err(_));
-        if frames.blocking_send((Instant::now(), frame)).is_err() || last {
-            return;
+/// The connection's output: one message per line, written by whoever has
+/// one to send, without a thread of its own. A sender serializes its
+/// message, queues it and, unless another sender is writing, writes
+/// whatever is queued (its own and what others queued meanwhile) in one
+/// buffered write and one flush; a sender that finds a write under way
+/// leaves its message to that writer and returns at once. So at most one
+/// thread waits on a client that reads slowly (never the reader thread:
+/// its own messages are written on the blocking pool when it would have to
+/// write them), messages never interleave, and under load the answers of
+/// many calls share a system call.
+struct Output {
+    queue: Mutex<Queue>,
+    writer: Mutex<io::BufWriter<Box<dyn Write + Send>>>,
+    /// Writing failed (the client is gone): later messages are dropped.
+    failed: AtomicBool,
+}
+
+#[derive(Default)]
+struct Queue {
+    lines: Vec<u8>,
+    /// When the requests answered by the queued lines were read.
+    read_at: Vec<Instant>,
+    /// A sender is writing (and will write what is queued).
+    writing: bool,
+}
+
+impl Output {
+    fn new(output: Box<dyn Write + Send>) -> Self {
+        Self {
+            queue: Mutex::new(Queue::default()),
+            writer: Mutex::new(io::BufWriter::with_capacity(64 << 10, output)),
+            failed: AtomicBool::new(false),
         }
     }
-}
 
-/// Writes messages as they come, one per line. Whatever is queued when the
-/// writer wakes goes out in one buffered write and one flush: under load
-/// the answers of many calls share a system call, and a lone answer is
-/// flushed at once.
-fn write_loop<W: Write>(output: W, mut messages: mpsc::UnboundedReceiver<Outgoing>) {
-    let mut output = io::BufWriter::with_capacity(64 << 10, output);
-    let mut written: Vec<Instant> = Vec::new();
-    while let Some(first) = messages.blocking_recv() {
-        let mut next = Some(first);
-        while let Some(Outgoing { message, read_at }) = next {
-            let line = serde_json::to_writer(&mut output, &message)
-                .map_err(io::Error::from)
-                .and_then(|()| output.write_all(b"\n"));
-            if let Err(e) = line {
+    fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Sends `message` (the answer to a request read at `read_at`, or a
+    /// notification), writing it now unless a write is under way.
+    fn send(&self, message: &Value, read_at: Option<Instant>) {
+        if let Some(batch) = self.enqueue(message, read_at) {
+            self.write_out(batch);
+        }
+    }
+
+    /// Like [`Output::send`], but the write, if this sender must do it,
+    /// runs on `rt`'s blocking pool: for the reader thread, which must
+    /// never wait on a client that does not read its answers (it would
+    /// stop reading the requests such a client is still writing).
+    /// `held` is held until the write is done (the server waits for it
+    /// before it returns).
+    fn send_detached(
+        self: &Arc<Self>,
+        message: &Value,
+        rt: &tokio::runtime::Handle,
+        held: &mpsc::Sender<()>,
+    ) {
+        if let Some(batch) = self.enqueue(message, None) {
+            let (out, held) = (self.clone(), held.clone());
+            rt.spawn_blocking(move || {
+                out.write_out(batch);
+                drop(held);
+            });
+        }
+    }
+
+    /// Queues `message`; when no write is under way, takes the queue (this
+    /// sender becomes the writer and must [`Output::write_out`] it).
+    fn enqueue(&self, message: &Value, read_at: Option<Instant>) -> Option<Batch> {
+        if self.failed() {
+            return None;
+        }
+        let mut line = Vec::with_capacity(256);
+        // A `Value` always serializes.
+        let _ = serde_json::to_writer(&mut line, message);
+        line.push(b'\n');
+        let mut q = lock(&self.queue);
+        q.read_at.extend(read_at);
+        if q.writing {
+            q.lines.extend_from_slice(&line);
+            return None;
+        }
+        q.writing = true;
+        if !q.lines.is_empty() {
+            q.lines.extend_from_slice(&line);
+            line = std::mem::take(&mut q.lines);
+        }
+        Some((line, std::mem::take(&mut q.read_at)))
+    }
+
+    /// Writes `batch` and whatever is queued meanwhile, until the queue is
+    /// empty.
+    fn write_out(&self, (mut lines, mut answered): Batch) {
+        loop {
+            let written = {
+                let mut w = lock(&self.writer);
+                w.write_all(&lines).and_then(|()| w.flush())
+            };
+            if let Err(e) = written {
                 tracing::warn!("cannot write to the client: {e}");
+                self.failed.store(true, Ordering::Release);
+                let mut q = lock(&self.queue);
+                q.lines = Vec::new();
+                q.read_at = Vec::new();
+                q.writing = false;
                 return;
             }
-            written.extend(read_at);
-            next = messages.try_recv().ok();
-        }
-        if let Err(e) = output.flush() {
-            tracing::warn!("cannot write to the client: {e}");
-            return;
-        }
-        for at in written.drain(..) {
-            answered(at);
+            for at in answered.drain(..) {
+                self::answered(at);
+            }
+            lines.clear();
+            let mut q = lock(&self.queue);
+            if q.lines.is_empty() {
+                q.writing = false;
+                return;
+            }
+            std::mem::swap(&mut lines, &mut q.lines);
+            std::mem::swap(&mut answered, &mut q.read_at);
         }
     }
 }
+
+/// Lines to write and when the requests they answer were read.
+type Batch = (Vec<u8>, Vec<Instant>);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -271,26 +378,13 @@ fn answered(read_at: Instant) {
 /// from the request's headers read to its answer handed to hyper.
 pub const TIMING_TARGET: &str = "temper_mcp::timing";
 
-/// A message for the writer: a request's answer (with when the request was
-/// read) or a notification.
-struct Outgoing {
-    message: Value,
-    read_at: Option<Instant>,
-}
-
-impl Outgoing {
-    fn note(message: Value) -> Self {
-        Self {
-            message,
-            read_at: None,
-        }
-    }
-}
-
 /// What every request handler shares.
 struct Connection {
     handler: Handler,
-    out: mpsc::UnboundedSender<Outgoing>,
+    out: Arc<Output>,
+    /// The runtime the connection is served on (for writes the reader
+    /// thread hands off).
+    rt: tokio::runtime::Handle,
     /// A legacy client sent `initialize`.
     initialized: AtomicBool,
     /// A modern (2026-07-28) request came.
@@ -317,8 +411,13 @@ impl Notifier for Connection {
 
 impl Connection {
     fn send(&self, message: Value) {
-        // Fails only once the writer gave up (the client is gone).
-        let _ = self.out.send(Outgoing::note(message));
+        self.out.send(&message, None);
+    }
+
+    /// Sends `message` from the reader thread (see
+    /// [`Output::send_detached`]; `held` is the reader's in-flight guard).
+    fn send_from_reader(&self, message: Value, held: &mpsc::Sender<()>) {
+        self.out.send_detached(&message, &self.rt, held);
     }
 
     /// Announces that the tool list changed: to a legacy client as a plain
@@ -339,10 +438,10 @@ impl Connection {
     /// Opens a `subscriptions/listen` subscription: acknowledged at once,
     /// then open until `notifications/cancelled` names it or the input ends
     /// (the connection is its stream; its notifications carry its id).
-    fn listen(&self, id: Value, params: Option<&Value>) {
+    fn listen(&self, id: Value, params: Option<&Value>, held: &mpsc::Sender<()>) {
         self.modern.store(true, Ordering::SeqCst);
         if let Err(error) = protocol::envelope(params) {
-            self.send(jsonrpc::error_response(&id, &error));
+            self.send_from_reader(jsonrpc::error_response(&id, &error), held);
             return;
         }
         let filter = SubscriptionFilter::honored(params);
@@ -353,12 +452,12 @@ impl Connection {
                 INVALID_REQUEST,
                 format!("{LISTEN}: a subscription with id {id} is already open"),
             );
-            self.send(jsonrpc::error_response(&id, &error));
+            self.send_from_reader(jsonrpc::error_response(&id, &error), held);
             return;
         }
         // The acknowledgment goes out under the lock: no notification of
         // this subscription can precede it.
-        self.send(results::acknowledged(&id, &filter));
+        self.send_from_reader(results::acknowledged(&id, &filter), held);
         subs.push((id, filter));
     }
 
@@ -370,49 +469,42 @@ impl Connection {
         }
     }
 
-    /// Handles one request in a task of its own and sends the answer.
-    async fn answer(
-        self: Arc<Self>,
-        id: Value,
-        method: String,
-        params: Option<Value>,
-        read_at: Instant,
-    ) {
+    /// Handles one request (in the task the reader spawned for it) and
+    /// sends the answer; a handler that panics is answered `-32603`.
+    async fn answer(&self, id: Value, method: String, params: Option<Value>, read_at: Instant) {
         // The connection's session is in use: it does not idle out while
         // the connection lives (written behind, no write on this path).
         if let Err(e) = self.handler.forge().touch_session(self.handler.context()) {
             tracing::warn!("cannot record the session's use: {e}");
         }
-        let conn = self.clone();
         let session = &self.handler.context().session_id;
         let span = crate::trace::request_span(session, &id, &method, params.as_ref());
-        let handler = tokio::spawn(tracing::Instrument::instrument(
-            async move {
+        let handled = tracing::Instrument::instrument(
+            async {
                 let params = params.as_ref();
                 if protocol::is_modern(&method, params) {
                     // The connection is the session, whatever
                     // `dev.temper/session` says (one session per connection).
-                    conn.modern.store(true, Ordering::SeqCst);
+                    self.modern.store(true, Ordering::SeqCst);
                     protocol::envelope(params)?;
-                    conn.handler
-                        .handle_modern(&method, params, conn.as_ref())
-                        .await
+                    self.handler.handle_modern(&method, params, self).await
                 } else {
                     if method == "initialize" {
-                        conn.initialized.store(true, Ordering::SeqCst);
+                        self.initialized.store(true, Ordering::SeqCst);
                     }
-                    conn.handler.handle(&method, params, conn.as_ref()).await
+                    self.handler.handle(&method, params, self).await
                 }
             },
             span.clone(),
-        ));
-        let message = match handler.await {
+        );
+        let message = match AssertUnwindSafe(handled).catch_unwind().await {
             Ok(Ok(result)) => jsonrpc::response(&id, result),
             Ok(Err(error)) => {
                 crate::trace::record_rpc_error(&span, error.code);
                 jsonrpc::error_response(&id, &error)
             }
-            Err(e) => {
+            Err(panic) => {
+                let e = panic_message(&*panic);
                 tracing::error!("request {id} failed: {e}");
                 jsonrpc::error_response(
                     &id,
@@ -420,16 +512,89 @@ impl Connection {
                 )
             }
         };
-        let _ = self.out.send(Outgoing {
-            message,
-            read_at: Some(read_at),
-        });
+        self.out.send(&message, Some(read_at));
+    }
+}
+
+/// What a caught panic says.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str));
+    match text {
+        Some(t) => format!("panicked with message {t:?}"),
+        None => "panicked".to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer into a shared buffer, slow enough that senders meet.
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            std::thread::sleep(Duration::from_micros(50));
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn concurrent_senders_write_whole_lines_and_lose_none() {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::new(Output::new(Box::new(Shared(buf.clone()))));
+        let senders: Vec<_> = (0..8)
+            .map(|t| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let text = "x".repeat(i % 50);
+                        out.send(&serde_json::json!({"t": t, "i": i, "text": text}), None);
+                    }
+                })
+            })
+            .collect();
+        for s in senders {
+            s.join().unwrap();
+        }
+        let bytes = lock(&buf).clone();
+        let mut seen = std::collections::HashSet::new();
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let v: Value = serde_json::from_slice(line).expect("a whole JSON line");
+            assert!(seen.insert((v["t"].as_u64().unwrap(), v["i"].as_u64().unwrap())));
+        }
+        assert_eq!(seen.len(), 8 * 200);
+        assert!(!out.failed());
+    }
+
+    struct Broken;
+
+    impl Write for Broken {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::new(io::ErrorKind::BrokenPipe, "gone"))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_write_drops_later_messages() {
+        let out = Output::new(Box::new(Broken));
+        out.send(&serde_json::json!({"a": 1}), Some(Instant::now()));
+        assert!(out.failed());
+        // Dropped without a write (and without blocking or panicking).
+        out.send(&serde_json::json!({"a": 2}), None);
+        let q = lock(&out.queue);
+        assert!(q.lines.is_empty() && q.read_at.is_empty() && !q.writing);
+    }
 
     #[test]
     fn each_connection_gets_its_own_session() {
