@@ -16,11 +16,21 @@
 //! snapshot (copy-on-write), and no per-tool component is compiled. The
 //! shim's own build (without the feature) is unchanged, byte for byte: its
 //! snapshots are the self-contained artifacts the host exports.
+//!
+//! Step 1 also makes the compiler runtime (the one with the eval intrinsic,
+//! as the shim's `compile` makes for each compile) and keeps it, unused, in
+//! the snapshot: `shim.compile` in an engine instance compiles in it instead
+//! of creating a runtime first (most of a small compile's cost). The host
+//! uses that for one-shot code (`run_code`): it compiles in a throw-away
+//! engine instance and runs the bytecode in another, fresh one, so the tool
+//! runtime never shares an instance with an eval-capable runtime that has
+//! been used. The compiler runtime is used at most once per instance (taken
+//! out of its slot), so every compile starts from the same state.
 
 use std::cell::RefCell;
 
 use javy::Runtime;
-use javy::quickjs::{Persistent, Value};
+use javy::quickjs::{Module, Persistent, Value, WriteOptions};
 
 use crate::exports::temper::tool::run::Guest as ToolGuest;
 use crate::exports::temper::tool::shim::Guest as ShimGuest;
@@ -31,6 +41,8 @@ thread_local! {
     /// The prelude's runtime, before a tool is loaded into it (the state the
     /// engine snapshot holds).
     static BASE: RefCell<Option<Runtime>> = const { RefCell::new(None) };
+    /// The compiler runtime, made before the snapshot and never used in it.
+    static COMPILER: RefCell<Option<Runtime>> = const { RefCell::new(None) };
 }
 
 struct Engine;
@@ -38,7 +50,11 @@ crate::export!(Engine with_types_in crate);
 
 impl ShimGuest for Engine {
     fn compile(source: String) -> Result<Vec<u8>, ToolError> {
-        <crate::Shim as ShimGuest>::compile(source)
+        match COMPILER.with(|c| c.borrow_mut().take()) {
+            Some(runtime) => compile_module_in(&runtime, &crate::wrap_source(&source)),
+            // Not an engine instance (no prelude loaded yet): as the shim.
+            None => <crate::Shim as ShimGuest>::compile(source),
+        }
     }
 
     fn compile_prelude(source: String) -> Result<Vec<u8>, ToolError> {
@@ -86,6 +102,8 @@ fn init_base(prelude: &[u8]) -> Result<(), ToolError> {
         Ok(())
     })?;
     BASE.with(|b| *b.borrow_mut() = Some(runtime));
+    let compiler = crate::compiler_runtime()?;
+    COMPILER.with(|c| *c.borrow_mut() = Some(compiler));
     Ok(())
 }
 
@@ -116,4 +134,21 @@ fn load_into_base(bytecode: &[u8]) -> Result<(), ToolError> {
     })?;
     LOADED.with(|l| *l.borrow_mut() = Some(Loaded { runtime, execute }));
     Ok(())
+}
+
+/// The shim's `compile_module` in a given runtime. A copy of its few lines
+/// rather than a change to it: the shim's build must stay byte for byte
+/// what it was (its bytes are in every exported artifact), so the shim's
+/// own functions are left as they are.
+fn compile_module_in(runtime: &Runtime, source: &str) -> Result<Vec<u8>, ToolError> {
+    runtime.context().with(|ctx| {
+        let declared = Module::declare(ctx.clone(), crate::MODULE_NAME, source)
+            .map_err(|e| ToolError::Compile(crate::js_error_from(&ctx, e)))?;
+        declared
+            .write(WriteOptions {
+                strip_source: true,
+                ..WriteOptions::default()
+            })
+            .map_err(|e| ToolError::Compile(crate::js_error_from(&ctx, e)))
+    })
 }

@@ -39,6 +39,17 @@ fn summary(mut d: Vec<Duration>) -> (Duration, Duration) {
     (percentile(&d, 0.5), percentile(&d, 0.95))
 }
 
+/// Pre-warmed instance hits and misses between two readings.
+fn warm_delta(
+    before: &temper::runtime::CacheStats,
+    after: &temper::runtime::CacheStats,
+) -> (u64, u64) {
+    (
+        after.warm_hits - before.warm_hits,
+        after.warm_misses - before.warm_misses,
+    )
+}
+
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -110,14 +121,17 @@ async fn main() {
         runtime.call(&add_tool, r#"{"n":1}"#).await.unwrap();
     }
     let mut own = Vec::with_capacity(RUNS);
+    let own_before = runtime.cache_stats();
     for _ in 0..RUNS {
         let t = Instant::now();
         runtime.call(&add_tool, r#"{"n":1}"#).await.unwrap();
         own.push(t.elapsed());
     }
+    let own_warm = warm_delta(&own_before, &runtime.cache_stats());
     let (own50, own95) = summary(own);
     let input = json!({"n": 0});
     let mut rows = Vec::new();
+    let mut warm = Vec::new();
     for k in CALL_COUNTS {
         let name = format!("calls_{k}");
         let runs = if k >= 100 { RUNS / 10 } else { RUNS };
@@ -125,12 +139,14 @@ async fn main() {
             forge.invoke(&name, &input, &ctx).await.unwrap();
         }
         let mut times = Vec::with_capacity(runs);
+        let before = runtime.cache_stats();
         for _ in 0..runs {
             let t = Instant::now();
             let out = forge.invoke(&name, &input, &ctx).await.unwrap();
             times.push(t.elapsed());
             assert_eq!(out.output, json!({"n": k}));
         }
+        warm.push((k, warm_delta(&before, &runtime.cache_stats())));
         rows.push((k, summary(times)));
     }
     let p50 = |k: usize| rows.iter().find(|(c, _)| *c == k).unwrap().1.0;
@@ -151,6 +167,18 @@ async fn main() {
         "\ncallee's own call (`Runtime::call` of `add`): p50 {own50:.2?}, p95 {own95:.2?}\n\
          per tool call at k = 100: {slope:.1} µs; overhead over the callee's own call: {overhead:.1} µs at p50 (goal ≤ 15 µs)\n"
     ));
+    // Engine calls that found a pre-warmed instance (hits) or made their
+    // own (misses): a miss costs an instantiation and a bytecode load on
+    // the request path, so a different share between the two loops
+    // explains part of a difference in their figures.
+    report.push_str(&format!(
+        "\npre-warmed instance hits / misses: callee's own calls {} / {}",
+        own_warm.0, own_warm.1
+    ));
+    for (k, (hits, misses)) in &warm {
+        report.push_str(&format!("; k = {k}: {hits} / {misses}"));
+    }
+    report.push('\n');
 
     // ---- 2. run_code with 3 tool calls vs the three calls one by one
     let body =

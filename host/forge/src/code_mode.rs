@@ -290,9 +290,17 @@ impl Forge {
         ctx: &ForgeContext,
     ) -> Result<CodeRun, RunCodeError> {
         let started = Instant::now();
-        let pins = self.callable_from_code(ctx, tools).await?;
         let runtime = &self.inner.runtime;
-        let base = runtime.one_shot_tool(&code_source(body)).await?;
+        // The registry read (on the blocking pool) and the compile (in an
+        // engine instance) do not depend on each other: both run at once.
+        // The tools are still the first error reported, as before.
+        let source = code_source(body);
+        let (pins, base) = tokio::join!(
+            self.callable_from_code(ctx, tools),
+            runtime.one_shot_tool(&source)
+        );
+        let pins = pins?;
+        let base = base?;
         let mut allowlist: Vec<String> = runtime.policy().run_code.clone();
         allowlist.extend(pins.keys().map(|n| format!("tool:{n}")));
         let tool = runtime.grant(&base, &allowlist)?;

@@ -100,13 +100,54 @@ impl Runtime {
         })
     }
 
+    /// Compiles `source` to QuickJS bytecode as [`Runtime::compile_source`]
+    /// does (same QuickJS, same compile code: the same bytecode and the same
+    /// errors), in a throw-away instance of the shared engine instead of a
+    /// fresh shim instance: the engine's snapshot holds a compiler runtime
+    /// made before it was taken, so neither the shim's memory nor a QuickJS
+    /// runtime is set up per compile. The instance is used for this compile
+    /// only and dropped off the request path.
+    pub async fn compile_on_engine(&self, source: &str) -> Result<Vec<u8>, BuildError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(BuildError::SourceTooLarge {
+                actual: source.len(),
+                limit: MAX_SOURCE_BYTES,
+            });
+        }
+        let engine = self.engine_rt().await?;
+        let mut store = self.new_store(Clocks::Fixed);
+        let instance = engine
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(internal("instantiate engine"))?;
+        let exports = engine
+            .shim
+            .load(&mut store, &instance)
+            .map_err(internal("instantiate engine"))?;
+        let result = match exports.call_compile(&mut store, source).await {
+            Ok(Ok(bytecode)) => Ok(bytecode),
+            Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
+            Ok(Err(other)) => Err(top_level_error(other)),
+            Err(trap) => Err(BuildError::TopLevel(describe_trap(
+                &store,
+                &trap,
+                &self.inner.limits,
+            ))),
+        };
+        self.retire(store);
+        result
+    }
+
     /// A tool run once from `source` (a code-mode run): static check and
-    /// compile, no snapshot and no artifact; it runs on the shared engine
-    /// under the runtime's limits, with nothing pre-warmed for it. Its id
-    /// is the blake3 of its bytecode. Grant it with [`Runtime::grant`].
+    /// compile (on the engine, [`Runtime::compile_on_engine`]), no snapshot
+    /// and no artifact; it runs on the shared engine under the runtime's
+    /// limits, in a fresh instance of its own, with nothing pre-warmed for
+    /// it. Its id is the blake3 of its bytecode. Grant it with
+    /// [`Runtime::grant`].
     pub async fn one_shot_tool(&self, source: &str) -> Result<Tool, BuildError> {
         static_check::check(source)?;
-        let bytecode = self.compile_source(source).await?;
+        let bytecode = self.compile_on_engine(source).await?;
         let id = blake3::hash(&bytecode).to_hex().to_string();
         Ok(Tool {
             inner: Arc::new(ToolInner {

@@ -66,3 +66,50 @@ async fn grants_are_the_allowlist_within_the_policy_and_calls_run() {
         RunError::BadInput { .. }
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_compiles_what_the_shim_compiles_and_fails_alike() {
+    let rt = Runtime::builder().build().unwrap();
+    let sources = [
+        "function execute(input) { return { n: input.n + 1 }; }",
+        "async function execute(input) { const xs = [1, 2, 3];\n return { s: xs.map(x => x * 2).join(',') }; }",
+    ];
+    for source in sources {
+        let on_shim = rt.compile_source(source).await.unwrap();
+        let on_engine = rt.compile_on_engine(source).await.unwrap();
+        assert_eq!(on_shim, on_engine, "bytecode of {source:?}");
+        // A second compile on the engine starts from the same state.
+        assert_eq!(rt.compile_on_engine(source).await.unwrap(), on_engine);
+    }
+    let broken = "function execute(input) {\n  return { a: ; };\n}";
+    let (Err(BuildError::Compile(on_shim)), Err(BuildError::Compile(on_engine))) = (
+        rt.compile_source(broken).await,
+        rt.compile_on_engine(broken).await,
+    ) else {
+        panic!("a syntax error is a compile error on both");
+    };
+    assert_eq!(on_shim, on_engine);
+    assert_eq!(on_engine.line, Some(2), "{on_engine:?}");
+    let huge = "x".repeat(MAX_SOURCE_BYTES + 1);
+    assert!(matches!(
+        rt.compile_on_engine(&huge).await,
+        Err(BuildError::SourceTooLarge { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_tool_compiled_on_the_engine_runs_and_is_checked() {
+    let rt = Runtime::builder().build().unwrap();
+    let tool = rt
+        .one_shot_tool("async function execute(input) { return { ok: input.n === 1 }; }")
+        .await
+        .unwrap();
+    let out = rt.call(&tool, r#"{"n": 1}"#).await.unwrap();
+    assert_eq!(out.output, r#"{"ok":true}"#);
+    // The static check still runs first: eval is refused before compiling.
+    assert!(matches!(
+        rt.one_shot_tool("async function execute() { return eval('1'); }")
+            .await,
+        Err(BuildError::StaticCheck(_))
+    ));
+}
