@@ -497,6 +497,17 @@ async fn run_code_runs_a_body_with_the_callers_tools_and_registers_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(err, RunCodeError::NotCallable { .. }), "{err}");
+    // Nor is a meta-tool named in `tools`.
+    for meta in ["forge_tool", "run_code"] {
+        let err = forge
+            .run_code("return 1;", Some(&[meta.to_string()]), &ctx())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, RunCodeError::NotCallable { .. }),
+            "{meta}: {err}"
+        );
+    }
     // Meta-tools are never reachable from code.
     for meta in ["forge_tool", "run_code", "promote_tool"] {
         let err = forge

@@ -241,6 +241,11 @@ impl Forge {
         ctx: &ForgeContext,
         only: Option<&[String]>,
     ) -> Result<BTreeMap<String, Pin>, RunCodeError> {
+        if let Some(only) = only
+            && let Some(pins) = self.pins_by_name(ctx, only).await?
+        {
+            return Ok(pins);
+        }
         let forge = self.clone();
         let c = ctx.clone();
         let visible = self
@@ -275,6 +280,49 @@ impl Forge {
             narrowed.insert(name.clone(), pin);
         }
         Ok(narrowed)
+    }
+
+    /// `only`'s pins, each name resolved as a call resolves it (session
+    /// tier, then the agent's, then shared, through the name and session
+    /// caches while the registry's lease holds; else a host-native or hub
+    /// tool), instead of listing every visible tool: the same answer as
+    /// [`Forge::callable_from_code`]'s listing, without reading the whole
+    /// registry per run. `None` when a name resolves to something only the
+    /// listing judges (e.g. an unreadable manifest): the caller lists.
+    async fn pins_by_name(
+        &self,
+        ctx: &ForgeContext,
+        only: &[String],
+    ) -> Result<Option<BTreeMap<String, Pin>>, RunCodeError> {
+        let mut pins = BTreeMap::new();
+        for name in only {
+            if pins.contains_key(name) {
+                continue;
+            }
+            let not_callable = || RunCodeError::NotCallable {
+                tool: name.clone(),
+                agent: ctx.agent_id.clone(),
+                session: ctx.session_id.clone(),
+            };
+            if NEVER_CALLABLE.contains(&name.as_str()) {
+                return Err(not_callable());
+            }
+            // A forged tool shadows a native one of the same name.
+            let pin = match self.resolve_for_call(name, ctx).await {
+                Ok(target) => Pin::Artifact(target.artifact.clone()),
+                Err(InvokeError::NotFound { .. }) => {
+                    if lock(&self.inner.natives).contains_key(name) {
+                        Pin::Native
+                    } else {
+                        return Err(not_callable());
+                    }
+                }
+                Err(InvokeError::Store(e)) => return Err(RunCodeError::Store(e)),
+                Err(_) => return Ok(None),
+            };
+            pins.insert(name.clone(), pin);
+        }
+        Ok(Some(pins))
     }
 
     /// Runs `body` (the body of an async function; `return` gives the

@@ -406,7 +406,7 @@ impl Forge {
     /// session tier nor the persisted tiers know is looked up in the
     /// stored session tier once more: another host may have forged it a
     /// moment ago.
-    async fn resolve_for_call(
+    pub(super) async fn resolve_for_call(
         &self,
         name: &str,
         ctx: &ForgeContext,
