@@ -15,17 +15,38 @@ pub(super) fn top_level_error(err: ToolError) -> BuildError {
     }
 }
 
+/// Refuses a source over [`MAX_SOURCE_BYTES`].
+fn refuse_oversized(source: &str) -> Result<(), BuildError> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(BuildError::SourceTooLarge {
+            actual: source.len(),
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// The bytecode a guest `compile` call gave, or its failure as a build
+/// error (a syntax error keeps its JS message, line and column).
+fn compile_outcome(
+    store: &Store<HostState>,
+    compiled: wasmtime::Result<Result<Vec<u8>, ToolError>>,
+    limits: &Limits,
+) -> Result<Vec<u8>, BuildError> {
+    match compiled {
+        Ok(Ok(bytecode)) => Ok(bytecode),
+        Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
+        Ok(Err(other)) => Err(top_level_error(other)),
+        Err(trap) => Err(BuildError::TopLevel(describe_trap(&store, &trap, limits))),
+    }
+}
+
 impl Runtime {
     /// Builds JS source into a component artifact: static check, compile to
     /// QuickJS bytecode, load in a fresh shim instance with fixed clocks and
     /// random, and snapshot it. Same source, same shim: same bytes.
     pub async fn build(&self, source: &str) -> Result<Artifact, BuildError> {
-        if source.len() > MAX_SOURCE_BYTES {
-            return Err(BuildError::SourceTooLarge {
-                actual: source.len(),
-                limit: MAX_SOURCE_BYTES,
-            });
-        }
+        refuse_oversized(source)?;
         static_check::check(source)?;
         let bytecode = self.compile_source(source).await?;
         self.artifact_from_bytecode(bytecode).await
@@ -35,24 +56,11 @@ impl Runtime {
     /// (the only place `eval` exists): the syntax check. A syntax error
     /// comes back as [`BuildError::Compile`] with its line and column.
     pub async fn compile_source(&self, source: &str) -> Result<Vec<u8>, BuildError> {
-        if source.len() > MAX_SOURCE_BYTES {
-            return Err(BuildError::SourceTooLarge {
-                actual: source.len(),
-                limit: MAX_SOURCE_BYTES,
-            });
-        }
+        refuse_oversized(source)?;
         let shim = self.shim().await?;
         let (mut store, _instance, exports) = self.shim_instance(shim).await?;
-        match exports.call_compile(&mut store, source).await {
-            Ok(Ok(bytecode)) => Ok(bytecode),
-            Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
-            Ok(Err(other)) => Err(top_level_error(other)),
-            Err(trap) => Err(BuildError::TopLevel(describe_trap(
-                &store,
-                &trap,
-                &self.inner.limits,
-            ))),
-        }
+        let compiled = exports.call_compile(&mut store, source).await;
+        compile_outcome(&store, compiled, &self.inner.limits)
     }
 
     /// The self-contained artifact of a tool's `bytecode` (from
@@ -108,12 +116,7 @@ impl Runtime {
     /// runtime is set up per compile. The instance is used for this compile
     /// only and dropped off the request path.
     pub async fn compile_on_engine(&self, source: &str) -> Result<Vec<u8>, BuildError> {
-        if source.len() > MAX_SOURCE_BYTES {
-            return Err(BuildError::SourceTooLarge {
-                actual: source.len(),
-                limit: MAX_SOURCE_BYTES,
-            });
-        }
+        refuse_oversized(source)?;
         let engine = self.engine_rt().await?;
         let mut store = self.new_store(Clocks::Fixed);
         let instance = engine
@@ -125,16 +128,8 @@ impl Runtime {
             .shim
             .load(&mut store, &instance)
             .map_err(internal("instantiate engine"))?;
-        let result = match exports.call_compile(&mut store, source).await {
-            Ok(Ok(bytecode)) => Ok(bytecode),
-            Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
-            Ok(Err(other)) => Err(top_level_error(other)),
-            Err(trap) => Err(BuildError::TopLevel(describe_trap(
-                &store,
-                &trap,
-                &self.inner.limits,
-            ))),
-        };
+        let compiled = exports.call_compile(&mut store, source).await;
+        let result = compile_outcome(&store, compiled, &self.inner.limits);
         self.retire(store);
         result
     }
