@@ -37,7 +37,7 @@ fn compile_outcome(
         Ok(Ok(bytecode)) => Ok(bytecode),
         Ok(Err(ToolError::Compile(js))) => Err(BuildError::Compile(js.into())),
         Ok(Err(other)) => Err(top_level_error(other)),
-        Err(trap) => Err(BuildError::TopLevel(describe_trap(&store, &trap, limits))),
+        Err(trap) => Err(BuildError::TopLevel(describe_trap(store, &trap, limits))),
     }
 }
 
