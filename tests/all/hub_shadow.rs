@@ -57,22 +57,22 @@ async fn forged_tier_follows_the_resolution_order() {
 
     // Nothing forged: twice (the second answer may come from a cache).
     for _ in 0..2 {
-        assert_eq!(forge.forged_tier("web_search", &s1).unwrap(), None);
+        assert_eq!(forge.forged_tier("web_search", &s1).await.unwrap(), None);
     }
     forge.forge(&sandbox("web_search"), &s1).await.unwrap();
     assert_eq!(
-        forge.forged_tier("web_search", &s1).unwrap(),
+        forge.forged_tier("web_search", &s1).await.unwrap(),
         Some(Tier::Session)
     );
-    assert_eq!(forge.forged_tier("web_search", &s2).unwrap(), None);
+    assert_eq!(forge.forged_tier("web_search", &s2).await.unwrap(), None);
 
     let promoted = forge.promote("web_search", &s1, None).await.unwrap();
     assert_eq!(promoted.tier, Tier::Agent);
     // The same agent's other session now sees it in its agent tier; a
     // negative answer given before the promotion does not hide it.
     assert_eq!(
-        forge.forged_tier("web_search", &s2).unwrap(),
+        forge.forged_tier("web_search", &s2).await.unwrap(),
         Some(Tier::Agent)
     );
-    assert_eq!(forge.forged_tier("web_search", &other).unwrap(), None);
+    assert_eq!(forge.forged_tier("web_search", &other).await.unwrap(), None);
 }

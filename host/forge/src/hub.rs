@@ -172,11 +172,16 @@ impl Forge {
     /// of its name. Answered from the session-tier cache, the name cache
     /// and the cache of hub names known to be no forged tool while the
     /// registry's lease holds, so a gateway call to a hub tool does not
-    /// list the caller's tools; otherwise read from the registry.
-    pub fn forged_tier(&self, name: &str, ctx: &ForgeContext) -> Result<Option<Tier>, StoreError> {
+    /// list the caller's tools; otherwise read from the registry on the
+    /// blocking pool (never on an async worker).
+    pub async fn forged_tier(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+    ) -> Result<Option<Tier>, StoreError> {
         let session = match self.cached_session(ctx) {
             Some(tier) => tier,
-            None => self.load_session(ctx)?,
+            None => self.load_session_async(ctx).await?,
         };
         if session.tools.contains_key(name) {
             return Ok(Some(Tier::Session));
@@ -195,7 +200,8 @@ impl Forge {
             }
         }
         let epoch = store.tiers_epoch();
-        match store.get(name, &ctx.agent_id)? {
+        let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
+        match self.with_store("get", move |s| s.get(&key, &agent)).await? {
             Some(record) => Ok(Some(record.tier)),
             None => {
                 let mut unshadowed = lock(&self.inner.hub_unshadowed.0);

@@ -451,6 +451,7 @@ impl Handler {
             let shadow = self
                 .forge
                 .forged_tier(name, &self.ctx)
+                .await
                 .map_err(|e| RpcError::internal(format!("cannot resolve {name:?}: {e}")))?;
             if shadow.is_none_or(|tier| !self.access.allows(tier)) {
                 return Ok(self.call_hub(name, arguments, progress).await);
