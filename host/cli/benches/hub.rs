@@ -13,7 +13,15 @@
 //! (not built in this workspace: its `server` feature pulls schemars) since
 //! it only needs `initialize`, `tools/list` and `tools/call`.
 //!
-//! Run: `cargo bench -p temper-cli --bench hub`.
+//! Besides wall-clock latency it reports Temper's CPU time per call: the
+//! on-CPU time of every thread of the `temper mcp` process (from
+//! `/proc/PID/task/*/schedstat`, nanoseconds) over the measured rounds,
+//! divided by the calls. Unlike latency it hardly moves with the load
+//! other builds put on the machine, so before/after comparisons use it.
+//!
+//! Run: `cargo bench -p temper-cli --bench hub`. `TEMPER_BENCH_HUB_SIZES=10`
+//! (a comma-separated list) measures only those sizes and skips the 32 in
+//! flight part (for profiling one case).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -31,6 +39,8 @@ const UPSTREAM_ENV: &str = "TEMPER_BENCH_HUB_UPSTREAM";
 const WARMUP: usize = 200;
 /// Result sizes (items per call).
 const SIZES: [usize; 3] = [10, 100, 1000];
+/// Set to a comma-separated list of sizes to measure only those.
+const SIZES_ENV: &str = "TEMPER_BENCH_HUB_SIZES";
 /// Calls per side when 32 are in flight.
 const CONCURRENT_CALLS: usize = 20_000;
 const IN_FLIGHT: usize = 32;
@@ -82,21 +92,28 @@ fn main() {
         cmd
     };
 
+    let sizes: Vec<usize> = match std::env::var(SIZES_ENV) {
+        Ok(list) => list
+            .split(',')
+            .map(|n| n.trim().parse().expect("TEMPER_BENCH_HUB_SIZES: numbers"))
+            .collect(),
+        Err(_) => SIZES.to_vec(),
+    };
     let mut report = format!(
-        "# Hub overhead (stdio upstream)\n\n{}\n\nA call to an upstream stdio tool through `temper mcp` (gateway) vs the same call made directly to the upstream, same client code, one in flight. The upstream is a tiny Rust MCP server (this bench's binary); each result carries `items` objects in `structuredContent` and again as text, as SDK servers send them. Temper checks the input and the output against the tool's schemas.\n\n| items per result | result bytes | direct p50 | direct p99 | through Temper p50 | through Temper p99 | Temper adds (p50) |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# Hub overhead (stdio upstream)\n\n{}\n\nA call to an upstream stdio tool through `temper mcp` (gateway) vs the same call made directly to the upstream, same client code, one in flight. The upstream is a tiny Rust MCP server (this bench's binary); each result carries `items` objects in `structuredContent` and again as text, as SDK servers send them. Temper checks the input and the output against the tool's schemas. Temper CPU per call: on-CPU time of all the `temper mcp` threads over the measured calls, per call (it moves little with the machine's load).\n\n| items per result | result bytes | direct p50 | direct p99 | through Temper p50 | through Temper p99 | Temper adds (p50) | Temper CPU per call |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         machine()
     );
-    let mut overhead_10 = 0.0;
-    for items in SIZES {
+    let mut overhead_10 = f64::NAN;
+    for items in sizes.iter().copied() {
         let n = rounds(items);
-        let (d, bytes) = latencies(direct(), items, n);
-        let (t, _) = latencies(through(), items, n);
+        let (d, bytes, _) = latencies(direct(), items, n);
+        let (t, _, cpu) = latencies(through(), items, n);
         let add = us(pct(&t, 0.5)) - us(pct(&d, 0.5));
         if items == 10 {
             overhead_10 = add;
         }
         let line = format!(
-            "| {items} | {bytes} | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} µs | {add:.1} µs |\n",
+            "| {items} | {bytes} | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} µs | {add:.1} µs | {cpu:.1} µs |\n",
             us(pct(&d, 0.5)),
             us(pct(&d, 0.99)),
             us(pct(&t, 0.5)),
@@ -106,8 +123,17 @@ fn main() {
         report.push_str(&line);
     }
     report.push_str(&format!(
-        "\n{} rounds each (1,000 at 1,000 items) after {WARMUP} warm-up. Target: Temper adds ≤ 100 µs p50 (at 10 items: {overhead_10:.1} µs).\n\n## {IN_FLIGHT} in flight\n\n| path | calls/s | wall |\n|---|---:|---:|\n",
-        rounds(10)
+        "\n{} rounds each (1,000 at 1,000 items) after {WARMUP} warm-up. Target: Temper adds ≤ 100 µs p50 (at 10 items: {overhead_10:.1} µs). Load average at the end: {}.\n",
+        rounds(10),
+        loadavg()
+    ));
+    if std::env::var_os(SIZES_ENV).is_some() {
+        std::fs::write(target.join("bench-hub.md"), &report).unwrap();
+        println!("wrote target/bench-hub.md ({SIZES_ENV} set: no {IN_FLIGHT} in flight part)");
+        return;
+    }
+    report.push_str(&format!(
+        "\n## {IN_FLIGHT} in flight\n\n| path | calls/s | wall |\n|---|---:|---:|\n"
     ));
     for (name, cmd) in [("direct", direct()), ("through Temper", through())] {
         let (rate, wall) = throughput(cmd, 10);
@@ -120,6 +146,32 @@ fn main() {
     ));
     std::fs::write(target.join("bench-hub.md"), &report).unwrap();
     println!("wrote target/bench-hub.md");
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// On-CPU time of every thread of process `pid` so far (threads that have
+/// exited are not counted: the runtime's workers and the reader live as
+/// long as the process).
+fn cpu_time(pid: u32) -> Duration {
+    let mut ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) {
+                ns += stat
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(ns)
 }
 
 fn us(d: Duration) -> f64 {
@@ -277,14 +329,20 @@ fn check(msg: &Value, items: usize) {
     assert_eq!(got, items, "{msg}");
 }
 
-/// Sorted latencies of `rounds` calls, one in flight, and the result's
-/// size on the wire.
-fn latencies(cmd: Command, items: usize, rounds: usize) -> (Vec<Duration>, usize) {
+/// Sorted latencies of `rounds` calls, one in flight, the result's size on
+/// the wire, and the server's CPU time per measured call in µs (for the
+/// direct path, the upstream's).
+fn latencies(cmd: Command, items: usize, rounds: usize) -> (Vec<Duration>, usize, f64) {
     let mut c = Client::start(cmd);
+    let pid = c.child.id();
     let args = json!({"name": "items", "arguments": {"n": items}});
     let mut out = Vec::with_capacity(rounds);
     let mut bytes = 0;
+    let mut cpu_start = Duration::ZERO;
     for i in 0..WARMUP + rounds {
+        if i == WARMUP {
+            cpu_start = cpu_time(pid);
+        }
         let t = Instant::now();
         let msg = c.request("tools/call", args.clone());
         let took = t.elapsed();
@@ -296,9 +354,10 @@ fn latencies(cmd: Command, items: usize, rounds: usize) -> (Vec<Duration>, usize
             out.push(took);
         }
     }
+    let cpu = us(cpu_time(pid).saturating_sub(cpu_start)) / rounds as f64;
     stop(&mut c.child);
     out.sort();
-    (out, bytes)
+    (out, bytes, cpu)
 }
 
 /// Calls/s with IN_FLIGHT callers, and the wall time.

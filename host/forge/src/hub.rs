@@ -142,6 +142,9 @@ impl Forge {
                     // An upstream's output is checked by the hub against
                     // this same schema (`output_schema`, else `{}`).
                     checks_output: tool.checks_output,
+                    // And its input against the schema it listed last
+                    // (this copy may predate a `list_changed`).
+                    checks_input: tool.checks_input,
                 }),
             );
             registered.push(tool.name);

@@ -31,6 +31,12 @@ pub struct HubTool {
     /// itself (an upstream's tool: its output comes from another program),
     /// so a host need not check it again.
     pub checks_output: bool,
+    /// Whether [`Hub::call`] checks the input against the tool's input
+    /// schema itself before anything is sent (an upstream's tool), so a
+    /// host need not check it first. The hub checks against the schema
+    /// the upstream listed last, which a host's copy taken at
+    /// registration may predate (an upstream's `list_changed`).
+    pub checks_input: bool,
 }
 
 /// Why the hub did not start, or a call to it failed.
@@ -188,6 +194,7 @@ impl Hub {
                     output_schema: t.output_schema,
                     timeout,
                     checks_output: true,
+                    checks_input: true,
                 })
             })
             .chain(self.builtins.iter().map(|b| b.tool()))

@@ -280,7 +280,9 @@ impl Upstream {
     /// by `timeout_ms`.
     pub async fn call(&self, name: &str, input: Value) -> Result<Value, UpstreamError> {
         let shared = &self.shared;
-        let up = shared.config.name.clone();
+        // The names are copied into an error only (none on a call that
+        // succeeds).
+        let up = || shared.config.name.clone();
         let entry = crate::lock(&shared.tools)
             .iter()
             .find(|t| t.spec.name == name)
@@ -290,22 +292,22 @@ impl Upstream {
                 .strip_prefix(shared.config.prefix.as_str())
                 .unwrap_or(name);
             return Err(UpstreamError::NoSuchTool {
-                upstream: up,
+                upstream: up(),
                 tool: remote.to_string(),
             });
         };
-        let tool = entry.spec.remote_name.clone();
+        let tool = entry.spec.remote_name.as_str();
         check(&entry.input, &input).map_err(|message| UpstreamError::Input {
-            upstream: up.clone(),
-            tool: tool.clone(),
+            upstream: up(),
+            tool: tool.to_string(),
             message: format!("does not match inputSchema: {message}"),
         })?;
         let arguments = match input {
             Value::Object(map) => map,
             other => {
                 return Err(UpstreamError::Input {
-                    upstream: up,
-                    tool,
+                    upstream: up(),
+                    tool: tool.to_string(),
                     message: format!("must be a JSON object, got {other}"),
                 });
             }
@@ -313,20 +315,20 @@ impl Upstream {
         let conn = crate::lock(&shared.conn).clone();
         let Some(conn) = conn else {
             return Err(UpstreamError::Unavailable {
-                upstream: up,
+                upstream: up(),
                 reason: crate::lock(&shared.down).clone(),
             });
         };
         let timeout = shared.config.timeout;
         let output = match conn.direct.as_ref().filter(|d| d.enabled()) {
-            Some(direct) => match direct.call(&tool, &arguments, timeout).await {
+            Some(direct) => match direct.call(tool, &arguments, timeout).await {
                 Ok(direct::Reply::Output(output)) => Ok(output),
                 Ok(direct::Reply::Result(result)) => output_of_value(result),
                 Ok(direct::Reply::Error(message)) => Err(message),
                 Err(direct::NoReply::Timeout) => {
                     return Err(UpstreamError::Timeout {
-                        upstream: up,
-                        tool,
+                        upstream: up(),
+                        tool: tool.to_string(),
                         ms: timeout.as_millis(),
                     });
                 }
@@ -334,23 +336,23 @@ impl Upstream {
                     let fallback = write_error.unwrap_or_else(|| "connection closed".into());
                     let reason = end_reason(&conn, fallback).await;
                     return Err(UpstreamError::Gone {
-                        upstream: up,
-                        tool,
+                        upstream: up(),
+                        tool: tool.to_string(),
                         reason: shared.redact(reason),
                     });
                 }
             },
-            None => shared.call_rmcp(&conn, &tool, arguments).await?,
+            None => shared.call_rmcp(&conn, tool, arguments).await?,
         };
         let output = output.map_err(|message| UpstreamError::Call {
-            upstream: up.clone(),
-            tool: tool.clone(),
+            upstream: up(),
+            tool: tool.to_string(),
             message: shared.redact(message),
         })?;
         if let Some(schema) = &entry.output {
             check(schema, &output).map_err(|message| UpstreamError::Output {
-                upstream: up,
-                tool,
+                upstream: up(),
+                tool: tool.to_string(),
                 message: format!("does not match outputSchema: {message}"),
             })?;
         }

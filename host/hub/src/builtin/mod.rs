@@ -122,6 +122,7 @@ impl Builtin {
             source: SOURCE.to_string(),
             timeout: self.timeout(),
             checks_output: false,
+            checks_input: false,
         }
     }
 

@@ -181,8 +181,7 @@ impl Direct {
             waiting.insert(n, tx);
         }
         let guard = Registered { direct: self, n };
-        let id = format!("{ID_PREFIX}{n}");
-        let request = self.request(&id, tool, arguments);
+        let request = self.request(n, tool, arguments);
         let exchange = async {
             self.write(request)
                 .await
@@ -196,6 +195,7 @@ impl Direct {
             }
             Err(_) => {
                 drop(guard);
+                let id = format!("{ID_PREFIX}{n}");
                 let cancel = Notification {
                     jsonrpc: "2.0",
                     method: "notifications/cancelled",
@@ -213,13 +213,13 @@ impl Direct {
         }
     }
 
-    /// The request line of a call, `_meta` included when the revision
-    /// wants one.
-    fn request(&self, id: &str, tool: &str, arguments: &Map<String, Value>) -> Vec<u8> {
-        let mut line = Vec::with_capacity(128);
+    /// The request line of call `n` (id `temper-hub-{n}`), `_meta`
+    /// included when the revision wants one, with room for its line end.
+    fn request(&self, n: u64, tool: &str, arguments: &Map<String, Value>) -> Vec<u8> {
+        let mut line = Vec::with_capacity(256);
         let _ = write!(
             line,
-            r#"{{"jsonrpc":"2.0","id":"{id}","method":"tools/call","params":{{"#
+            r#"{{"jsonrpc":"2.0","id":"{ID_PREFIX}{n}","method":"tools/call","params":{{"#
         );
         if let Some(Some(meta)) = self.meta.get() {
             line.extend_from_slice(b"\"_meta\":");
@@ -466,7 +466,7 @@ mod tests {
         let _guard = rt.enter();
         let (d, _child) = direct();
         let args: Map<String, Value> = serde_json::from_value(json!({"q": "x"})).unwrap();
-        let line: Value = serde_json::from_slice(&d.request("temper-hub-4", "t", &args)).unwrap();
+        let line: Value = serde_json::from_slice(&d.request(4, "t", &args)).unwrap();
         assert_eq!(
             line,
             json!({"jsonrpc": "2.0", "id": "temper-hub-4", "method": "tools/call", "params": {"name": "t", "arguments": {"q": "x"}}})
@@ -484,8 +484,7 @@ mod tests {
         modern.enable(Some(
             json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
         ));
-        let line: Value =
-            serde_json::from_slice(&modern.request("temper-hub-5", "t", &args)).unwrap();
+        let line: Value = serde_json::from_slice(&modern.request(5, "t", &args)).unwrap();
         assert_eq!(
             line["params"]["_meta"],
             json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"})
