@@ -21,7 +21,9 @@
 //!
 //! Run: `cargo bench -p temper-cli --bench hub`. `TEMPER_BENCH_HUB_SIZES=10`
 //! (a comma-separated list) measures only those sizes and skips the 32 in
-//! flight part (for profiling one case).
+//! flight part (for profiling one case). `TEMPER_BENCH_HUB_TEMPER=PATH`
+//! runs another `temper` binary than the one built with the bench (to
+//! compare two builds back to back).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -78,7 +80,9 @@ fn main() {
         cmd
     };
     let through = || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_temper"));
+        let temper = std::env::var_os("TEMPER_BENCH_HUB_TEMPER")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_temper").into());
+        let mut cmd = Command::new(temper);
         cmd.arg("mcp")
             .args(["--judge", "rules"])
             .arg("--tools")

@@ -181,12 +181,32 @@ impl Shared {
 /// pipe works, only with more wake-ups for large results.
 fn grow_pipe(upstream: &str, stdout: &ChildStdout) {
     #[cfg(target_os = "linux")]
-    match rustix::pipe::fcntl_setpipe_size(stdout, PIPE_CAPACITY) {
-        Ok(size) => tracing::trace!(upstream, size, "upstream stdout pipe grown"),
-        Err(e) => tracing::debug!(upstream, error = %e, "cannot grow the upstream's stdout pipe"),
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `fcntl(F_SETPIPE_SZ)` on a descriptor `stdout` owns and
+        // keeps open for the call; it reads no memory of ours.
+        let size = unsafe {
+            libc::fcntl(
+                stdout.as_raw_fd(),
+                libc::F_SETPIPE_SZ,
+                PIPE_CAPACITY as libc::c_int,
+            )
+        };
+        if size < 0 {
+            let e = std::io::Error::last_os_error();
+            tracing::debug!(upstream, error = %e, "cannot grow the upstream's stdout pipe");
+        }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (upstream, stdout);
+}
+
+/// The capacity of the pipe `fd` (Linux), for tests.
+#[cfg(all(test, target_os = "linux"))]
+fn pipe_size(fd: &impl std::os::fd::AsRawFd) -> usize {
+    // SAFETY: `fcntl(F_GETPIPE_SZ)` on an open descriptor; no memory read.
+    let size = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    usize::try_from(size).expect("a pipe")
 }
 
 fn exit_text(status: std::io::Result<std::process::ExitStatus>) -> String {
@@ -383,9 +403,9 @@ mod tests {
             .spawn()
             .expect("cat runs");
         let stdout = child.stdout.take().unwrap();
-        let before = rustix::pipe::fcntl_getpipe_size(&stdout).unwrap();
+        let before = pipe_size(&stdout);
         grow_pipe("t", &stdout);
-        let after = rustix::pipe::fcntl_getpipe_size(&stdout).unwrap();
+        let after = pipe_size(&stdout);
         let max: usize = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
             .ok()
             .and_then(|s| s.trim().parse().ok())
