@@ -207,7 +207,7 @@ fn gateway_lists_calls_and_composes_a_typescript_http_upstream() {
     // is sent (limit is at most 10 there).
     let bad = error_text(&m.call("github.search_issues", json!({"query": "x", "limit": 50})));
     assert!(
-        bad.contains(r#"github.search_issues: upstream "github" tool "search_issues": input does not match inputSchema: /limit: 50 is greater than the maximum of 10"#),
+        bad.contains(r#"github.search_issues: upstream "gh" tool "search_issues": input does not match inputSchema: /limit: 50 is greater than the maximum of 10"#),
         "{bad}"
     );
     // The output is checked against its output schema.
