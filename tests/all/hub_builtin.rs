@@ -856,6 +856,70 @@ async fn a_tool_that_appears_later_is_listed_called_and_composed() {
     assert_eq!(tool_output(&composed)["result"], 10, "{composed}");
 }
 
+/// An upstream that changes a tool's input schema (`list_changed`): calls
+/// are checked against the schema it listed last, not the one the host
+/// registered at the start (the hub checks the input, the forge does not
+/// check it again against its older copy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_input_schema_is_the_one_checked() {
+    let Some(python) = mcp_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let script = root().join("tests/fixtures/hub/upstream_server.py");
+    let command = [python.display().to_string(), script.display().to_string()];
+    let tools = write_file(
+        dir.path(),
+        "tools.toml",
+        &format!(
+            "[upstream.search]\ncommand = {}\ntools = [\"bounded\", \"widen\"]\n",
+            serde_json::to_string(&command).unwrap()
+        ),
+    );
+    let policy = tools_policy(dir.path(), &["bounded", "widen"]);
+    let stderr = dir.path().join("stderr.txt");
+    let store = dir.path().join("store");
+    let args: Vec<String> = [
+        "--store",
+        store.to_str().unwrap(),
+        "--tools",
+        tools.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (refused, small, widened, later) = blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut m = start_mcp(&args, &stderr);
+        let refused = m.call("bounded", json!({"x": 50}));
+        let small = m.call("bounded", json!({"x": 5}));
+        let widened = m.call("widen", json!({}));
+        // The relisting follows the notification asynchronously: call
+        // until the wider schema is the one checked (at most ~10 s).
+        let mut later = Value::Null;
+        for _ in 0..100 {
+            later = m.call("bounded", json!({"x": 50}));
+            if later["result"]["isError"] != json!(true) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        m.close();
+        (refused, small, widened, later)
+    })
+    .await;
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("input does not match inputSchema: /x: 50 is greater than the maximum of 10"),
+        "{refused}"
+    );
+    assert_eq!(tool_output(&small)["result"], 5, "{small}");
+    assert_ne!(widened["result"]["isError"], json!(true), "{widened}");
+    assert_eq!(tool_output(&later)["result"], 50, "{later}");
+}
+
 /// One JSON-RPC exchange with `temper mcp --http`: the response, from a
 /// JSON body or the last SSE event, and the session id header.
 async fn http_rpc(
