@@ -496,6 +496,40 @@ fn profile(mode: &str, secs: f64) {
             "profiling {mode} calls for {secs} s (pid {})",
             std::process::id()
         );
+        // `SCALE_PROFILE_TASKS=N` (N > 1): N tasks call at once (all cores
+        // busy, as in the calls/s figures); only process CPU per call.
+        let tasks: usize = std::env::var("SCALE_PROFILE_TASKS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        if tasks > 1 {
+            let total = Arc::new(AtomicU64::new(0));
+            let cpu_before = process_cpu();
+            let start = Instant::now();
+            let handles: Vec<_> = (0..tasks)
+                .map(|_| {
+                    let (runtime, tool, total) = (runtime.clone(), tool.clone(), total.clone());
+                    tokio::spawn(async move {
+                        while start.elapsed().as_secs_f64() < secs
+                            && total.load(Ordering::Relaxed) < u64::from(max_calls)
+                        {
+                            runtime.call(&tool, INPUT).await.expect("call");
+                            total.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.await.expect("task");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let calls = total.load(Ordering::Relaxed).max(1);
+            eprintln!(
+                "{calls} calls from {tasks} tasks, {:.1} µs CPU (process) per call",
+                us((process_cpu() - cpu_before) / calls as u32)
+            );
+            return;
+        }
         let start = Instant::now();
         let mut timed = Duration::ZERO;
         let mut cpu = Duration::ZERO;
