@@ -1097,10 +1097,13 @@ async fn stores_waiting_for_the_reaper_never_take_a_calls_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_instance_pool_is_an_instantiation_error_not_a_trap() {
     let (_cache, rt) = runtime_without_pre_warming(1);
-    // Busy for 150 ms: the epoch ticker makes it yield, so the calls'
-    // instances are all alive at once (1 call slot + the reaper's 32).
+    // Busy for 1.5 s: the epoch ticker makes it yield, so the calls'
+    // instances are all alive at once (1 call slot + the reaper's 32). The
+    // first call's end frees its slot at once (while every core is busy a
+    // call drops its own store), so all 48 must have started by then, also
+    // on a machine loaded by the other tests.
     let artifact = rt
-        .build("function execute() { const end = Date.now() + 150; let i = 0; while (Date.now() < end) i++; return 'done'; }")
+        .build("function execute() { const end = Date.now() + 1500; let i = 0; while (Date.now() < end) i++; return 'done'; }")
         .await
         .unwrap();
     let tool = rt.tool(&artifact);

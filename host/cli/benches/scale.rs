@@ -459,13 +459,29 @@ fn child_isolated(cache: &Path) -> Value {
 /// mode each call waits (untimed) for every pre-warmed instance to be ready.
 fn profile(mode: &str, secs: f64) {
     let rt = tokio_rt();
-    let cache = tempfile::tempdir().expect("cache");
+    // `SCALE_CACHE=DIR` reuses a compile cache (no engine compile in the
+    // profile); else a fresh one.
+    let temp = tempfile::tempdir().expect("cache");
+    let cache =
+        std::env::var_os("SCALE_CACHE").map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
+    // `SCALE_PROFILE_CALLS=N`: exactly N timed calls (for instruction counts
+    // per call), instead of a time budget.
+    let max_calls: u32 = std::env::var("SCALE_PROFILE_CALLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(u32::MAX);
     let mut caches = temper::limits::CacheLimits::default();
     if mode == "fresh" {
         caches.warm_per_tool = 0;
     }
+    if let Some(bytes) = std::env::var("SCALE_KEEP_RESIDENT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        caches.keep_resident_bytes = bytes;
+    }
     let runtime = Runtime::builder()
-        .cache_dir(Some(cache.path().to_path_buf()))
+        .cache_dir(Some(cache))
         .cache_limits(caches)
         .build()
         .expect("runtime");
@@ -480,11 +496,46 @@ fn profile(mode: &str, secs: f64) {
             "profiling {mode} calls for {secs} s (pid {})",
             std::process::id()
         );
+        // `SCALE_PROFILE_TASKS=N` (N > 1): N tasks call at once (all cores
+        // busy, as in the calls/s figures); only process CPU per call.
+        let tasks: usize = std::env::var("SCALE_PROFILE_TASKS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        if tasks > 1 {
+            let total = Arc::new(AtomicU64::new(0));
+            let cpu_before = process_cpu();
+            let start = Instant::now();
+            let handles: Vec<_> = (0..tasks)
+                .map(|_| {
+                    let (runtime, tool, total) = (runtime.clone(), tool.clone(), total.clone());
+                    tokio::spawn(async move {
+                        while start.elapsed().as_secs_f64() < secs
+                            && total.load(Ordering::Relaxed) < u64::from(max_calls)
+                        {
+                            runtime.call(&tool, INPUT).await.expect("call");
+                            total.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.await.expect("task");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let calls = total.load(Ordering::Relaxed).max(1);
+            eprintln!(
+                "{calls} calls from {tasks} tasks, {:.1} µs CPU (process) per call",
+                us((process_cpu() - cpu_before) / calls as u32)
+            );
+            return;
+        }
         let start = Instant::now();
         let mut timed = Duration::ZERO;
         let mut cpu = Duration::ZERO;
         let mut calls = 0u32;
-        while start.elapsed().as_secs_f64() < secs {
+        let cpu_before = process_cpu();
+        while start.elapsed().as_secs_f64() < secs && calls < max_calls {
             if mode == "warm" {
                 while runtime.warm_ready(&tool) < runtime.cache_limits().warm_per_tool {
                     tokio::task::yield_now().await;
@@ -496,10 +547,14 @@ fn profile(mode: &str, secs: f64) {
             cpu += cpu_since(c).unwrap_or_default();
             calls += 1;
         }
+        // Let the reaper finish the last drops: their CPU counts.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let process = process_cpu() - cpu_before;
         eprintln!(
-            "{calls} calls, mean {:.1} µs wall, {:.1} µs CPU",
+            "{calls} calls, mean {:.1} µs wall, {:.1} µs CPU (calling thread), {:.1} µs CPU (process, reaper and refills included)",
             us(timed / calls.max(1)),
-            us(cpu / calls.max(1))
+            us(cpu / calls.max(1)),
+            us(process / calls.max(1))
         );
     });
 }

@@ -185,6 +185,8 @@ impl Runtime {
         // The call's own deadline starts once what it runs on is compiled
         // (a one-time cost of the host, not the call's).
         let scope = crate::capabilities::tool_calls::current_scope();
+        // A top-level call keeps a core busy (a callee runs on its caller's).
+        let _busy = scope.is_none().then(|| self.inner.reaper.busy());
         let at = || {
             let own = Instant::now() + limits.timeout;
             CallAt {
@@ -343,6 +345,7 @@ impl Runtime {
     /// free, or the load failed): calls then make their own.
     pub(super) async fn prepare(&self, bytecode: &[u8], grants: &Grants) -> Option<Ready> {
         let engine = self.engine_rt().await.ok()?;
+        let _busy = self.inner.reaper.busy();
         let limits = &self.inner.limits;
         let granted = self.granted(grants, Instant::now() + limits.timeout);
         let mut store = self
@@ -366,7 +369,7 @@ impl Runtime {
 
     /// Drops a used store off the request path (resetting its instance's
     /// memory slot costs about as much as the call): on the reaper thread,
-    /// or here when the reaper is behind.
+    /// or here when the reaper is behind or every core is busy with calls.
     pub(super) fn retire(&self, store: Store<HostState>) {
         self.inner.reaper.retire(store);
     }
