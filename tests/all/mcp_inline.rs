@@ -102,7 +102,7 @@ fn a_long_call_does_not_keep_ping_waiting() {
     const CALIBRATE: u64 = 300_000;
     let mut p = Pipes::start();
     p.forge_spin();
-    let mut call = |p: &mut Pipes, id: u64, n: u64| {
+    let call = |p: &mut Pipes, id: u64, n: u64| {
         p.send(
             id,
             "tools/call",

@@ -25,9 +25,12 @@ use super::manifest::ToolInfo;
 /// How many agents' listings are kept at most.
 pub(super) const MAX_AGENTS: usize = 64;
 
-/// The cache (see the module docs): agent → (epoch, its listing).
+/// One agent's listing and the tiers epoch it was read under.
+type Entry = (u64, Arc<Vec<ToolInfo>>);
+
+/// The cache (see the module docs): agent → its entry.
 pub(super) struct ListingCache {
-    map: Option<Mutex<LruCache<String, (u64, Arc<Vec<ToolInfo>>)>>>,
+    map: Option<Mutex<LruCache<String, Entry>>>,
 }
 
 impl ListingCache {
