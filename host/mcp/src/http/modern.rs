@@ -47,7 +47,7 @@ use tokio::sync::mpsc;
 
 use super::routes::{admit, answered};
 use super::session::Principal;
-use super::to_end::to_end;
+use super::to_end::handle;
 use super::wire::{Body, empty, json_response, sse_event, sse_response};
 use super::{State, VERSION_HEADER, lock};
 use crate::access::Access;
@@ -464,9 +464,9 @@ pub(super) async fn post(
             stream_response(rx)
         }
         _ => {
-            // In this connection's task, to its end even if the client
-            // goes away (no hop through a task of its own).
-            let (status, message) = match to_end(task).await {
+            // To its end even if the client goes away (see
+            // `to_end::handle`).
+            let (status, message) = match handle(task).await {
                 Ok(answer) => answer,
                 Err(panic) => (StatusCode::OK, handler_failed(&answer_id, &*panic)),
             };

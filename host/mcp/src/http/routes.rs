@@ -18,7 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::bearer;
 use super::session::{InFlight, Principal, Session, new_session};
-use super::to_end::to_end;
+use super::to_end::handle;
 use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_response};
 use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock, modern};
 
@@ -288,9 +288,8 @@ pub(super) async fn post(
             tokio::spawn(task);
             sse_response(rx)
         }
-        // Handled in this connection's task (no hop through a task of its
-        // own), to its end even if the client goes away.
-        None => match to_end(task).await {
+        // To its end even if the client goes away (see `to_end::handle`).
+        None => match handle(task).await {
             Ok(Some(message)) => {
                 let response = json_response(StatusCode::OK, &message);
                 answered(started);
