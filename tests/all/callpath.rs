@@ -284,11 +284,13 @@ use temper::store::{
 const SLOW: Duration = Duration::from_millis(700);
 
 /// A SQLite store whose tool lookups and writes (stats, audit) sleep for
-/// [`SLOW`] while armed: a slow disk or a far database.
+/// [`SLOW`] while armed, and its tier listings while `listing` is: a slow
+/// disk or a far database.
 #[derive(Debug)]
 struct SlowStore {
     inner: SqliteBackend,
     armed: AtomicBool,
+    listing: AtomicBool,
 }
 
 impl SlowStore {
@@ -368,6 +370,9 @@ impl RegistryBackend for SlowStore {
         self.inner.register(new)
     }
     fn tools(&self, scope: ToolScope<'_>) -> Result<Vec<ToolRecord>, StoreError> {
+        if self.listing.load(Ordering::SeqCst) {
+            std::thread::sleep(SLOW);
+        }
         self.inner.tools(scope)
     }
     fn agent_tool_count(&self, agent: &str) -> Result<usize, StoreError> {
@@ -441,6 +446,7 @@ fn a_slow_store_does_not_stall_other_calls() {
         let slow = Arc::new(SlowStore {
             inner: SqliteBackend::open(dir.path(), RegistryOptions::default()).unwrap(),
             armed: AtomicBool::new(false),
+            listing: AtomicBool::new(false),
         });
         let runtime = support::runtime_builder()
             .policy(HostPolicy::deny_all())
@@ -493,6 +499,104 @@ fn a_slow_store_does_not_stall_other_calls() {
         assert!(took >= SLOW * 2, "{took:?}");
         slow.armed.store(false, Ordering::SeqCst);
         assert_eq!(forge.tool_stats("slugify", &ctx).unwrap().total_calls, 1);
+    });
+}
+
+/// Where a test's notifications go: nowhere.
+struct NoNotes;
+
+impl temper::mcp::handler::Notifier for NoNotes {
+    fn request_note(&self, _: Value) {}
+    fn session_note(&self, _: Value) {}
+}
+
+/// On a runtime with a single thread for every task, a `tools/list` whose
+/// registry listing is slow (no registry watch: nothing cached) does not
+/// stop `ping` or a session-tier call through the same MCP handler: the
+/// handler lists the tiers on the blocking pool. Listing on the thread,
+/// the `tools/list` would finish first.
+#[test]
+fn a_slow_listing_does_not_stall_other_requests() {
+    use temper::mcp::access::Access;
+    use temper::mcp::handler::Handler;
+    use temper::mcp::watch::RegistryWatch;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let slow = Arc::new(SlowStore {
+            inner: SqliteBackend::open(dir.path(), RegistryOptions::default()).unwrap(),
+            armed: AtomicBool::new(false),
+            listing: AtomicBool::new(false),
+        });
+        let runtime = support::runtime_builder()
+            .policy(HostPolicy::deny_all())
+            .build()
+            .unwrap();
+        let config = ForgeConfig {
+            promotion_threshold: PromotionThreshold {
+                uses: 0,
+                confidence: 0.5,
+            },
+            ..ForgeConfig::default()
+        };
+        let forge = Forge::builder(runtime, Arc::new(Registry::with_backend(slow.clone())))
+            .judge(Arc::new(RulesJudge::standard()))
+            .config(config)
+            .build();
+        let ctx = ForgeContext::new("alice", "s1");
+        forge.forge(&request("slugify"), &ctx).await.unwrap();
+        forge.promote("slugify", &ctx, None).await.unwrap();
+        forge.forge(&request("add_numbers"), &ctx).await.unwrap();
+        let watch = RegistryWatch::start(forge.store_handle()).await.unwrap();
+        let handler = Arc::new(Handler::new(forge.clone(), ctx, Access::ALL, watch));
+        let add = json!({"name": "add_numbers", "arguments": {"a": 2, "b": 3}});
+        handler
+            .handle("tools/call", Some(&add), &NoNotes)
+            .await
+            .unwrap();
+
+        slow.listing.store(true, Ordering::SeqCst);
+        let started = Instant::now();
+        let list = {
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                let listed = handler.handle("tools/list", None, &NoNotes).await;
+                (listed, started.elapsed())
+            })
+        };
+        // Let it start and reach the store.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for _ in 0..20 {
+            let pong = handler.handle("ping", None, &NoNotes).await.unwrap();
+            assert_eq!(pong, json!({}));
+            let out = handler
+                .handle("tools/call", Some(&add), &NoNotes)
+                .await
+                .unwrap();
+            assert_eq!(out["structuredContent"], json!({"sum": 5}), "{out}");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(
+            !list.is_finished(),
+            "ping and the session-tier calls waited for the slow listing"
+        );
+        let (listed, took) = list.await.unwrap();
+        slow.listing.store(false, Ordering::SeqCst);
+        let names: Vec<&str> = listed.as_ref().unwrap()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"slugify") && names.contains(&"add_numbers"),
+            "{names:?}"
+        );
+        // The agent tier's and the shared tier's listings were both slow.
+        assert!(took >= SLOW * 2, "{took:?}");
     });
 }
 

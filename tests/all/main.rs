@@ -21,6 +21,7 @@ mod hub_shadow;
 mod interop;
 mod mcp;
 mod mcp_http;
+mod mcp_inline;
 mod mcp_jwt;
 mod mcp_modern;
 mod multihost;

@@ -127,6 +127,9 @@ struct Row {
     /// CPU time of the whole process per call, µs, at each load.
     cpu_us: Vec<(usize, f64)>,
     server_p50_us: u64,
+    /// Sandbox calls of the one-in-flight run that found a pre-warmed
+    /// instance, and those that made their own.
+    warm: (u64, u64),
     load: String,
 }
 
@@ -538,6 +541,7 @@ fn seed() -> Value {
 /// Measures the client's tool in its current tier.
 fn measure(
     client: &mut dyn Client,
+    runtime: &Runtime,
     transport: &'static str,
     store: &'static str,
     tier: &'static str,
@@ -551,7 +555,9 @@ fn measure(
         warmed += 1;
     }
     record_server(true);
+    let warm_before = runtime.cache_stats();
     let mut one: Vec<Duration> = (0..SEQUENTIAL).map(|_| client.call_once()).collect();
+    let warm_after = runtime.cache_stats();
     let mut server = record_server(false);
     let server_p50_us = percentile(&mut server, 0.5);
     let (p50, p99) = (percentile(&mut one, 0.5), percentile(&mut one, 0.99));
@@ -573,10 +579,14 @@ fn measure(
         per_sec,
         cpu_us,
         server_p50_us,
+        warm: (
+            warm_after.warm_hits - warm_before.warm_hits,
+            warm_after.warm_misses - warm_before.warm_misses,
+        ),
         load: load_average(),
     };
     println!(
-        "{transport:5} {store:10} {tier:7}  p50 {:>7.1} µs  p99 {:>7.1} µs  {}  server p50 {} µs  (load {})",
+        "{transport:5} {store:10} {tier:7}  p50 {:>7.1} µs  p99 {:>7.1} µs  {}  server p50 {} µs  pre-warmed {}/{}  (load {})",
         us(row.p50),
         us(row.p99),
         row.per_sec
@@ -586,6 +596,8 @@ fn measure(
             .collect::<Vec<_>>()
             .join("  "),
         row.server_p50_us,
+        row.warm.0,
+        row.warm.0 + row.warm.1,
         row.load
     );
     row
@@ -621,19 +633,24 @@ fn forge(runtime: &Runtime, store: Registry) -> Forge {
 
 /// Both tiers over `client`: forge in its session, measure, promote,
 /// measure.
-fn tiers(client: &mut dyn Client, transport: &'static str, store: &'static str) -> Vec<Row> {
+fn tiers(
+    client: &mut dyn Client,
+    runtime: &Runtime,
+    transport: &'static str,
+    store: &'static str,
+) -> Vec<Row> {
     let forged = client.request(
         "tools/call",
         json!({"name": "forge_tool", "arguments": seed()}),
     );
     assert_eq!(forged["isError"], false, "{forged}");
-    let session = measure(client, transport, store, "session");
+    let session = measure(client, runtime, transport, store, "session");
     let promoted = client.request(
         "tools/call",
         json!({"name": "promote_tool", "arguments": {"name": "slugify"}}),
     );
     assert_eq!(promoted["isError"], false, "{promoted}");
-    let agent = measure(client, transport, store, "agent");
+    let agent = measure(client, runtime, transport, store, "agent");
     vec![session, agent]
 }
 
@@ -701,7 +718,7 @@ fn main() {
             .tempdir_in(&target_dir)
             .unwrap();
         let forge = forge(&runtime, Registry::open(dir.path()).unwrap());
-        rows.extend(run(transport, "SQLite", forge, &rt));
+        rows.extend(run(transport, "SQLite", forge, &runtime, &rt));
     }
     // PostgreSQL, when a cluster is given.
     match std::env::var("TEMPER_TEST_PG_URL") {
@@ -717,7 +734,7 @@ fn main() {
                     .unwrap()
                     .unwrap();
                 let forge = forge(&runtime, store);
-                rows.extend(run(transport, "PostgreSQL", forge, &rt));
+                rows.extend(run(transport, "PostgreSQL", forge, &runtime, &rt));
                 drop_postgres_database(&rt, &url, &name);
             }
         }
@@ -736,16 +753,17 @@ fn run(
     transport: &'static str,
     store: &'static str,
     forge: Forge,
+    runtime: &Runtime,
     rt: &tokio::runtime::Runtime,
 ) -> Vec<Row> {
     match transport {
         "stdio" => {
             let mut c = Stdio::start(forge, rt);
-            tiers(&mut c, transport, store)
+            tiers(&mut c, runtime, transport, store)
         }
         _ => {
             let mut c = Http::start(forge, rt);
-            tiers(&mut c, transport, store)
+            tiers(&mut c, runtime, transport, store)
         }
     }
 }
@@ -777,8 +795,17 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
          other work shares the cores; *CPU-bound* is {cores} cores divided by it, the rate the \
          process would reach with the cores to itself.\n\n"
     ));
-    out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | server-side p50 | load (1, 5, 15 min) |\n");
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str(&format!(
+        "*Pre-warmed* counts the one-in-flight run's sandbox calls that found a pre-warmed \
+         instance, of all its sandbox calls (a miss instantiates and loads the tool on the \
+         call's path). `TEMPER_MCP_READER_INLINE={}` in this run (0: every stdio request is \
+         handed to a tokio worker); `TEMPER_MCP_HTTP_INLINE={}` (1: an HTTP request is handled \
+         in its connection's task instead of a task of its own).\n\n",
+        std::env::var("TEMPER_MCP_READER_INLINE").unwrap_or_else(|_| "1 (default)".into()),
+        std::env::var("TEMPER_MCP_HTTP_INLINE").unwrap_or_else(|_| "0 (default)".into())
+    ));
+    out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | server-side p50 | pre-warmed | load (1, 5, 15 min) |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in rows {
         let rate = |n| {
             r.per_sec
@@ -793,7 +820,7 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
                 .map_or(f64::NAN, |(_, v)| *v)
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1} µs | {:.1} µs | {} | {} | {:.0} / {:.0} µs | {:.0} | {} µs | {} |\n",
+            "| {} | {} | {} | {:.1} µs | {:.1} µs | {} | {} | {:.0} / {:.0} µs | {:.0} | {} µs | {}/{} | {} |\n",
             r.transport,
             r.store,
             r.tier,
@@ -805,6 +832,8 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
             cpu(64),
             cores as f64 * 1e6 / cpu(64),
             r.server_p50_us,
+            r.warm.0,
+            r.warm.0 + r.warm.1,
             r.load
         ));
     }

@@ -19,6 +19,8 @@
 //! - `cache`: the bounded caches of loaded tools, schemas and manifests;
 //! - `names`: the bounded cache of resolved agent- and shared-tier names,
 //!   current within a registry watch's poll interval;
+//! - `listing`: the bounded cache of each agent's persisted tools (a
+//!   `tools/list`), current as the names are;
 //! - [`verify`]: rebuilding an artifact from its manifest and comparing bytes.
 //!
 //! Errors are typed per stage ([`error`]).
@@ -44,6 +46,7 @@ mod gate;
 pub mod hub;
 mod invoke;
 pub mod judge;
+mod listing;
 pub mod manifest;
 mod names;
 pub mod native;
@@ -172,6 +175,11 @@ impl ForgeBuilder {
             .unwrap_or_else(|| (self.judge.clone(), self.judge.clone()));
         let cache = ToolCache::new(self.config.cache);
         let names = names::NameCache::new(self.config.cache.names);
+        let listings = listing::ListingCache::new(if self.config.cache.names == 0 {
+            0
+        } else {
+            listing::MAX_AGENTS
+        });
         let sessions = session::SessionCache::new(self.config.cache.names);
         let forges = Gate::new(
             "forges",
@@ -195,6 +203,7 @@ impl ForgeBuilder {
                 sessions,
                 cache,
                 names,
+                listings,
                 forges,
                 calls,
                 natives: Mutex::new(HashMap::new()),
@@ -235,6 +244,9 @@ struct Inner {
     /// Agent- and shared-tier names resolved, bounded, kept current by
     /// the registry's tiers epoch and lease.
     names: names::NameCache,
+    /// The persisted tools each agent can call, bounded, kept current as
+    /// `names` is.
+    listings: listing::ListingCache,
     /// The bound on forges and imports in flight.
     forges: Gate,
     /// The bound on top-level calls in flight.

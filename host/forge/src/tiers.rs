@@ -60,6 +60,60 @@ impl Forge {
         Ok(out)
     }
 
+    /// [`Forge::visible_tools`] without a registry read on the calling
+    /// thread (an async worker): the session tier from its cache while
+    /// current, the agent and shared tiers from the listing cache while the
+    /// registry's lease holds (see the `listing` module); otherwise read on
+    /// tokio's blocking pool. Tiers as [`Forge::invoke`] resolves them.
+    pub async fn visible_tools_async(
+        &self,
+        ctx: &ForgeContext,
+    ) -> Result<Vec<ToolInfo>, StoreError> {
+        let session = match self.cached_session(ctx) {
+            Some(tier) => tier,
+            None => self.load_session_async(ctx).await?,
+        };
+        let persisted = self.persisted_listing(&ctx.agent_id).await?;
+        let mut out = Vec::with_capacity(session.tools.len() + persisted.len());
+        out.extend(session.tools.values().map(|t| {
+            ToolInfo::new(
+                &t.manifest,
+                Tier::Session,
+                t.artifact.as_str(),
+                Some(ctx.agent_id.clone()),
+                Some(ctx.session_id.clone()),
+            )
+        }));
+        for t in persisted.iter() {
+            if !session.tools.contains_key(&t.name) {
+                out.push(t.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// `agent`'s [`Forge::agent_tools`]: cached while the lease holds, else
+    /// read on the blocking pool (and cached under the epoch read before).
+    async fn persisted_listing(
+        &self,
+        agent: &str,
+    ) -> Result<std::sync::Arc<Vec<ToolInfo>>, StoreError> {
+        let store = &self.inner.store;
+        if let Some(epoch) = store.leased_epoch()
+            && let Some(listing) = self.inner.listings.get(agent, epoch)
+        {
+            return Ok(listing);
+        }
+        let epoch = store.tiers_epoch();
+        let (forge, owner) = (self.clone(), agent.to_owned());
+        let listing = self
+            .with_store("tools", move |_| forge.agent_tools(&owner))
+            .await?;
+        let listing = std::sync::Arc::new(listing);
+        self.inner.listings.put(agent, epoch, listing.clone());
+        Ok(listing)
+    }
+
     /// Call statistics of the tool `name` as `ctx` sees it.
     pub fn tool_stats(&self, name: &str, ctx: &ForgeContext) -> Result<ToolStats, InvokeError> {
         if let Some(c) =

@@ -136,7 +136,7 @@ impl Handler {
             "initialize" => initialize(params),
             "ping" => Ok(json!({})),
             "logging/setLevel" => set_level(params),
-            "tools/list" => self.list_tools(None),
+            "tools/list" => self.list_tools(None).await,
             "tools/call" => self.call_tool(params, notes).await,
             _ => Err(RpcError::method_not_found(method)),
         }
@@ -155,7 +155,7 @@ impl Handler {
     ) -> Result<Value, RpcError> {
         let mut result = match method {
             "server/discover" => return Ok(encode(&results::discover())),
-            "tools/list" => self.list_tools(Some(results::TOOLS_LIST_CACHE))?,
+            "tools/list" => self.list_tools(Some(results::TOOLS_LIST_CACHE)).await?,
             "tools/call" => self.call_tool(params, notes).await?,
             _ => return Err(RpcError::method_not_found(method)),
         };
@@ -163,11 +163,14 @@ impl Handler {
         Ok(result)
     }
 
-    /// The registered tools this caller may see (tiers it may use).
-    fn visible(&self) -> Result<Vec<ToolInfo>, RpcError> {
+    /// The registered tools this caller may see (tiers it may use), read
+    /// from the forge's caches or on the blocking pool, never on this
+    /// async worker.
+    async fn visible(&self) -> Result<Vec<ToolInfo>, RpcError> {
         let mut tools = self
             .forge
-            .visible_tools(&self.ctx)
+            .visible_tools_async(&self.ctx)
+            .await
             .map_err(|e| RpcError::internal(format!("cannot list the tools: {e}")))?;
         tools.retain(|t| self.access.allows(t.tier));
         Ok(tools)
@@ -176,7 +179,7 @@ impl Handler {
     /// The caller's tools: the meta-tools, then its registered tools by
     /// name, then the hub tools by name (a deterministic order, so clients
     /// and prompt caches see the same list for the same tools).
-    fn list_tools(&self, cache: Option<results::CacheHints>) -> Result<Value, RpcError> {
+    async fn list_tools(&self, cache: Option<results::CacheHints>) -> Result<Value, RpcError> {
         let allowed: Vec<_> = self
             .forge
             .runtime()
@@ -193,9 +196,12 @@ impl Handler {
             list.push(tools::promote_tool_definition());
         }
         list.push(tools::stats_tool_definition());
-        list.push(run_code::run_code_definition(&self.code_tools()?));
+        // One listing for both: the tools callable from code and the list.
+        let mut visible = self.visible().await?;
+        list.push(run_code::run_code_definition(
+            &self.code_tools_of(visible.clone()),
+        ));
         list.push(run_code::describe_tools_definition());
-        let mut visible = self.visible()?;
         visible.sort_by(|a, b| a.name.cmp(&b.name));
         // Hub tools (Temper as a gateway), unless a forged tool the caller
         // sees has the name (forged tools keep precedence).
@@ -247,9 +253,9 @@ impl Handler {
             STATS_TOOL if arguments.get("name").and_then(Value::as_str) == Some(RUN_CODE) => {
                 Ok(self.run_code_stats())
             }
-            STATS_TOOL => Ok(self.stats_tool(&arguments)),
+            STATS_TOOL => Ok(self.stats_tool(&arguments).await),
             RUN_CODE => self.run_code_tool(&arguments).await,
-            DESCRIBE_TOOLS => self.describe_tools_tool(&arguments),
+            DESCRIBE_TOOLS => self.describe_tools_tool(&arguments).await,
             _ => self.invoke(name, &arguments, &progress).await,
         }
     }
@@ -263,10 +269,10 @@ impl Handler {
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
-        if let Some(refused) = self.compose_outside_access(request)? {
+        if let Some(refused) = self.compose_outside_access(request).await? {
             return Ok(refused);
         }
-        if let Some(refused) = self.grants_outside_access(request)? {
+        if let Some(refused) = self.grants_outside_access(request).await? {
             return Ok(refused);
         }
         // One step per stage (validate, build, test, judge, register), then done.
@@ -319,7 +325,7 @@ impl Handler {
     /// (the engine resolves steps by agent and session only, so without
     /// this a caller limited to some tiers could reach the others through
     /// a pipeline).
-    fn compose_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
+    async fn compose_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
         if (self.access == Access::ALL && self.hub_allow.is_none())
             || request
                 .pointer("/implementation/mode")
@@ -328,7 +334,7 @@ impl Handler {
         {
             return Ok(None);
         }
-        let visible = self.visible()?;
+        let visible = self.visible().await?;
         let native = self.forge.native_tools();
         let steps = request
             .pointer("/implementation/steps")
@@ -389,21 +395,27 @@ impl Handler {
         }
     }
 
-    fn stats_tool(&self, arguments: &Value) -> Value {
+    async fn stats_tool(&self, arguments: &Value) -> Value {
         let Some(name) = arguments.get("name").and_then(Value::as_str) else {
             return tools::tool_error("stats", "tool_stats: arguments.name must be a string");
         };
-        match self.visible() {
+        match self.visible().await {
             Ok(v) if v.iter().any(|t| t.name == name) => {}
             Ok(_) => return tools::tool_error("stats", &self.not_found(name)),
             Err(e) => return tools::tool_error("stats", &e.message),
         }
-        match self.forge.tool_stats(name, &self.ctx) {
-            Ok(stats) => match serde_json::to_value(&stats) {
+        // The stats are read (pending counts flushed first) on the
+        // blocking pool, not on this async worker.
+        let (forge, ctx, key) = (self.forge.clone(), self.ctx.clone(), name.to_owned());
+        let read = tokio::task::spawn_blocking(move || forge.tool_stats(&key, &ctx)).await;
+        match read {
+            Ok(Ok(stats)) => match serde_json::to_value(&stats) {
                 Ok(v) => tools::tool_result(&v, false),
                 Err(e) => tools::tool_error("stats", &format!("cannot encode: {e}")),
             },
-            Err(e) => tools::tool_error("stats", &e.to_string()),
+            Ok(Err(e)) => tools::tool_error("stats", &e.to_string()),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => tools::tool_error("stats", &format!("cannot read the stats: {e}")),
         }
     }
 
@@ -459,7 +471,7 @@ impl Handler {
         }
         let needs_visible = self.access != Access::ALL || self.hub_allow.is_some();
         let visible = if needs_visible || self.forge.is_hub_tool(name) {
-            Some(self.visible()?)
+            Some(self.visible().await?)
         } else {
             None
         };

@@ -47,6 +47,7 @@ pub mod access;
 pub mod auth;
 pub mod handler;
 pub mod http;
+mod inline;
 pub mod jsonrpc;
 mod observe;
 pub mod protocol;

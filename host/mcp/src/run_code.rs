@@ -269,7 +269,12 @@ impl Handler {
     /// The tools this caller may call from code, by name: forged tools it
     /// sees (they keep precedence), hub tools its token allows, the host's
     /// other native tools; never a meta-tool.
-    pub(super) fn code_tools(&self) -> Result<Vec<CodeTool>, RpcError> {
+    pub(super) async fn code_tools(&self) -> Result<Vec<CodeTool>, RpcError> {
+        Ok(self.code_tools_of(self.visible().await?))
+    }
+
+    /// [`Handler::code_tools`] given the forged tools this caller sees.
+    pub(super) fn code_tools_of(&self, visible: Vec<temper_forge::ToolInfo>) -> Vec<CodeTool> {
         let mut all = BTreeMap::new();
         let hub: Vec<String> = self.forge.hub_tools().into_iter().map(|t| t.name).collect();
         for native in self.forge.native_tools() {
@@ -286,7 +291,7 @@ impl Handler {
                 },
             );
         }
-        for info in self.visible()? {
+        for info in visible {
             all.insert(
                 info.name.clone(),
                 CodeTool {
@@ -298,7 +303,7 @@ impl Handler {
             );
         }
         all.retain(|name, _| !NEVER_CALLABLE.contains(&name.as_str()));
-        Ok(all.into_values().collect())
+        all.into_values().collect()
     }
 
     /// `run_code {code, tools?}`.
@@ -309,7 +314,12 @@ impl Handler {
                 "run_code: arguments.code must be a string",
             ));
         };
-        let callable: Vec<String> = self.code_tools()?.into_iter().map(|t| t.name).collect();
+        let callable: Vec<String> = self
+            .code_tools()
+            .await?
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
         let only: Vec<String> = match arguments.get("tools") {
             None | Some(Value::Null) => callable,
             Some(Value::Array(names)) => {
@@ -360,7 +370,7 @@ impl Handler {
     }
 
     /// `describe_tools {names}`.
-    pub(super) fn describe_tools_tool(&self, arguments: &Value) -> Result<Value, RpcError> {
+    pub(super) async fn describe_tools_tool(&self, arguments: &Value) -> Result<Value, RpcError> {
         let Some(names) = arguments.get("names").and_then(Value::as_array) else {
             return Ok(tools::tool_error(
                 "describe",
@@ -373,7 +383,7 @@ impl Handler {
                 &format!("describe_tools: at most {MAX_DESCRIBED} names per call"),
             ));
         }
-        let all = self.code_tools()?;
+        let all = self.code_tools().await?;
         let mut picked = Vec::new();
         for name in names {
             let name = name.as_str().unwrap_or_default();
@@ -393,7 +403,10 @@ impl Handler {
     /// token does not) is refused here, as a forge refused at the validate
     /// stage, like a compose step (the engine resolves grants by agent and
     /// session only).
-    pub(super) fn grants_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
+    pub(super) async fn grants_outside_access(
+        &self,
+        request: &Value,
+    ) -> Result<Option<Value>, RpcError> {
         let grants: Vec<&str> = request
             .pointer("/implementation/allowlist")
             .and_then(Value::as_array)
@@ -407,7 +420,7 @@ impl Handler {
         if grants.is_empty() {
             return Ok(None);
         }
-        let callable = self.code_tools()?;
+        let callable = self.code_tools().await?;
         for tool in grants {
             if !tool.is_empty()
                 && !callable.iter().any(|t| t.name == tool)

@@ -33,6 +33,7 @@
 //! unless the connection only ever spoke the modern revision.
 
 use std::io::{self, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,6 +45,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::access::Access;
 use super::handler::{Handler, LIST_CHANGED, Notifier};
+use super::inline::{self, MAX_INLINE_WRITE, Writable};
 use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
@@ -116,7 +118,7 @@ pub async fn serve<R, W>(
 ) -> Result<usize, McpError>
 where
     R: Read + Send + 'static,
-    W: Write + Send + 'static,
+    W: Write + AsFd + Send + 'static,
 {
     let watch = RegistryWatch::start(forge.store_handle())
         .await
@@ -124,7 +126,7 @@ where
     let agent = ctx.agent_id.clone();
     let conn = Arc::new(Connection {
         handler: Handler::new(forge, ctx, Access::ALL, watch.clone()),
-        out: Arc::new(Output::new(Box::new(output))),
+        out: Arc::new(Output::with_probe(Writable::of(&output), Box::new(output))),
         rt: tokio::runtime::Handle::current(),
         initialized: AtomicBool::new(false),
         modern: AtomicBool::new(false),
@@ -210,11 +212,23 @@ fn read_loop<R: Read>(
                     conn.listen(id, params.as_ref(), &in_flight);
                 }
                 Ok(Incoming::Request { id, method, params }) => {
-                    let (conn, held) = (conn.clone(), in_flight.clone());
-                    handle.spawn(async move {
-                        conn.answer(id, method, params, read_at).await;
-                        drop(held);
-                    });
+                    // Nothing else waits in the input: the client waits
+                    // for this answer (see `inline`).
+                    let here = reader.buffer().is_empty()
+                        && reader_inline()
+                        && inline::is_short(&method, params.as_ref());
+                    let task = {
+                        let (conn, held) = (conn.clone(), in_flight.clone());
+                        async move {
+                            conn.answer(id, method, params, read_at).await;
+                            drop(held);
+                        }
+                    };
+                    if here {
+                        inline::run_here_or_spawn(handle, task, &in_flight);
+                    } else {
+                        handle.spawn(task);
+                    }
                 }
                 Ok(Incoming::Notification { method, params }) => {
                     if method == "notifications/cancelled" {
@@ -244,6 +258,9 @@ fn read_loop<R: Read>(
 struct Output {
     queue: Mutex<Queue>,
     writer: Mutex<io::BufWriter<Box<dyn Write + Send>>>,
+    /// Whether a write of the reader's would not block now (`None`: never
+    /// written by the reader).
+    probe: Option<Writable>,
     /// Writing failed (the client is gone): later messages are dropped.
     failed: AtomicBool,
 }
@@ -258,10 +275,22 @@ struct Queue {
 }
 
 impl Output {
+    #[cfg(test)]
     fn new(output: Box<dyn Write + Send>) -> Self {
         Self {
             queue: Mutex::new(Queue::default()),
             writer: Mutex::new(io::BufWriter::with_capacity(64 << 10, output)),
+            probe: None,
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// An output whose descriptor `probe` checks (it must be `output`'s).
+    fn with_probe(probe: Writable, output: Box<dyn Write + Send>) -> Self {
+        Self {
+            queue: Mutex::new(Queue::default()),
+            writer: Mutex::new(io::BufWriter::with_capacity(64 << 10, output)),
+            probe: Some(probe),
             failed: AtomicBool::new(false),
         }
     }
@@ -299,6 +328,42 @@ impl Output {
         }
     }
 
+    /// [`Output::send`] from the reader thread polling a request (see
+    /// [`inline`]): it writes the batch itself only when the batch is one
+    /// small write the output has room for now; otherwise, and for what
+    /// others queued meanwhile, the write runs on `rt`'s blocking pool,
+    /// holding `held` until done.
+    fn send_on_reader(
+        self: &Arc<Self>,
+        message: &Value,
+        read_at: Option<Instant>,
+        rt: &tokio::runtime::Handle,
+        held: mpsc::Sender<()>,
+    ) {
+        let Some((lines, mut answered)) = self.enqueue(message, read_at) else {
+            return;
+        };
+        let rest =
+            if lines.len() <= MAX_INLINE_WRITE && self.probe.as_ref().is_some_and(Writable::now) {
+                if !self.write_batch(&lines, &mut answered) {
+                    return;
+                }
+                let mut q = lock(&self.queue);
+                if q.lines.is_empty() {
+                    q.writing = false;
+                    return;
+                }
+                (std::mem::take(&mut q.lines), std::mem::take(&mut q.read_at))
+            } else {
+                (lines, answered)
+            };
+        let out = self.clone();
+        rt.spawn_blocking(move || {
+            out.write_out(rest);
+            drop(held);
+        });
+    }
+
     /// Queues `message`; when no write is under way, takes the queue (this
     /// sender becomes the writer and must [`Output::write_out`] it).
     fn enqueue(&self, message: &Value, read_at: Option<Instant>) -> Option<Batch> {
@@ -327,21 +392,8 @@ impl Output {
     /// empty.
     fn write_out(&self, (mut lines, mut answered): Batch) {
         loop {
-            let written = {
-                let mut w = lock(&self.writer);
-                w.write_all(&lines).and_then(|()| w.flush())
-            };
-            if let Err(e) = written {
-                tracing::warn!("cannot write to the client: {e}");
-                self.failed.store(true, Ordering::Release);
-                let mut q = lock(&self.queue);
-                q.lines = Vec::new();
-                q.read_at = Vec::new();
-                q.writing = false;
+            if !self.write_batch(&lines, &mut answered) {
                 return;
-            }
-            for at in answered.drain(..) {
-                self::answered(at);
             }
             lines.clear();
             let mut q = lock(&self.queue);
@@ -353,6 +405,39 @@ impl Output {
             std::mem::swap(&mut answered, &mut q.read_at);
         }
     }
+}
+
+impl Output {
+    /// Writes `lines` (one write and flush) and reports the requests they
+    /// answer (read at `answered`). On failure, marks the output failed,
+    /// drops what is queued, ends the writing and returns false.
+    fn write_batch(&self, lines: &[u8], answered: &mut Vec<Instant>) -> bool {
+        let written = {
+            let mut w = lock(&self.writer);
+            w.write_all(lines).and_then(|()| w.flush())
+        };
+        if let Err(e) = written {
+            tracing::warn!("cannot write to the client: {e}");
+            self.failed.store(true, Ordering::Release);
+            let mut q = lock(&self.queue);
+            q.lines = Vec::new();
+            q.read_at = Vec::new();
+            q.writing = false;
+            return false;
+        }
+        for at in answered.drain(..) {
+            self::answered(at);
+        }
+        true
+    }
+}
+
+/// Whether the reader may answer short requests itself (see [`inline`]):
+/// yes unless `TEMPER_MCP_READER_INLINE=0` (a switch for measuring the
+/// difference; read once).
+fn reader_inline() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TEMPER_MCP_READER_INLINE").map_or(true, |v| v != "0"))
 }
 
 /// Lines to write and when the requests they answer were read.
@@ -411,7 +496,17 @@ impl Notifier for Connection {
 
 impl Connection {
     fn send(&self, message: Value) {
-        self.out.send(&message, None);
+        self.deliver(&message, None);
+    }
+
+    /// Sends `message` (the answer to a request read at `read_at`, or a
+    /// notification) from whichever thread handles the request: the
+    /// reader's way when the reader polls it (see [`inline`]).
+    fn deliver(&self, message: &Value, read_at: Option<Instant>) {
+        match inline::reader_guard() {
+            Some(held) => self.out.send_on_reader(message, read_at, &self.rt, held),
+            None => self.out.send(message, read_at),
+        }
     }
 
     /// Sends `message` from the reader thread (see
@@ -512,12 +607,12 @@ impl Connection {
                 )
             }
         };
-        self.out.send(&message, Some(read_at));
+        self.deliver(&message, Some(read_at));
     }
 }
 
 /// What a caught panic says.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     let text = panic
         .downcast_ref::<&str>()
         .copied()

@@ -75,6 +75,7 @@ mod bearer;
 mod modern;
 mod routes;
 mod session;
+mod to_end;
 mod wire;
 
 use routes::route;

@@ -34,9 +34,11 @@
 //! with keep-alive comments between; it ends when the client closes it.
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -45,6 +47,7 @@ use tokio::sync::mpsc;
 
 use super::routes::{admit, answered};
 use super::session::Principal;
+use super::to_end::handle;
 use super::wire::{Body, empty, json_response, sse_event, sse_response};
 use super::{State, VERSION_HEADER, lock};
 use crate::access::Access;
@@ -451,9 +454,9 @@ pub(super) async fn post(
     match (tx, rx) {
         (Some(tx), Some(rx)) => {
             tokio::spawn(async move {
-                let message = match tokio::spawn(task).await {
+                let message = match AssertUnwindSafe(task).catch_unwind().await {
                     Ok((_, m)) => m,
-                    Err(e) => handler_failed(&answer_id, &e),
+                    Err(panic) => handler_failed(&answer_id, &*panic),
                 };
                 let _ = tx.send(sse_event(&message)).await;
                 answered(started);
@@ -461,9 +464,11 @@ pub(super) async fn post(
             stream_response(rx)
         }
         _ => {
-            let (status, message) = match tokio::spawn(task).await {
+            // To its end even if the client goes away (see
+            // `to_end::handle`).
+            let (status, message) = match handle(task).await {
                 Ok(answer) => answer,
-                Err(e) => (StatusCode::OK, handler_failed(&answer_id, &e)),
+                Err(panic) => (StatusCode::OK, handler_failed(&answer_id, &*panic)),
             };
             let r = json_response(status, &message);
             answered(started);
@@ -472,7 +477,8 @@ pub(super) async fn post(
     }
 }
 
-fn handler_failed(id: &Value, e: &tokio::task::JoinError) -> Value {
+fn handler_failed(id: &Value, panic: &(dyn std::any::Any + Send)) -> Value {
+    let e = crate::server::panic_message(panic);
     tracing::error!("request {id} failed: {e}");
     jsonrpc::error_response(id, &RpcError::internal(format!("the handler failed: {e}")))
 }

@@ -6,16 +6,19 @@ use crate::jsonrpc::{self, Incoming, Rejected, RpcError};
 use crate::protocol::{ALL_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS};
 use crate::watch::Changes;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming as IncomingBody;
 use serde_json::Value;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::bearer;
 use super::session::{InFlight, Principal, Session, new_session};
+use super::to_end::handle;
 use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_response};
 use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock, modern};
 
@@ -285,14 +288,16 @@ pub(super) async fn post(
             tokio::spawn(task);
             sse_response(rx)
         }
-        None => match tokio::spawn(task).await {
+        // To its end even if the client goes away (see `to_end::handle`).
+        None => match handle(task).await {
             Ok(Some(message)) => {
                 let response = json_response(StatusCode::OK, &message);
                 answered(started);
                 response
             }
             Ok(None) => plain(StatusCode::INTERNAL_SERVER_ERROR, "the handler failed"),
-            Err(e) => {
+            Err(panic) => {
+                let e = crate::server::panic_message(&*panic);
                 tracing::error!("request {answer_id} failed: {e}");
                 let error = RpcError::internal(format!("the handler failed: {e}"));
                 json_response(StatusCode::OK, &jsonrpc::error_response(&answer_id, &error))
@@ -400,18 +405,19 @@ pub(super) async fn answer(
                 span,
             )
         };
-        // A streamed answer runs detached: a task of its own catches a
-        // panic so that the stream still gets its error. A JSON answer is
-        // awaited by `post`, whose task already catches one.
+        // A streamed answer runs in a task of its own (`post` spawned it),
+        // where a panic is caught so that the stream still gets its error.
+        // A JSON answer is awaited by `post`, which already catches one.
         let handled = if stream.is_some() {
-            tokio::spawn(handling).await
+            AssertUnwindSafe(handling).catch_unwind().await
         } else {
             Ok(handling.await)
         };
         let message = match handled {
             Ok((Ok(result), _)) => jsonrpc::response(&id, result),
             Ok((Err(error), _)) => jsonrpc::error_response(&id, &error),
-            Err(e) => {
+            Err(panic) => {
+                let e = crate::server::panic_message(&*panic);
                 tracing::error!("request {id} failed: {e}");
                 jsonrpc::error_response(
                     &id,
