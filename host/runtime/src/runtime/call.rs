@@ -344,8 +344,10 @@ impl Runtime {
     /// them), never called. `None` when it cannot be made (no pool slot
     /// free, or the load failed): calls then make their own.
     pub(super) async fn prepare(&self, bytecode: &[u8], grants: &Grants) -> Option<Ready> {
+        // Not counted as busy (see `Reaper::busy`): a lone call that ends
+        // while its refill runs still hands its store to the reaper, so
+        // the drop does not delay its answer.
         let engine = self.engine_rt().await.ok()?;
-        let _busy = self.inner.reaper.busy();
         let limits = &self.inner.limits;
         let granted = self.granted(grants, Instant::now() + limits.timeout);
         let mut store = self

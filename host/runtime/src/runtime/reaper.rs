@@ -26,14 +26,14 @@ pub(super) struct Reaper {
     closed: std::sync::atomic::AtomicBool,
     /// Stores handed to the thread so far.
     handed: std::sync::atomic::AtomicU64,
-    /// Calls and pre-warm loads running now (see [`Reaper::busy`]).
+    /// Top-level calls running now (see [`Reaper::busy`]).
     busy: std::sync::atomic::AtomicUsize,
     /// The cores this process may run on: with as many calls running, no
     /// core is free for the reaper.
     cores: usize,
 }
 
-/// Marks one call or pre-warm load as running while it lives (see
+/// Marks one top-level call as running while it lives (see
 /// [`Reaper::busy`]).
 pub(super) struct Busy<'a>(&'a Reaper);
 
@@ -114,14 +114,17 @@ impl Reaper {
         Ok(reaper)
     }
 
-    /// Counts a call or a pre-warm load as running until the guard drops.
+    /// Counts a top-level call as running until the guard drops. Pre-warm
+    /// loads are not counted: they run beside a call that just took an
+    /// instance, and counting them made a lone call drop its store in place
+    /// before answering (the drop then delays the answer).
     pub(super) fn busy(&self) -> Busy<'_> {
         self.busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Busy(self)
     }
 
-    /// Whether a store retired now is dropped by its caller: when calls and
-    /// loads already keep every core busy, the reaper thread would only take
+    /// Whether a store retired now is dropped by its caller: when calls
+    /// already keep every core busy, the reaper thread would only take
     /// turns with them, and a store costs less to drop on the core that
     /// used it (its memory slot is still in that core's cache, and the
     /// pool hands the same slot to the next instance). Measured with the
