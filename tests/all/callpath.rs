@@ -429,6 +429,42 @@ fn request(name: &str) -> ForgeRequest {
     ForgeRequest::from_json(&serde_json::to_string(&seed(name)).unwrap()).unwrap()
 }
 
+/// A forge on a [`SlowStore`] in `dir` (its slowness not yet armed), with
+/// `slugify` forged and promoted to alice's agent tier and `add_numbers`
+/// in her session `s1`; `stats_flush_ms` as given, else the default.
+async fn slow_store_forge(
+    dir: &std::path::Path,
+    stats_flush_ms: Option<u64>,
+) -> (Arc<SlowStore>, Forge, ForgeContext) {
+    let slow = Arc::new(SlowStore {
+        inner: SqliteBackend::open(dir, RegistryOptions::default()).unwrap(),
+        armed: AtomicBool::new(false),
+        listing: AtomicBool::new(false),
+    });
+    let runtime = support::runtime_builder()
+        .policy(HostPolicy::deny_all())
+        .build()
+        .unwrap();
+    let defaults = ForgeConfig::default();
+    let config = ForgeConfig {
+        promotion_threshold: PromotionThreshold {
+            uses: 0,
+            confidence: 0.5,
+        },
+        stats_flush_ms: stats_flush_ms.unwrap_or(defaults.stats_flush_ms),
+        ..defaults
+    };
+    let forge = Forge::builder(runtime, Arc::new(Registry::with_backend(slow.clone())))
+        .judge(Arc::new(RulesJudge::standard()))
+        .config(config)
+        .build();
+    let ctx = ForgeContext::new("alice", "s1");
+    forge.forge(&request("slugify"), &ctx).await.unwrap();
+    forge.promote("slugify", &ctx, None).await.unwrap();
+    forge.forge(&request("add_numbers"), &ctx).await.unwrap();
+    (slow, forge, ctx)
+}
+
 /// On a runtime with a single thread for every task, an agent-tier call
 /// whose registry reads and writes are slow (stats written per call, so a
 /// write is on its path) does not stop session-tier calls (whose own store
@@ -443,31 +479,7 @@ fn a_slow_store_does_not_stall_other_calls() {
         .unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let slow = Arc::new(SlowStore {
-            inner: SqliteBackend::open(dir.path(), RegistryOptions::default()).unwrap(),
-            armed: AtomicBool::new(false),
-            listing: AtomicBool::new(false),
-        });
-        let runtime = support::runtime_builder()
-            .policy(HostPolicy::deny_all())
-            .build()
-            .unwrap();
-        let config = ForgeConfig {
-            promotion_threshold: PromotionThreshold {
-                uses: 0,
-                confidence: 0.5,
-            },
-            stats_flush_ms: 0,
-            ..ForgeConfig::default()
-        };
-        let forge = Forge::builder(runtime, Arc::new(Registry::with_backend(slow.clone())))
-            .judge(Arc::new(RulesJudge::standard()))
-            .config(config)
-            .build();
-        let ctx = ForgeContext::new("alice", "s1");
-        forge.forge(&request("slugify"), &ctx).await.unwrap();
-        forge.promote("slugify", &ctx, None).await.unwrap();
-        forge.forge(&request("add_numbers"), &ctx).await.unwrap();
+        let (slow, forge, ctx) = slow_store_forge(dir.path(), Some(0)).await;
         let add = json!({"a": 2, "b": 3});
         forge.invoke("add_numbers", &add, &ctx).await.unwrap();
 
@@ -526,30 +538,7 @@ fn a_slow_listing_does_not_stall_other_requests() {
         .unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let slow = Arc::new(SlowStore {
-            inner: SqliteBackend::open(dir.path(), RegistryOptions::default()).unwrap(),
-            armed: AtomicBool::new(false),
-            listing: AtomicBool::new(false),
-        });
-        let runtime = support::runtime_builder()
-            .policy(HostPolicy::deny_all())
-            .build()
-            .unwrap();
-        let config = ForgeConfig {
-            promotion_threshold: PromotionThreshold {
-                uses: 0,
-                confidence: 0.5,
-            },
-            ..ForgeConfig::default()
-        };
-        let forge = Forge::builder(runtime, Arc::new(Registry::with_backend(slow.clone())))
-            .judge(Arc::new(RulesJudge::standard()))
-            .config(config)
-            .build();
-        let ctx = ForgeContext::new("alice", "s1");
-        forge.forge(&request("slugify"), &ctx).await.unwrap();
-        forge.promote("slugify", &ctx, None).await.unwrap();
-        forge.forge(&request("add_numbers"), &ctx).await.unwrap();
+        let (slow, forge, ctx) = slow_store_forge(dir.path(), None).await;
         let watch = RegistryWatch::start(forge.store_handle()).await.unwrap();
         let handler = Arc::new(Handler::new(forge.clone(), ctx, Access::ALL, watch));
         let add = json!({"name": "add_numbers", "arguments": {"a": 2, "b": 3}});

@@ -779,36 +779,45 @@ async fn an_upstream_tool_named_like_a_built_in_is_a_clash_naming_both() {
     assert_eq!(names, ["generate_text", "search.generate_text"]);
 }
 
+/// `temper mcp` arguments for a host whose tools file starts the Python
+/// upstream fixture (`tests/fixtures/hub/upstream_server.py`) as
+/// `search`, exposing `tools`, which the policy allows; store and files
+/// under `dir`.
+fn python_upstream_args(python: &Path, dir: &Path, tools: &[&str]) -> Vec<String> {
+    let script = root().join("tests/fixtures/hub/upstream_server.py");
+    let command = [python.display().to_string(), script.display().to_string()];
+    let tools_toml = write_file(
+        dir,
+        "tools.toml",
+        &format!(
+            "[upstream.search]\ncommand = {}\ntools = {}\n",
+            serde_json::to_string(&command).unwrap(),
+            serde_json::to_string(tools).unwrap()
+        ),
+    );
+    let policy = tools_policy(dir, tools);
+    let store = dir.join("store");
+    [
+        "--store",
+        store.to_str().unwrap(),
+        "--tools",
+        tools_toml.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// A tool an upstream adds later (`list_changed`) becomes a forge tool:
 /// listed, callable through `temper mcp`, and a compose step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_appears_later_is_listed_called_and_composed() {
     let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let script = root().join("tests/fixtures/hub/upstream_server.py");
-    let command = [python.display().to_string(), script.display().to_string()];
-    let tools = write_file(
-        dir.path(),
-        "tools.toml",
-        &format!(
-            "[upstream.search]\ncommand = {}\ntools = [\"add_late_tool\", \"late_tool\"]\n",
-            serde_json::to_string(&command).unwrap()
-        ),
-    );
-    let policy = tools_policy(dir.path(), &["add_late_tool", "late_tool"]);
     let stderr = dir.path().join("stderr.txt");
-    let store = dir.path().join("store");
-    let args: Vec<String> = [
-        "--store",
-        store.to_str().unwrap(),
-        "--tools",
-        tools.to_str().unwrap(),
-        "--policy",
-        policy.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = python_upstream_args(&python, dir.path(), &["add_late_tool", "late_tool"]);
     let (before, after, called, forged, composed) = blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut m = start_mcp(&args, &stderr);
@@ -864,30 +873,8 @@ async fn a_tool_that_appears_later_is_listed_called_and_composed() {
 async fn a_changed_input_schema_is_the_one_checked() {
     let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let script = root().join("tests/fixtures/hub/upstream_server.py");
-    let command = [python.display().to_string(), script.display().to_string()];
-    let tools = write_file(
-        dir.path(),
-        "tools.toml",
-        &format!(
-            "[upstream.search]\ncommand = {}\ntools = [\"bounded\", \"widen\"]\n",
-            serde_json::to_string(&command).unwrap()
-        ),
-    );
-    let policy = tools_policy(dir.path(), &["bounded", "widen"]);
     let stderr = dir.path().join("stderr.txt");
-    let store = dir.path().join("store");
-    let args: Vec<String> = [
-        "--store",
-        store.to_str().unwrap(),
-        "--tools",
-        tools.to_str().unwrap(),
-        "--policy",
-        policy.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = python_upstream_args(&python, dir.path(), &["bounded", "widen"]);
     let (refused, small, widened, later) = blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut m = start_mcp(&args, &stderr);

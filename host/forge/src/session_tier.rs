@@ -83,19 +83,7 @@ impl Forge {
     /// The tools of `ctx`'s session, by name, read from the store.
     pub fn session_tools(&self, ctx: &ForgeContext) -> Result<Vec<ToolInfo>, StoreError> {
         let tier = self.load_session(ctx)?;
-        Ok(tier
-            .tools
-            .values()
-            .map(|t| {
-                ToolInfo::new(
-                    &t.manifest,
-                    Tier::Session,
-                    t.artifact.as_str(),
-                    Some(ctx.agent_id.clone()),
-                    Some(ctx.session_id.clone()),
-                )
-            })
-            .collect())
+        Ok(tier.tools.values().map(|t| session_info(t, ctx)).collect())
     }
 
     /// Stores `ctx`'s session for `owner` (e.g. an HTTP token's key) with
@@ -219,4 +207,15 @@ impl Forge {
         self.inner.sessions.forget(&ctx.agent_id, &ctx.session_id);
         Ok(())
     }
+}
+
+/// What a listing shows of `ctx`'s session-tier tool `tool`.
+pub(super) fn session_info(tool: &crate::session::SessionTool, ctx: &ForgeContext) -> ToolInfo {
+    ToolInfo::new(
+        &tool.manifest,
+        Tier::Session,
+        tool.artifact.as_str(),
+        Some(ctx.agent_id.clone()),
+        Some(ctx.session_id.clone()),
+    )
 }

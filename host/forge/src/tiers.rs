@@ -75,15 +75,12 @@ impl Forge {
         };
         let persisted = self.persisted_listing(&ctx.agent_id).await?;
         let mut out = Vec::with_capacity(session.tools.len() + persisted.len());
-        out.extend(session.tools.values().map(|t| {
-            ToolInfo::new(
-                &t.manifest,
-                Tier::Session,
-                t.artifact.as_str(),
-                Some(ctx.agent_id.clone()),
-                Some(ctx.session_id.clone()),
-            )
-        }));
+        out.extend(
+            session
+                .tools
+                .values()
+                .map(|t| crate::session_tier::session_info(t, ctx)),
+        );
         for t in persisted.iter() {
             if !session.tools.contains_key(&t.name) {
                 out.push(t.clone());
