@@ -15,11 +15,9 @@
 //!   local server answering for `api.example.com`) and run.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -28,17 +26,16 @@ use tokio::net::TcpListener;
 
 use temper::hub::{Hub, HubError, ToolsFile};
 
-use crate::support::cache_dir;
 use crate::support::http::{TestServer, TlsTestServer};
 use crate::support::mcp_stdio::{
     McpStdio, mcp_python, tool_output, tools_policy, walk, write_file,
 };
 
 /// The `generate_text` API key; it must never be shown.
-const KEY: &str = "sk-llm-test-KEY-5521-do-not-print";
+pub(crate) const KEY: &str = "sk-llm-test-KEY-5521-do-not-print";
 
 /// `temper mcp` over stdio for these tests (see [`McpStdio::start`]).
-fn start_mcp(args: &[&str], stderr: &Path) -> McpStdio {
+pub(crate) fn start_mcp(args: &[&str], stderr: &Path) -> McpStdio {
     McpStdio::start(
         &[args].concat(),
         stderr,
@@ -47,7 +44,7 @@ fn start_mcp(args: &[&str], stderr: &Path) -> McpStdio {
     )
 }
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -87,7 +84,7 @@ struct Seen {
 /// A prompt containing `FAIL_401` is answered 401 with the request's
 /// `Authorization` header echoed in the body (a hostile endpoint), one
 /// containing `FAIL_500` with 500. Every answer waits `delay_ms`.
-struct FakeLlm {
+pub(crate) struct FakeLlm {
     base: String,
     seen: Arc<Mutex<Vec<Seen>>>,
     delay_ms: Arc<AtomicU64>,
@@ -109,7 +106,7 @@ fn completion(system: Option<&str>, prompt: &str) -> String {
 }
 
 impl FakeLlm {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -199,7 +196,7 @@ impl FakeLlm {
         self.seen.lock().unwrap().clone()
     }
 
-    fn table(&self, extra: &str) -> String {
+    pub(crate) fn table(&self, extra: &str) -> String {
         format!(
             "[builtin.generate_text]\nurl = \"{}\"\nmodel = \"test-model\"\napi_key = \"env:TEMPER_TEST_LLM_KEY\"\n{extra}\n",
             self.base
@@ -505,7 +502,7 @@ fn assert_no_key_in(path: &Path) {
 
 /// Runs `f` on the blocking pool (the MCP driver blocks; the fake servers
 /// run on the test's runtime meanwhile).
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
@@ -777,307 +774,4 @@ async fn an_upstream_tool_named_like_a_built_in_is_a_clash_naming_both() {
     let hub = Hub::start(&tools_file(&text)).await.unwrap();
     let names: Vec<String> = hub.tools().into_iter().map(|t| t.name).collect();
     assert_eq!(names, ["generate_text", "search.generate_text"]);
-}
-
-/// `temper mcp` arguments for a host whose tools file starts the Python
-/// upstream fixture (`tests/fixtures/hub/upstream_server.py`) as
-/// `search`, exposing `tools`, which the policy allows; store and files
-/// under `dir`.
-fn python_upstream_args(python: &Path, dir: &Path, tools: &[&str]) -> Vec<String> {
-    let script = root().join("tests/fixtures/hub/upstream_server.py");
-    let command = [python.display().to_string(), script.display().to_string()];
-    let tools_toml = write_file(
-        dir,
-        "tools.toml",
-        &format!(
-            "[upstream.search]\ncommand = {}\ntools = {}\n",
-            serde_json::to_string(&command).unwrap(),
-            serde_json::to_string(tools).unwrap()
-        ),
-    );
-    let policy = tools_policy(dir, tools);
-    let store = dir.join("store");
-    [
-        "--store",
-        store.to_str().unwrap(),
-        "--tools",
-        tools_toml.to_str().unwrap(),
-        "--policy",
-        policy.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-/// A tool an upstream adds later (`list_changed`) becomes a forge tool:
-/// listed, callable through `temper mcp`, and a compose step.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tool_that_appears_later_is_listed_called_and_composed() {
-    let Some(python) = mcp_python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let stderr = dir.path().join("stderr.txt");
-    let args = python_upstream_args(&python, dir.path(), &["add_late_tool", "late_tool"]);
-    let (before, after, called, forged, composed) = blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut m = start_mcp(&args, &stderr);
-        let names = |list: Vec<Value>| -> Vec<String> {
-            list.iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_string))
-                .collect()
-        };
-        let before = names(m.tools());
-        let added = m.call("add_late_tool", json!({}));
-        assert_ne!(added["result"]["isError"], json!(true), "{added}");
-        // The upstream's notification is handled asynchronously: list
-        // until it shows (at most ~10 s).
-        let mut after = Vec::new();
-        for _ in 0..100 {
-            after = names(m.tools());
-            if after.iter().any(|n| n == "late_tool") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let called = m.call("late_tool", json!({"x": 41}));
-        let forged = m.call(
-            "forge_tool",
-            json!({
-                "name": "late_plus",
-                "description": "Adds one through the late tool.",
-                "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-                "implementation": {"mode": "compose", "steps": [
-                    {"name": "inc", "tool": "late_tool", "inputMapping": {"x": "$input.n"}}
-                ]},
-                "testCases": [{"input": {"n": 1}}]
-            }),
-        );
-        let composed = m.call("late_plus", json!({"n": 9}));
-        m.close();
-        (before, after, called, forged, composed)
-    })
-    .await;
-    assert!(!before.iter().any(|n| n == "late_tool"), "{before:?}");
-    assert!(after.iter().any(|n| n == "late_tool"), "{after:?}");
-    let out = tool_output(&called);
-    assert_eq!(out["result"], 42, "{called}");
-    assert_eq!(tool_output(&forged)["success"], json!(true), "{forged}");
-    assert_eq!(tool_output(&composed)["result"], 10, "{composed}");
-}
-
-/// An upstream that changes a tool's input schema (`list_changed`): calls
-/// are checked against the schema it listed last, not the one the host
-/// registered at the start (the hub checks the input, the forge does not
-/// check it again against its older copy).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_changed_input_schema_is_the_one_checked() {
-    let Some(python) = mcp_python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let stderr = dir.path().join("stderr.txt");
-    let args = python_upstream_args(&python, dir.path(), &["bounded", "widen"]);
-    let (refused, small, widened, later) = blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut m = start_mcp(&args, &stderr);
-        let refused = m.call("bounded", json!({"x": 50}));
-        let small = m.call("bounded", json!({"x": 5}));
-        let widened = m.call("widen", json!({}));
-        // The relisting follows the notification asynchronously: call
-        // until the wider schema is the one checked (at most ~10 s).
-        let mut later = Value::Null;
-        for _ in 0..100 {
-            later = m.call("bounded", json!({"x": 50}));
-            if later["result"]["isError"] != json!(true) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        m.close();
-        (refused, small, widened, later)
-    })
-    .await;
-    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
-    assert!(
-        refused
-            .to_string()
-            .contains("input does not match inputSchema: /x: 50 is greater than the maximum of 10"),
-        "{refused}"
-    );
-    assert_eq!(tool_output(&small)["result"], 5, "{small}");
-    assert_ne!(widened["result"]["isError"], json!(true), "{widened}");
-    assert_eq!(tool_output(&later)["result"], 50, "{later}");
-}
-
-/// One JSON-RPC exchange with `temper mcp --http`: the response, from a
-/// JSON body or the last SSE event, and the session id header.
-async fn http_rpc(
-    client: &reqwest::Client,
-    url: &str,
-    token: &str,
-    session: Option<&str>,
-    message: Value,
-) -> (Option<Value>, Option<String>) {
-    let mut r = client
-        .post(url)
-        .header("authorization", format!("Bearer {token}"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(message.to_string());
-    if let Some(s) = session {
-        r = r.header("mcp-session-id", s);
-    }
-    let resp = r.send().await.unwrap();
-    let sid = resp
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| v.to_str().unwrap().to_string());
-    let body = resp.text().await.unwrap();
-    let value = if body.trim_start().starts_with('{') {
-        serde_json::from_str(&body).ok()
-    } else {
-        body.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .rfind(|v| v.get("id").is_some())
-    };
-    (value, sid)
-}
-
-/// A token that narrows the hub tools hides a built-in from its caller:
-/// not listed, not callable; another token sees both.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_narrowing_hides_a_built_in() {
-    use sha2::Digest;
-    let llm = FakeLlm::start().await;
-    let server = TestServer::start().await;
-    let port = server.port();
-    let dir = tempfile::tempdir().unwrap();
-    let tools = write_file(
-        dir.path(),
-        "tools.toml",
-        &format!(
-            "{}\n[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\n",
-            llm.table("")
-        ),
-    );
-    let policy = tools_policy(dir.path(), &["generate_text", "http_request"]);
-    let hash = |t: &str| -> String {
-        sha2::Sha256::digest(t.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
-    let tokens = write_file(
-        dir.path(),
-        "tokens.toml",
-        &format!(
-            "[tokens.\"sha256:{}\"]\nagent = \"alice\"\ntools = [\"generate_text\"]\n\n[tokens.\"sha256:{}\"]\nagent = \"bob\"\n",
-            hash("alice-token"),
-            hash("bob-token")
-        ),
-    );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
-        .args([
-            "mcp",
-            "--http",
-            "127.0.0.1:0",
-            "--judge",
-            "rules",
-            "--cache-dir",
-        ])
-        .arg(cache_dir())
-        .arg("--store")
-        .arg(dir.path().join("store"))
-        .arg("--tools")
-        .arg(&tools)
-        .arg("--policy")
-        .arg(&policy)
-        .arg("--tokens")
-        .arg(&tokens)
-        .env("TEMPER_TEST_LLM_KEY", KEY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { return };
-            assert!(!line.contains(KEY), "key in the log: {line}");
-            if let Some(rest) = line.strip_prefix("temper mcp: listening on ") {
-                let _ = tx.send(rest.trim().to_string());
-            }
-        }
-    });
-    let url = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(120)))
-        .await
-        .unwrap()
-        .expect("the server says where it listens");
-    let client = reqwest::Client::new();
-    let mut seen = HashMap::new();
-    for token in ["alice-token", "bob-token"] {
-        let (init, sid) = http_rpc(
-            &client,
-            &url,
-            token,
-            None,
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
-        )
-        .await;
-        assert!(init.is_some_and(|i| i.get("result").is_some()));
-        let sid = sid.expect("a session id");
-        http_rpc(
-            &client,
-            &url,
-            token,
-            Some(&sid),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        )
-        .await;
-        let (list, _) = http_rpc(
-            &client,
-            &url,
-            token,
-            Some(&sid),
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
-        )
-        .await;
-        let names: Vec<String> = list.unwrap()["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect();
-        let (called, _) = http_rpc(
-            &client,
-            &url,
-            token,
-            Some(&sid),
-            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "http_request", "arguments": {"method": "GET", "url": format!("http://127.0.0.1:{port}/json")}}}),
-        )
-        .await;
-        seen.insert(token, (names, called.unwrap()));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-
-    let (names, called) = &seen["alice-token"];
-    assert!(names.contains(&"generate_text".to_string()), "{names:?}");
-    assert!(
-        !names.contains(&"http_request".to_string()),
-        "narrowed away: {names:?}"
-    );
-    assert_eq!(called["error"]["code"], json!(-32602), "{called}");
-    let (names, called) = &seen["bob-token"];
-    assert!(
-        names.contains(&"generate_text".to_string()) && names.contains(&"http_request".to_string()),
-        "{names:?}"
-    );
-    assert_eq!(
-        tool_output(called)["body"],
-        json!({"hello": "world"}),
-        "{called}"
-    );
-    assert_eq!(server.requests().len(), 1, "only bob's call was sent");
 }
