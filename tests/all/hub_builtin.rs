@@ -502,6 +502,19 @@ fn assert_no_key_in(path: &Path) {
 
 /// Runs `f` on the blocking pool (the MCP driver blocks; the fake servers
 /// run on the test's runtime meanwhile).
+/// A tools file in `dir` with both built-ins: `generate_text` on `llm`,
+/// `http_request` allowed to reach 127.0.0.1:`port` only.
+pub(crate) fn builtins_tools_file(dir: &Path, llm: &FakeLlm, port: u16) -> PathBuf {
+    write_file(
+        dir,
+        "tools.toml",
+        &format!(
+            "{}\n[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\n",
+            llm.table("")
+        ),
+    )
+}
+
 pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
 }
@@ -512,14 +525,7 @@ async fn built_ins_over_mcp_are_listed_called_composed_and_governed_by_the_polic
     let server = TestServer::start().await;
     let port = server.port();
     let dir = tempfile::tempdir().unwrap();
-    let tools = write_file(
-        dir.path(),
-        "tools.toml",
-        &format!(
-            "{}\n[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\n",
-            llm.table("")
-        ),
-    );
+    let tools = builtins_tools_file(dir.path(), &llm, port);
     // Only generate_text is allowed: http_request is configured but hidden.
     let policy = tools_policy(dir.path(), &["generate_text"]);
     let stderr = dir.path().join("stderr.txt");

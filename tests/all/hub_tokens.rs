@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::hub_builtin::{FakeLlm, KEY};
+use crate::hub_builtin::{FakeLlm, KEY, builtins_tools_file};
 use crate::support::cache_dir;
 use crate::support::http::TestServer;
 use crate::support::mcp_stdio::{tool_output, tools_policy, write_file};
@@ -58,14 +58,7 @@ async fn a_token_narrowing_hides_a_built_in() {
     let server = TestServer::start().await;
     let port = server.port();
     let dir = tempfile::tempdir().unwrap();
-    let tools = write_file(
-        dir.path(),
-        "tools.toml",
-        &format!(
-            "{}\n[builtin.http_request]\ndomains = [\"127.0.0.1:{port}\"]\n",
-            llm.table("")
-        ),
-    );
+    let tools = builtins_tools_file(dir.path(), &llm, port);
     let policy = tools_policy(dir.path(), &["generate_text", "http_request"]);
     let hash = |t: &str| -> String {
         sha2::Sha256::digest(t.as_bytes())
