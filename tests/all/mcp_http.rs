@@ -80,6 +80,12 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(store: &Path, extra: &[&str]) -> Self {
+        Self::start_with_env(store, extra, &[])
+    }
+
+    /// [`Server::start`] with `env` added to the server's environment (the
+    /// variables a tools file's `env:NAME` values read).
+    pub(crate) fn start_with_env(store: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
             .args([
                 "mcp",
@@ -93,6 +99,7 @@ impl Server {
             .arg("--cache-dir")
             .arg(cache_dir())
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -168,7 +175,7 @@ pub(crate) struct Answer {
 
 impl Answer {
     /// The response (the last message).
-    fn response(&self) -> &Value {
+    pub(crate) fn response(&self) -> &Value {
         let last = self
             .messages
             .last()
@@ -297,7 +304,8 @@ impl Http {
         result
     }
 
-    async fn tool_names(&mut self) -> Vec<String> {
+    /// The names `tools/list` gives this session.
+    pub(crate) async fn tool_names(&mut self) -> Vec<String> {
         let a = self.rpc("tools/list", json!({})).await;
         a.result()["tools"]
             .as_array()
