@@ -183,7 +183,7 @@ fn a_gateway_passes_on_only_the_exact_text_it_checked() {
     for (case, why) in [
         ("dup", "duplicate key \\\"n\\\""),
         ("dup_escaped", "duplicate key \\\"k\\\""),
-        ("surrogate", "surrogate"),
+        ("surrogate", "hex escape"),
         ("deep", "recursion limit exceeded"),
     ] {
         let text = m.refused(case);

@@ -199,9 +199,15 @@ impl Handler {
                 .filter(|t| t.is_string() || t.is_number())
                 .cloned(),
         };
-        progress.report(0, 1, format!("calling {name}"));
+        // The messages are formatted only for a caller that asked for
+        // progress.
+        if progress.token.is_some() {
+            progress.report(0, 1, format!("calling {name}"));
+        }
         let outcome = self.forge.call_native_output(name, &arguments).await;
-        progress.report(1, 1, format!("{name}: done"));
+        if progress.token.is_some() {
+            progress.report(1, 1, format!("{name}: done"));
+        }
         let answer = match outcome {
             Some(Ok(out)) => match out.raw {
                 Some(output) if out.value.is_object() => {
