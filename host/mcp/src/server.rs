@@ -595,7 +595,7 @@ impl Connection {
         );
         let message = match AssertUnwindSafe(handled).catch_unwind().await {
             // A hub tool's output may be passed on as its upstream's text
-            // (`handler/answer.rs`).
+            // (`answer.rs`).
             Ok(Ok(result)) => result.into_response(&id),
             Ok(Err(error)) => {
                 crate::trace::record_rpc_error(&span, error.code);
