@@ -47,6 +47,10 @@ pub type NativeFn = Arc<dyn Fn(Value) -> NativeFuture + Send + Sync>;
 /// upstream's own text of it when that can be passed on.
 pub(crate) type OutputFuture = Pin<Box<dyn Future<Output = Result<CallOutput, String>> + Send>>;
 
+/// A function [`NativeTool`]'s checks are put around: its output is `T`.
+type CheckedFn<T> =
+    dyn Fn(Value) -> Pin<Box<dyn Future<Output = Result<T, String>> + Send>> + Send + Sync;
+
 /// A hub tool's call for a gateway ([`NativeTool::invoke_output`]).
 pub(crate) type OutputFn = Arc<dyn Fn(Value) -> OutputFuture + Send + Sync>;
 
@@ -148,9 +152,7 @@ impl NativeTool {
         &self,
         input: Value,
         timeout: std::time::Duration,
-        call: &(
-             dyn Fn(Value) -> Pin<Box<dyn Future<Output = Result<T, String>> + Send>> + Send + Sync
-         ),
+        call: &CheckedFn<T>,
         value: fn(&T) -> &Value,
     ) -> Result<T, String> {
         let timeout = self.call_timeout(timeout);

@@ -126,15 +126,14 @@ impl Direct {
         // string) is skipped, not copied out, and the structured content
         // is kept as its own text, read into a value below (once it is
         // known to answer a call of ours).
-        let (id, method, reply) = match serde_json::from_slice::<Line<Lean<'_>>>(line) {
-            Ok(Line {
-                id,
-                method,
-                result: Some(lean),
-                error: None,
-            }) if lean.structured().is_some() => (id, method, Pending::Structured(lean)),
+        let lean = serde_json::from_slice::<Line<Lean<'_>>>(line)
+            .ok()
+            .filter(|l| l.error.is_none())
+            .and_then(|l| Some((l.result.as_ref()?.structured()?, l.id, l.method)));
+        let (id, method, reply) = match lean {
+            Some((raw, id, method)) => (id, method, Pending::Structured(raw)),
             // Anything else is read whole.
-            _ => match serde_json::from_slice::<Line<Value>>(line) {
+            None => match serde_json::from_slice::<Line<Value>>(line) {
                 Ok(msg) => {
                     let reply = match (msg.result, msg.error) {
                         (_, Some(error)) => Reply::Error(error_text(&error)),
@@ -166,12 +165,11 @@ impl Direct {
             Some(tx) => {
                 let reply = match reply {
                     Pending::Read(reply) => reply,
-                    Pending::Structured(lean) => match lean.structured().map(strict::read) {
-                        Some(Ok(output)) => Reply::Output(output),
-                        Some(Err(e)) => Reply::Refused(format!(
+                    Pending::Structured(raw) => match strict::read(raw) {
+                        Ok(output) => Reply::Output(output),
+                        Err(e) => Reply::Refused(format!(
                             "structuredContent is not JSON Temper passes on: {e}"
                         )),
-                        None => unreachable!("matched with structured content"),
                     },
                 };
                 let _ = tx.send(reply);
@@ -294,10 +292,10 @@ struct Lean<'a> {
     result_type: Option<std::borrow::Cow<'a, str>>,
 }
 
-impl Lean<'_> {
+impl<'a> Lean<'a> {
     /// The structured content when the result is a plain one: not
     /// `isError`, and `complete` (or saying nothing of its kind).
-    fn structured(&self) -> Option<&RawValue> {
+    fn structured(&self) -> Option<&'a RawValue> {
         let plain = self.is_error != Some(true)
             && self.result_type.as_deref().is_none_or(|t| t == "complete");
         self.structured.filter(|_| plain)
@@ -307,7 +305,7 @@ impl Lean<'_> {
 /// A routed line's answer, before it is known to be awaited: the
 /// structured content is read into a value only then.
 enum Pending<'a> {
-    Structured(Lean<'a>),
+    Structured(&'a RawValue),
     Read(Reply),
 }
 
