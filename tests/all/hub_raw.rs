@@ -79,23 +79,29 @@ impl RawMcp {
         m
     }
 
-    /// The answer to a request: its line as written, and read.
-    fn request(&mut self, method: &str, params: Value) -> (String, Value) {
-        self.next += 1;
-        let id = self.next;
-        let mut line = serde_json::to_vec(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )
-        .unwrap();
+    /// Writes one message.
+    fn send(&mut self, message: Value) {
+        let mut line = serde_json::to_vec(&message).unwrap();
         line.push(b'\n');
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(&line).unwrap();
         stdin.flush().unwrap();
+    }
+
+    /// The next line `temper mcp` writes.
+    fn next_line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no answer")
+    }
+
+    /// The answer to a request: its line as written, and read.
+    fn request(&mut self, method: &str, params: Value) -> (String, Value) {
+        self.next += 1;
+        let id = self.next;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
-            let text = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("no answer");
+            let text = self.next_line();
             let msg: Value = serde_json::from_str(&text).unwrap();
             if msg["id"] == json!(id) {
                 return (text, msg);
@@ -162,6 +168,48 @@ fn a_gateway_passes_on_only_the_exact_text_it_checked() {
     );
     assert_eq!(result["content"][0]["type"], json!("text"));
     assert_eq!(result["content"][0]["text"], json!(upstream_text));
+
+    // The same on the modern revision (2026-07-28), with its members.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+    });
+    let (line, msg) = m.request(
+        "tools/call",
+        json!({"name": "hostile", "arguments": {"case": "exact"}, "_meta": meta}),
+    );
+    assert!(
+        line.contains(&format!(r#""structuredContent":{upstream_text}"#)),
+        "{line}"
+    );
+    assert_eq!(msg["result"]["resultType"], json!("complete"), "{msg}");
+    assert!(
+        msg["result"]["_meta"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty()),
+        "{msg}"
+    );
+    assert_eq!(msg["result"]["content"][0]["text"], json!(upstream_text));
+    // Asked for progress: told, and answered the same way.
+    m.send(json!({"jsonrpc": "2.0", "id": "p-1", "method": "tools/call",
+        "params": {"name": "hostile", "arguments": {"case": "exact"}, "_meta": {"progressToken": "tok"}}}));
+    let mut progress = 0;
+    let line = loop {
+        let line = m.next_line();
+        let msg: Value = serde_json::from_str(&line).unwrap();
+        if msg["method"] == json!("notifications/progress") {
+            assert_eq!(msg["params"]["progressToken"], json!("tok"), "{msg}");
+            progress += 1;
+        } else if msg["id"] == json!("p-1") {
+            break line;
+        }
+    };
+    assert_eq!(progress, 2, "a report before and after the call");
+    assert!(
+        line.contains(&format!(r#""structuredContent":{upstream_text}"#)),
+        "{line}"
+    );
 
     // Numbers serde_json changes: the number that was checked goes out.
     // 2**64 + 1 is read as 2**64, which the schema's maximum (2**64)
