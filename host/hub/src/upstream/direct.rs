@@ -11,9 +11,12 @@
 //! SDK servers send it) is copied into a `String`, and every request and
 //! answer passes through rmcp's service task. That was most of what
 //! Temper added to a call (see the hub chapter of the book for figures).
-//! On this path the request is written by the caller, the answer's line
-//! is parsed once into a `serde_json::Value` by the connection's reader,
-//! and `structuredContent` is moved out of it, never copied.
+//! On this path the request is written by the caller and the answer's
+//! line is read once by the connection's reader: a plain result's
+//! `structuredContent` is borrowed as raw JSON text (its text content
+//! skipped), then read strictly into the value that is checked
+//! (`strict.rs`), its text kept when exact so a gateway can pass it on;
+//! any other line is read into a `serde_json::Value`.
 //!
 //! Direct calls carry string ids (`"temper-hub-7"`); rmcp numbers its own
 //! requests, so the two never collide. A line that carries such an id is
