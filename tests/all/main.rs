@@ -18,6 +18,7 @@ mod hub;
 mod hub_builtin;
 mod hub_http;
 mod hub_list_changed;
+mod hub_raw;
 mod hub_shadow;
 mod hub_tokens;
 mod interop;

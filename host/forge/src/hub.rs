@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use temper_hub::{Hub, HubError};
+use temper_hub::{CallOutput, Hub, HubError};
 
-use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec};
+use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec, OutputFn, OutputFuture};
 use super::schema::ToolSchemas;
 use super::validate::RESERVED_NAMES;
 use super::{Forge, ForgeContext, lock};
@@ -126,6 +126,19 @@ impl Forge {
                     Box::pin(async move { hub.call(&name, input).await.map_err(|e| e.to_string()) })
                 })
             };
+            let call_output: OutputFn = {
+                let hub = hub.clone();
+                let name = tool.name.clone();
+                Arc::new(move |input: Value| -> OutputFuture {
+                    let hub = hub.clone();
+                    let name = name.clone();
+                    Box::pin(async move {
+                        hub.call_output(&name, input)
+                            .await
+                            .map_err(|e| e.to_string())
+                    })
+                })
+            };
             natives.insert(
                 tool.name.clone(),
                 Arc::new(NativeTool {
@@ -145,6 +158,7 @@ impl Forge {
                     // And its input against the schema it listed last
                     // (this copy may predate a `list_changed`).
                     checks_input: tool.checks_input,
+                    call_output: Some(call_output),
                 }),
             );
             registered.push(tool.name);
@@ -244,26 +258,53 @@ impl Forge {
     /// `timeout_ms` (else the runtime's timeout); errors name the tool.
     /// `None` when there is no such tool.
     pub async fn call_native(&self, name: &str, input: &Value) -> Option<Result<Value, String>> {
+        let tool = self.native(name)?;
+        let timeout = self.runtime().limits().timeout;
+        let call = tool.invoke_value(input.clone(), timeout);
+        Some(self.observed_native(name, call).await)
+    }
+
+    /// [`Self::call_native`] for a gateway: the output comes with its
+    /// upstream's own text when that can be passed on as it is
+    /// ([`CallOutput::raw`]), so the answer writes it once. The same
+    /// checks, limits, span and metrics.
+    pub async fn call_native_output(
+        &self,
+        name: &str,
+        input: &Value,
+    ) -> Option<Result<CallOutput, String>> {
+        let tool = self.native(name)?;
+        let timeout = self.runtime().limits().timeout;
+        let call = tool.invoke_output(input.clone(), timeout);
+        Some(self.observed_native(name, call).await)
+    }
+
+    /// The host-native tool `name`, a hub tool that appeared since the
+    /// start included.
+    fn native(&self, name: &str) -> Option<Arc<NativeTool>> {
         let found = lock(&self.inner.natives).get(name).cloned();
-        let tool = match found {
-            Some(tool) => tool,
+        match found {
+            Some(tool) => Some(tool),
             None => {
                 // Perhaps a hub tool that appeared since the start.
                 self.sync_hub();
-                lock(&self.inner.natives).get(name).cloned()?
+                lock(&self.inner.natives).get(name).cloned()
             }
-        };
-        let timeout = self.runtime().limits().timeout;
+        }
+    }
+
+    /// Runs a native tool's `call` inside its span, recording its metrics.
+    async fn observed_native<T>(
+        &self,
+        name: &str,
+        call: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
         let started = std::time::Instant::now();
         let span = super::observe::execute_tool_span(name);
         if !span.is_disabled() {
             span.record("temper.tier", "hub");
         }
-        let result = tracing::Instrument::instrument(
-            tool.invoke_value(input.clone(), timeout),
-            span.clone(),
-        )
-        .await;
+        let result = tracing::Instrument::instrument(call, span.clone()).await;
         if result.is_err() {
             super::observe::record_error(&span, "upstream");
         }
@@ -275,6 +316,6 @@ impl Forge {
             let tier = temper_observe::Tier::Hub;
             metrics.record_call(&metrics.tool(name), tier, error, started.elapsed());
         }
-        Some(result)
+        result
     }
 }

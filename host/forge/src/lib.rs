@@ -75,6 +75,7 @@ pub use invoke::MAX_COMPOSE_DEPTH;
 pub use manifest::{ToolInfo, ToolManifest};
 pub use native::{NativeTool, NativeToolSpec};
 pub use outcome::{Exported, ForgeResult, Forged, Invocation};
+pub use temper_hub::CallOutput;
 pub use trust::{DisabledTool, TrustAdmission};
 
 use cache::ToolCache;

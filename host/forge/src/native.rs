@@ -31,6 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
+use temper_hub::CallOutput;
 
 use super::error::ValidateError;
 use super::schema::ToolSchemas;
@@ -41,6 +42,17 @@ pub type NativeFuture = Pin<Box<dyn Future<Output = Result<Value, String>> + Sen
 
 /// A registered native function.
 pub type NativeFn = Arc<dyn Fn(Value) -> NativeFuture + Send + Sync>;
+
+/// What a hub tool's gateway call returns: its output, with the
+/// upstream's own text of it when that can be passed on.
+pub(crate) type OutputFuture = Pin<Box<dyn Future<Output = Result<CallOutput, String>> + Send>>;
+
+/// A function [`NativeTool`]'s checks are put around: its output is `T`.
+type CheckedFn<T> =
+    dyn Fn(Value) -> Pin<Box<dyn Future<Output = Result<T, String>> + Send>> + Send + Sync;
+
+/// A hub tool's call for a gateway ([`NativeTool::invoke_output`]).
+pub(crate) type OutputFn = Arc<dyn Fn(Value) -> OutputFuture + Send + Sync>;
 
 /// The description of a native tool.
 #[derive(Debug, Clone)]
@@ -75,6 +87,9 @@ pub struct NativeTool {
     /// itself, before it sends anything (an upstream's hub tool, against
     /// the schema the upstream listed last): not checked here first.
     pub(crate) checks_input: bool,
+    /// A hub tool's call that keeps the upstream's text of its output (a
+    /// gateway's call); `None`: `call`'s output is written anew.
+    pub(crate) call_output: Option<OutputFn>,
 }
 
 impl NativeTool {
@@ -110,6 +125,36 @@ impl NativeTool {
         input: Value,
         timeout: std::time::Duration,
     ) -> Result<Value, String> {
+        self.checked(input, timeout, &*self.call, |v| v).await
+    }
+
+    /// [`Self::invoke_value`] for a gateway: with the upstream's own text
+    /// of the output when a hub tool has it ([`CallOutput::raw`]), so the
+    /// answer is written once. The checks are the same.
+    pub(crate) async fn invoke_output(
+        &self,
+        input: Value,
+        timeout: std::time::Duration,
+    ) -> Result<CallOutput, String> {
+        match &self.call_output {
+            Some(call) => self.checked(input, timeout, &**call, |o| &o.value).await,
+            None => self
+                .invoke_value(input, timeout)
+                .await
+                .map(CallOutput::value),
+        }
+    }
+
+    /// Calls `call` with the schema checks around it (each unless the
+    /// function does it itself) and the timeout; `value` is the output
+    /// that is checked.
+    async fn checked<T>(
+        &self,
+        input: Value,
+        timeout: std::time::Duration,
+        call: &CheckedFn<T>,
+        value: fn(&T) -> &Value,
+    ) -> Result<T, String> {
         let timeout = self.call_timeout(timeout);
         let name = &self.spec.name;
         if !self.checks_input {
@@ -118,7 +163,7 @@ impl NativeTool {
                 .check(&input)
                 .map_err(|m| format!("{name}: input {m}"))?;
         }
-        let output = match tokio::time::timeout(timeout, (self.call)(input)).await {
+        let output = match tokio::time::timeout(timeout, call(input)).await {
             Err(_) => {
                 return Err(format!(
                     "{name}: timed out after {} ms",
@@ -131,7 +176,7 @@ impl NativeTool {
         if !self.checks_output {
             self.schemas
                 .output
-                .check(&output)
+                .check(value(&output))
                 .map_err(|m| format!("{name}: output {m}"))?;
         }
         Ok(output)
@@ -173,6 +218,7 @@ impl Forge {
                 own_timeout: None,
                 checks_output: false,
                 checks_input: false,
+                call_output: None,
             }),
         );
         Ok(())

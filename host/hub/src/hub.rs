@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::builtin::{Builtin, BuiltinError};
 use crate::config::ToolsFile;
-use crate::upstream::{Upstream, UpstreamError};
+use crate::upstream::{CallOutput, Upstream, UpstreamError};
 
 /// A tool of the hub, as the host exposes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -206,8 +206,15 @@ impl Hub {
     /// Calls the hub tool `name`. When its upstream no longer lists it, the
     /// error names the upstream and the tool.
     pub async fn call(&self, name: &str, input: Value) -> Result<Value, HubError> {
+        self.call_output(name, input).await.map(|o| o.value)
+    }
+
+    /// [`Self::call`], with the upstream's own text of the output when it
+    /// can be passed on as it is ([`CallOutput::raw`]; never for a
+    /// built-in): what a gateway answers with.
+    pub async fn call_output(&self, name: &str, input: Value) -> Result<CallOutput, HubError> {
         if let Some(b) = self.builtins.iter().find(|b| b.name() == name) {
-            return Ok(b.call(input).await?);
+            return Ok(CallOutput::value(b.call(input).await?));
         }
         let up = match self.upstreams.iter().find(|u| u.has_tool(name)) {
             Some(up) => up,
@@ -236,7 +243,8 @@ impl Hub {
             span.record("temper.upstream", up.name());
             span.record("gen_ai.tool.name", name);
         }
-        let result = tracing::Instrument::instrument(up.call(name, input), span.clone()).await;
+        let result =
+            tracing::Instrument::instrument(up.call_output(name, input), span.clone()).await;
         if result.is_err() && !span.is_disabled() {
             span.record("error.type", "upstream");
         }

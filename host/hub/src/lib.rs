@@ -43,4 +43,4 @@ pub use config::{
     Transport, UpstreamConfig,
 };
 pub use hub::{Hub, HubError, HubTool, UpstreamObserver};
-pub use upstream::{Upstream, UpstreamError, UpstreamTool};
+pub use upstream::{CallOutput, Upstream, UpstreamError, UpstreamTool};

@@ -28,7 +28,9 @@ mod http;
 mod http_client;
 mod output;
 mod stdio;
+mod strict;
 
+pub use output::CallOutput;
 use output::{check, output_of, output_of_value};
 
 /// First restart delay; doubled after each failed start up to [`MAX_BACKOFF`].
@@ -279,6 +281,13 @@ impl Upstream {
     /// else `{"text": ...}`) against its output schema; the call is bounded
     /// by `timeout_ms`.
     pub async fn call(&self, name: &str, input: Value) -> Result<Value, UpstreamError> {
+        self.call_output(name, input).await.map(|o| o.value)
+    }
+
+    /// [`Self::call`], with the upstream's own text of the output when it
+    /// can be passed on as it is ([`CallOutput::raw`]: a gateway writes it
+    /// once). The checks are the same.
+    pub async fn call_output(&self, name: &str, input: Value) -> Result<CallOutput, UpstreamError> {
         let shared = &self.shared;
         // The names are copied into an error only (none on a call that
         // succeeds).
@@ -323,8 +332,15 @@ impl Upstream {
         let output = match conn.direct.as_ref().filter(|d| d.enabled()) {
             Some(direct) => match direct.call(tool, &arguments, timeout).await {
                 Ok(direct::Reply::Output(output)) => Ok(output),
-                Ok(direct::Reply::Result(result)) => output_of_value(result),
+                Ok(direct::Reply::Result(result)) => output_of_value(result).map(CallOutput::value),
                 Ok(direct::Reply::Error(message)) => Err(message),
+                Ok(direct::Reply::Refused(message)) => {
+                    return Err(UpstreamError::Output {
+                        upstream: up(),
+                        tool: tool.to_string(),
+                        message: shared.redact(message),
+                    });
+                }
                 Err(direct::NoReply::Timeout) => {
                     return Err(UpstreamError::Timeout {
                         upstream: up(),
@@ -342,7 +358,10 @@ impl Upstream {
                     });
                 }
             },
-            None => shared.call_rmcp(&conn, tool, arguments).await?,
+            None => shared
+                .call_rmcp(&conn, tool, arguments)
+                .await?
+                .map(CallOutput::value),
         };
         let output = output.map_err(|message| UpstreamError::Call {
             upstream: up(),
@@ -350,7 +369,7 @@ impl Upstream {
             message: shared.redact(message),
         })?;
         if let Some(schema) = &entry.output {
-            check(schema, &output).map_err(|message| UpstreamError::Output {
+            check(schema, &output.value).map_err(|message| UpstreamError::Output {
                 upstream: up(),
                 tool: tool.to_string(),
                 message: format!("does not match outputSchema: {message}"),

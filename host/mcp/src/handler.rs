@@ -26,6 +26,10 @@ use temper_forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInf
 // handler's view of the caller's tools.
 #[path = "run_code.rs"]
 pub mod run_code;
+// A hub tool's output passed on as its upstream's text: a child module,
+// for the same checks `invoke` makes.
+#[path = "answer.rs"]
+pub mod answer;
 use run_code::{DESCRIBE_TOOLS, RUN_CODE};
 
 /// The legacy (handshake) MCP revisions this server speaks, newest first:

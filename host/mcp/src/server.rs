@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -301,7 +302,7 @@ impl Output {
 
     /// Sends `message` (the answer to a request read at `read_at`, or a
     /// notification), writing it now unless a write is under way.
-    fn send(&self, message: &Value, read_at: Option<Instant>) {
+    fn send(&self, message: &impl Serialize, read_at: Option<Instant>) {
         if let Some(batch) = self.enqueue(message, read_at) {
             self.write_out(batch);
         }
@@ -335,7 +336,7 @@ impl Output {
     /// holding `held` until done.
     fn send_on_reader(
         self: &Arc<Self>,
-        message: &Value,
+        message: &impl Serialize,
         read_at: Option<Instant>,
         rt: &tokio::runtime::Handle,
         held: mpsc::Sender<()>,
@@ -366,12 +367,12 @@ impl Output {
 
     /// Queues `message`; when no write is under way, takes the queue (this
     /// sender becomes the writer and must [`Output::write_out`] it).
-    fn enqueue(&self, message: &Value, read_at: Option<Instant>) -> Option<Batch> {
+    fn enqueue(&self, message: &impl Serialize, read_at: Option<Instant>) -> Option<Batch> {
         if self.failed() {
             return None;
         }
         let mut line = Vec::with_capacity(256);
-        // A `Value` always serializes.
+        // A `Value` always serializes, and so does an `Outgoing`.
         let _ = serde_json::to_writer(&mut line, message);
         line.push(b'\n');
         let mut q = lock(&self.queue);
@@ -502,7 +503,7 @@ impl Connection {
     /// Sends `message` (the answer to a request read at `read_at`, or a
     /// notification) from whichever thread handles the request: the
     /// reader's way when the reader polls it (see [`inline`]).
-    fn deliver(&self, message: &Value, read_at: Option<Instant>) {
+    fn deliver(&self, message: &impl Serialize, read_at: Option<Instant>) {
         match inline::reader_guard() {
             Some(held) => self.out.send_on_reader(message, read_at, &self.rt, held),
             None => self.out.send(message, read_at),
@@ -582,21 +583,23 @@ impl Connection {
                     // `dev.temper/session` says (one session per connection).
                     self.modern.store(true, Ordering::SeqCst);
                     protocol::envelope(params)?;
-                    self.handler.handle_modern(&method, params, self).await
+                    self.handler.answer(&method, params, self, true).await
                 } else {
                     if method == "initialize" {
                         self.initialized.store(true, Ordering::SeqCst);
                     }
-                    self.handler.handle(&method, params, self).await
+                    self.handler.answer(&method, params, self, false).await
                 }
             },
             span.clone(),
         );
         let message = match AssertUnwindSafe(handled).catch_unwind().await {
-            Ok(Ok(result)) => jsonrpc::response(&id, result),
+            // A hub tool's output may be passed on as its upstream's text
+            // (`answer.rs`).
+            Ok(Ok(result)) => result.into_response(&id),
             Ok(Err(error)) => {
                 crate::trace::record_rpc_error(&span, error.code);
-                jsonrpc::error_response(&id, &error)
+                jsonrpc::error_response(&id, &error).into()
             }
             Err(panic) => {
                 let e = panic_message(&*panic);
@@ -605,6 +608,7 @@ impl Connection {
                     &id,
                     &RpcError::internal(format!("the handler failed: {e}")),
                 )
+                .into()
             }
         };
         self.deliver(&message, Some(read_at));

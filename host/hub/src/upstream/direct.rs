@@ -11,9 +11,12 @@
 //! SDK servers send it) is copied into a `String`, and every request and
 //! answer passes through rmcp's service task. That was most of what
 //! Temper added to a call (see the hub chapter of the book for figures).
-//! On this path the request is written by the caller, the answer's line
-//! is parsed once into a `serde_json::Value` by the connection's reader,
-//! and `structuredContent` is moved out of it, never copied.
+//! On this path the request is written by the caller and the answer's
+//! line is read once by the connection's reader: a plain result's
+//! `structuredContent` is borrowed as raw JSON text (its text content
+//! skipped), then read strictly into the value that is checked
+//! (`strict.rs`), its text kept when exact so a gateway can pass it on;
+//! any other line is read into a `serde_json::Value`.
 //!
 //! Direct calls carry string ids (`"temper-hub-7"`); rmcp numbers its own
 //! requests, so the two never collide. A line that carries such an id is
@@ -28,10 +31,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::sync::oneshot;
+
+use super::output::CallOutput;
+use super::strict;
 
 /// The ids of direct calls start with this.
 const ID_PREFIX: &str = "temper-hub-";
@@ -42,8 +49,11 @@ const ID_NEEDLE: &[u8] = b"\"temper-hub-";
 #[derive(Debug)]
 pub(super) enum Reply {
     /// The `structuredContent` of a result that is not an error: the
-    /// tool's output.
-    Output(Value),
+    /// tool's output, with its text when that is exact (`strict.rs`).
+    Output(CallOutput),
+    /// A `structuredContent` that `strict.rs` refuses (a duplicate key,
+    /// a bad string, too deep): what is wrong with it.
+    Refused(String),
     /// The `result` member (any other result).
     Result(Value),
     /// The `error` member (`{code, message}`), or the description of a
@@ -116,16 +126,17 @@ impl Direct {
         }
         // First the common case, a result with structured content: its
         // text content (SDKs repeat the output there, as an escaped JSON
-        // string) is skipped, not copied out.
-        let (id, method, reply) = match serde_json::from_slice::<Line<Structured>>(line) {
-            Ok(Line {
-                id,
-                method,
-                result: Some(Structured(Some(output))),
-                error: None,
-            }) => (id, method, Reply::Output(output)),
+        // string) is skipped, not copied out, and the structured content
+        // is kept as its own text, read into a value below (once it is
+        // known to answer a call of ours).
+        let lean = serde_json::from_slice::<Line<Lean<'_>>>(line)
+            .ok()
+            .filter(|l| l.error.is_none())
+            .and_then(|l| Some((l.result.as_ref()?.structured()?, l.id, l.method)));
+        let (id, method, reply) = match lean {
+            Some((raw, id, method)) => (id, method, Pending::Structured(raw)),
             // Anything else is read whole.
-            _ => match serde_json::from_slice::<Line<Value>>(line) {
+            None => match serde_json::from_slice::<Line<Value>>(line) {
                 Ok(msg) => {
                     let reply = match (msg.result, msg.error) {
                         (_, Some(error)) => Reply::Error(error_text(&error)),
@@ -134,7 +145,7 @@ impl Direct {
                             Reply::Error("sent a response with neither result nor error".into())
                         }
                     };
-                    (msg.id, msg.method, reply)
+                    (msg.id, msg.method, Pending::Read(reply))
                 }
                 Err(_) => return false, // rmcp's parse names what is wrong with it
             },
@@ -155,6 +166,15 @@ impl Direct {
             .and_then(|w| w.remove(&n));
         match tx {
             Some(tx) => {
+                let reply = match reply {
+                    Pending::Read(reply) => reply,
+                    Pending::Structured(raw) => match strict::read(raw) {
+                        Ok(output) => Reply::Output(output),
+                        Err(e) => Reply::Refused(format!(
+                            "structuredContent is not JSON Temper passes on: {e}"
+                        )),
+                    },
+                };
                 let _ = tx.send(reply);
             }
             None => tracing::debug!(id = n, "answer to a call that no longer waits (dropped)"),
@@ -261,27 +281,35 @@ fn none<R>() -> Option<R> {
     None
 }
 
-/// A `tools/call` result's output when it is a plain one: `Some` when it
-/// has `structuredContent`, is not `isError` and is `complete` (or says
-/// nothing of its kind). Every other member (the text content) is skipped.
-struct Structured(Option<Value>);
+/// A `tools/call` result as the lean read sees it: its `structuredContent`
+/// as text borrowed from the line (`None` when absent or `null`), and what
+/// says whether it is the output. Every other member (the text content) is
+/// skipped.
+#[derive(serde::Deserialize)]
+struct Lean<'a> {
+    #[serde(rename = "structuredContent", default, borrow)]
+    structured: Option<&'a RawValue>,
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
+    #[serde(rename = "resultType", default, borrow)]
+    result_type: Option<std::borrow::Cow<'a, str>>,
+}
 
-impl<'de> serde::Deserialize<'de> for Structured {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(serde::Deserialize)]
-        struct Fields {
-            #[serde(rename = "structuredContent", default)]
-            structured: Option<Value>,
-            #[serde(rename = "isError", default)]
-            is_error: Option<bool>,
-            #[serde(rename = "resultType", default)]
-            result_type: Option<String>,
-        }
-        let f = Fields::deserialize(d)?;
-        let plain =
-            f.is_error != Some(true) && f.result_type.as_deref().is_none_or(|t| t == "complete");
-        Ok(Structured(f.structured.filter(|v| plain && !v.is_null())))
+impl<'a> Lean<'a> {
+    /// The structured content when the result is a plain one: not
+    /// `isError`, and `complete` (or saying nothing of its kind).
+    fn structured(&self) -> Option<&'a RawValue> {
+        let plain = self.is_error != Some(true)
+            && self.result_type.as_deref().is_none_or(|t| t == "complete");
+        self.structured.filter(|_| plain)
     }
+}
+
+/// A routed line's answer, before it is known to be awaited: the
+/// structured content is read into a value only then.
+enum Pending<'a> {
+    Structured(&'a RawValue),
+    Read(Reply),
 }
 
 /// Longest wait for the cancellation notice of a timed-out call to be written.
@@ -375,10 +403,15 @@ mod tests {
     #[test]
     fn only_a_plain_result_with_structured_content_is_read_lean() {
         let lean = |line: Value| {
-            serde_json::from_slice::<Line<Structured>>(line.to_string().as_bytes())
+            let text = line.to_string();
+            serde_json::from_slice::<Line<Lean<'_>>>(text.as_bytes())
                 .ok()
                 .and_then(|l| l.result)
-                .and_then(|s| s.0)
+                .and_then(|l| {
+                    l.structured()
+                        .map(|r| serde_json::from_str::<Value>(r.get()))
+                })
+                .map(Result::unwrap)
         };
         let text = json!([{"type": "text", "text": "{\"a\": 1}"}]);
         let r = |result: Value| json!({"jsonrpc": "2.0", "id": "temper-hub-1", "result": result});
@@ -416,7 +449,19 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":"temper-hub-1","result":{"content":[],"structuredContent":{"a":1}}}"#
         ));
         match call.await.unwrap() {
-            Ok(Reply::Output(v)) => assert_eq!(v, json!({"a": 1})),
+            Ok(Reply::Output(out)) => {
+                assert_eq!(out.value, json!({"a": 1}));
+                assert_eq!(out.raw.as_deref().map(RawValue::get), Some(r#"{"a":1}"#));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Structured content Temper does not pass on: refused, named.
+        let call = pending(&d).await;
+        assert!(d.route(
+            br#"{"jsonrpc":"2.0","id":"temper-hub-2","result":{"structuredContent":{"a":1,"a":2}}}"#
+        ));
+        match call.await.unwrap() {
+            Ok(Reply::Refused(m)) => assert!(m.contains("duplicate key \"a\""), "{m}"),
             other => panic!("{other:?}"),
         }
         // A late answer (no call waits for it) is dropped, not given to rmcp.
@@ -424,14 +469,14 @@ mod tests {
 
         let call = pending(&d).await;
         assert!(d.route(
-            br#"{"jsonrpc":"2.0","id":"temper-hub-2","error":{"code":-32602,"message":"bad"}}"#
+            br#"{"jsonrpc":"2.0","id":"temper-hub-3","error":{"code":-32602,"message":"bad"}}"#
         ));
         match call.await.unwrap() {
             Ok(Reply::Error(m)) => assert_eq!(m, "error -32602: bad"),
             other => panic!("{other:?}"),
         }
         let call = pending(&d).await;
-        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-3","result":{"content":[]}}"#));
+        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-4","result":{"content":[]}}"#));
         match call.await.unwrap() {
             Ok(Reply::Result(v)) => assert_eq!(v, json!({"content": []})),
             other => panic!("{other:?}"),

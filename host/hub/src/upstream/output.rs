@@ -3,7 +3,29 @@
 //! `{"text": ...}`), the upstream's error text, and the schema checks.
 
 use rmcp::model::CallToolResult;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
+
+/// A tool call's output, with the upstream's own JSON text of it when that
+/// can be passed on as it is (a gateway writes it once, not anew).
+#[derive(Debug, Clone)]
+pub struct CallOutput {
+    /// The output: what the output schema was checked against.
+    pub value: Value,
+    /// The upstream's text of exactly `value` (`structuredContent`, read
+    /// strictly: no duplicate key, no number `serde_json` would change,
+    /// see `strict.rs`); `None` when the output must be written anew (it
+    /// came from the text content, holds such a number, or the call did
+    /// not take the direct path).
+    pub raw: Option<Box<RawValue>>,
+}
+
+impl CallOutput {
+    /// An output without text of its own to pass on.
+    pub fn value(value: Value) -> Self {
+        Self { value, raw: None }
+    }
+}
 
 /// The output of a tool call, or the upstream's error text when `isError`.
 pub(super) fn output_of(result: CallToolResult) -> Result<Value, String> {
