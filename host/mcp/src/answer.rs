@@ -181,15 +181,7 @@ impl Handler {
             Some(a @ Value::Object(_)) => Cow::Borrowed(a),
             Some(_) => return Ok(None),
         };
-        if META_TOOLS.contains(&name) || !self.forge.is_hub_tool(name) || self.hub_hidden(name) {
-            return Ok(None);
-        }
-        let shadow = self
-            .forge
-            .forged_tier(name, &self.ctx)
-            .await
-            .map_err(|e| RpcError::internal(format!("cannot resolve {name:?}: {e}")))?;
-        if shadow.is_some_and(|tier| self.access.allows(tier)) {
+        if META_TOOLS.contains(&name) || !self.goes_to_hub(name).await? {
             return Ok(None);
         }
         let progress = Progress {

@@ -451,6 +451,23 @@ impl Handler {
         format!("unknown tool {name:?}: no tool by that name is visible to this caller")
     }
 
+    /// Whether a `tools/call` of `name` goes to the hub: a hub tool this
+    /// caller may use, which no forged tool it sees shadows. Decided
+    /// without listing the caller's tools (a listing reads the registry;
+    /// `forged_tier` answers from caches). The one place that decides it,
+    /// for [`Self::invoke`] and the pass-through path (`answer.rs`).
+    async fn goes_to_hub(&self, name: &str) -> Result<bool, RpcError> {
+        if !self.forge.is_hub_tool(name) || self.hub_hidden(name) {
+            return Ok(false);
+        }
+        let shadow = self
+            .forge
+            .forged_tier(name, &self.ctx)
+            .await
+            .map_err(|e| RpcError::internal(format!("cannot resolve {name:?}: {e}")))?;
+        Ok(shadow.is_none_or(|tier| !self.access.allows(tier)))
+    }
+
     async fn invoke(
         &self,
         name: &str,
@@ -463,15 +480,8 @@ impl Handler {
         // A hub tool this caller may use, which no forged tool it sees
         // shadows, is called without listing the caller's tools (a listing
         // reads the registry; `forged_tier` answers from caches).
-        if self.forge.is_hub_tool(name) && !self.hub_hidden(name) {
-            let shadow = self
-                .forge
-                .forged_tier(name, &self.ctx)
-                .await
-                .map_err(|e| RpcError::internal(format!("cannot resolve {name:?}: {e}")))?;
-            if shadow.is_none_or(|tier| !self.access.allows(tier)) {
-                return Ok(self.call_hub(name, arguments, progress).await);
-            }
+        if self.goes_to_hub(name).await? {
+            return Ok(self.call_hub(name, arguments, progress).await);
         }
         let needs_visible = self.access != Access::ALL || self.hub_allow.is_some();
         let visible = if needs_visible || self.forge.is_hub_tool(name) {
