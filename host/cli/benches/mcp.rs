@@ -49,6 +49,9 @@ const LOAD: Duration = Duration::from_secs(2);
 /// Calls in flight in the concurrent runs.
 const IN_FLIGHT: [usize; 2] = [32, 64];
 
+/// The protocol version the HTTP client negotiates and then sends.
+const PROTOCOL_VERSION: &str = "2025-06-18";
+
 const CALL: &str = r#"{"name":"slugify","arguments":{"text":"Hello World, from the MCP bench!"}}"#;
 const SLUG: &str = "hello-world-from-the-mcp-bench";
 
@@ -344,7 +347,13 @@ impl Conn {
         )
         .unwrap();
         if let Some(s) = session {
-            write!(self.request, "mcp-session-id: {s}\r\n").unwrap();
+            // As a real client sends them after `initialize`: the session
+            // and the negotiated protocol version (checked per request).
+            write!(
+                self.request,
+                "mcp-session-id: {s}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n"
+            )
+            .unwrap();
         }
         self.request.extend_from_slice(b"\r\n");
         self.request.extend_from_slice(body);
@@ -445,7 +454,7 @@ impl Http {
         });
         let mut conn = Conn::open(addr);
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
+            "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
             "clientInfo": {"name": "bench", "version": "0"}}});
         let (head, body) = conn.post(addr, None, init.to_string().as_bytes());
         assert!(message_of(&body).get("result").is_some());
