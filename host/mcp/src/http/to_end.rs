@@ -28,8 +28,9 @@ use futures_util::FutureExt;
 /// of a lone request's time but, measured back to back (see the
 /// performance chapter), costs CPU per call and calls/s with 32 and 64
 /// connections in flight, which the targets are about: off by default.
-/// Profiled both ways, the stages cost alike; inline, fewer cores are kept
-/// busy (a connection's task holds its worker for the whole call).
+/// Profiled both ways (the performance chapter), inline the answer's
+/// wake-up of the client and the sandbox (fewer pre-warmed instances) cost
+/// more per call.
 pub(super) async fn handle<T: Send + 'static>(
     future: impl Future<Output = T> + Send + 'static,
 ) -> std::thread::Result<T> {
