@@ -808,10 +808,11 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
         "*Pre-warmed* counts the one-in-flight run's sandbox calls that found a pre-warmed \
          instance, of all its sandbox calls (a miss instantiates and loads the tool on the \
          call's path). `TEMPER_MCP_READER_INLINE={}` in this run (0: every stdio request is \
-         handed to a tokio worker); `TEMPER_MCP_HTTP_INLINE={}` (1: an HTTP request is handled \
-         in its connection's task instead of a task of its own).\n\n",
+         handed to a tokio worker); `TEMPER_MCP_HTTP_INLINE={}` (2: an HTTP request is handled \
+         in its connection's task, which then yields once; 1: without the yield; 0: in a task \
+         of its own).\n\n",
         std::env::var("TEMPER_MCP_READER_INLINE").unwrap_or_else(|_| "1 (default)".into()),
-        std::env::var("TEMPER_MCP_HTTP_INLINE").unwrap_or_else(|_| "0 (default)".into())
+        std::env::var("TEMPER_MCP_HTTP_INLINE").unwrap_or_else(|_| "2 (default)".into())
     ));
     out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | server-side p50 | pre-warmed | load (1, 5, 15 min) |\n");
     out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
