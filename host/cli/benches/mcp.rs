@@ -49,6 +49,9 @@ const LOAD: Duration = Duration::from_secs(2);
 /// Calls in flight in the concurrent runs.
 const IN_FLIGHT: [usize; 2] = [32, 64];
 
+/// The protocol version the HTTP client negotiates and then sends.
+const PROTOCOL_VERSION: &str = "2025-06-18";
+
 const CALL: &str = r#"{"name":"slugify","arguments":{"text":"Hello World, from the MCP bench!"}}"#;
 const SLUG: &str = "hello-world-from-the-mcp-bench";
 
@@ -344,7 +347,13 @@ impl Conn {
         )
         .unwrap();
         if let Some(s) = session {
-            write!(self.request, "mcp-session-id: {s}\r\n").unwrap();
+            // As a real client sends them after `initialize`: the session
+            // and the negotiated protocol version (checked per request).
+            write!(
+                self.request,
+                "mcp-session-id: {s}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n"
+            )
+            .unwrap();
         }
         self.request.extend_from_slice(b"\r\n");
         self.request.extend_from_slice(body);
@@ -445,7 +454,7 @@ impl Http {
         });
         let mut conn = Conn::open(addr);
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
+            "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
             "clientInfo": {"name": "bench", "version": "0"}}});
         let (head, body) = conn.post(addr, None, init.to_string().as_bytes());
         assert!(message_of(&body).get("result").is_some());
@@ -799,10 +808,11 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
         "*Pre-warmed* counts the one-in-flight run's sandbox calls that found a pre-warmed \
          instance, of all its sandbox calls (a miss instantiates and loads the tool on the \
          call's path). `TEMPER_MCP_READER_INLINE={}` in this run (0: every stdio request is \
-         handed to a tokio worker); `TEMPER_MCP_HTTP_INLINE={}` (1: an HTTP request is handled \
-         in its connection's task instead of a task of its own).\n\n",
+         handed to a tokio worker); `TEMPER_MCP_HTTP_INLINE={}` (2: an HTTP request is handled \
+         in its connection's task, which then yields once; 1: without the yield; 0: in a task \
+         of its own).\n\n",
         std::env::var("TEMPER_MCP_READER_INLINE").unwrap_or_else(|_| "1 (default)".into()),
-        std::env::var("TEMPER_MCP_HTTP_INLINE").unwrap_or_else(|_| "0 (default)".into())
+        std::env::var("TEMPER_MCP_HTTP_INLINE").unwrap_or_else(|_| "2 (default)".into())
     ));
     out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | server-side p50 | pre-warmed | load (1, 5, 15 min) |\n");
     out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");

@@ -8,13 +8,15 @@
 //! `x5u`, `x5c`) are ignored.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
 
 use super::config::JwtConfig;
-use super::jwks::{Jwks, JwksError, Missing};
+use super::jwks::{Jwks, JwksError, Key, Missing};
+use super::verified::{self, Entry, Verified};
 use super::{Grant, Reason, Refusal};
 use crate::access::Access;
 
@@ -25,6 +27,8 @@ pub const MAX_TOKEN_BYTES: usize = 16 << 10;
 pub struct JwtVerifier {
     config: JwtConfig,
     keys: Jwks,
+    /// Tokens accepted before (bounded, see [`super::verified`]).
+    verified: Verified,
 }
 
 impl JwtVerifier {
@@ -32,7 +36,11 @@ impl JwtVerifier {
     pub async fn new(config: JwtConfig) -> Result<Self, JwksError> {
         super::provider::install();
         let keys = Jwks::load(&config.jwks).await?;
-        Ok(Self { config, keys })
+        Ok(Self {
+            config,
+            keys,
+            verified: Verified::default(),
+        })
     }
 
     /// The config.
@@ -45,12 +53,58 @@ impl JwtVerifier {
         &self.keys
     }
 
-    /// The grant of `token`, or why it is refused.
+    /// The grant of `token`, or why it is refused. A token accepted before
+    /// is taken from [`verified`](super::verified) while its `exp` (with
+    /// the skew) has not passed and the key set still holds the key that
+    /// verified it; otherwise it is checked in full.
     pub async fn verify(&self, token: &str) -> Result<Grant, Refusal> {
-        let invalid = |r| Err(Refusal::Invalid(r));
         if token.len() > MAX_TOKEN_BYTES {
-            return invalid(Reason::Malformed);
+            return Err(Refusal::Invalid(Reason::Malformed));
         }
+        let digest = verified::digest(token);
+        let now = unix_now();
+        if let Some((grant, kid, key)) = self.verified.get(&digest, now) {
+            match self.keys.key(&kid).await {
+                Ok(current) if Arc::ptr_eq(&current, &key) => return Ok(grant),
+                _ => self.verified.forget(&digest),
+            }
+        }
+        self.verified.missed();
+        let (grant, kid, key, exp) = self.verify_fully(token).await?;
+        if let Some(exp) = exp {
+            let until = exp.saturating_add(i64::try_from(self.config.clock_skew_secs).unwrap_or(0));
+            let entry = Entry {
+                grant: grant.clone(),
+                kid,
+                key,
+                until,
+            };
+            self.verified.put(digest, entry, now);
+        }
+        Ok(grant)
+    }
+
+    /// How many tokens were checked in full (not from the cache).
+    #[cfg(test)]
+    pub(super) fn full_checks(&self) -> u64 {
+        self.verified
+            .misses
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many accepted tokens are held (tests).
+    #[cfg(test)]
+    pub(super) fn held_tokens(&self) -> usize {
+        self.verified.len()
+    }
+
+    /// The whole check: the grant, the `kid` and key that verified it, and
+    /// the token's `exp` (Unix seconds) when it is a number.
+    async fn verify_fully(
+        &self,
+        token: &str,
+    ) -> Result<(Grant, String, Arc<Key>, Option<i64>), Refusal> {
+        let invalid = |r| Err(Refusal::Invalid(r));
         // `alg: none` and unknown algorithms do not parse as a header.
         let Ok(header) = jsonwebtoken::decode_header(token) else {
             return invalid(Reason::Malformed);
@@ -83,14 +137,22 @@ impl JwtVerifier {
             _ => return invalid(Reason::BadAgent),
         };
         let (access, tools) = self.grant_of(&claims)?;
-        Ok(Grant {
+        let exp = claims.get("exp").and_then(|e| {
+            e.as_i64().or_else(|| {
+                e.as_f64()
+                    .filter(|f| f.is_finite())
+                    .map(|f| f.floor() as i64)
+            })
+        });
+        let grant = Grant {
             key: format!("jwt:{agent}"),
             agent,
             access,
             calls_per_minute: self.config.calls_per_minute,
             max_concurrent: self.config.max_concurrent,
             tools,
-        })
+        };
+        Ok((grant, kid.to_owned(), key, exp))
     }
 
     fn validation(&self, alg: Algorithm) -> Validation {
@@ -147,6 +209,14 @@ impl JwtVerifier {
             .map_err(|_| Refusal::InsufficientScope)?;
         Ok((access, tools))
     }
+}
+
+/// The wall clock in Unix seconds (as `exp` is, and as the full check
+/// reads it).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn reason_of(kind: &ErrorKind) -> Reason {

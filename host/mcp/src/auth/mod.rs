@@ -27,6 +27,7 @@ pub mod jwks;
 pub mod jwt;
 pub mod metadata;
 pub mod provider;
+mod verified;
 
 #[cfg(test)]
 mod testkit;

@@ -352,13 +352,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl State {
     fn limits(&self, p: &Principal) -> Arc<Limits> {
         let mut all = lock(&self.limits);
-        let l = all
-            .entry(p.key.clone())
-            .or_insert_with(|| Arc::new(Limits::new(p.max_concurrent, p.calls_per_minute)));
-        if l.cap != p.max_concurrent {
-            *l = Arc::new(Limits::new(p.max_concurrent, p.calls_per_minute));
+        // Looked up by `&str` first: the key is copied only for a token
+        // seen for the first time (or whose cap changed).
+        if let Some(l) = all.get(p.key.as_str())
+            && l.cap == p.max_concurrent
+        {
+            return l.clone();
         }
-        l.clone()
+        let l = Arc::new(Limits::new(p.max_concurrent, p.calls_per_minute));
+        all.insert(p.key.clone(), l.clone());
+        l
     }
 
     /// Checks `Origin` (and `Host` on a loopback bind).

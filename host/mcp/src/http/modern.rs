@@ -431,7 +431,9 @@ pub(super) async fn post(
         post: tx.clone(),
     };
     let answer_id = id.clone();
-    let task = async move {
+    // Boxed where it is made (see `routes::post`): the handling future is
+    // several kilobytes, copied whole at each move unboxed.
+    let task = Box::pin(async move {
         let result = handler
             .handle_modern(&method, params.as_ref(), &notes)
             .await;
@@ -450,7 +452,7 @@ pub(super) async fn post(
             Ok(r) => (StatusCode::OK, jsonrpc::response(&id, r)),
             Err(e) => (status_for(e.code), jsonrpc::error_response(&id, &e)),
         }
-    };
+    });
     match (tx, rx) {
         (Some(tx), Some(rx)) => {
             tokio::spawn(async move {

@@ -159,7 +159,10 @@ pub(super) async fn post(
     req: Request<IncomingBody>,
     started: Instant,
 ) -> Response<Body> {
-    let headers = req.headers().clone();
+    // The request's parts, owned: its headers are read here and handed on
+    // (never copied), its body collected below.
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -182,7 +185,7 @@ pub(super) async fn post(
     if declared.is_some_and(|n| n > cap as u64) {
         return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body over the limit");
     }
-    let body = Limited::new(req.into_body(), cap).collect();
+    let body = Limited::new(body, cap).collect();
     let bytes = match tokio::time::timeout(state.config.body_timeout, body).await {
         Err(_) => return plain(StatusCode::REQUEST_TIMEOUT, "request body too slow"),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
@@ -273,7 +276,10 @@ pub(super) async fn post(
         (None, None)
     };
     let answer_id = id.clone();
-    let task = answer(
+    // Boxed where it is made: the handling future (the handler, the tool
+    // call, the sandbox's) is several kilobytes, and unboxed it was copied
+    // whole into this future, into its task and back out per request.
+    let task = Box::pin(answer(
         state.clone(),
         session,
         permit,
@@ -282,7 +288,7 @@ pub(super) async fn post(
         params,
         tx,
         started,
-    );
+    ));
     match rx {
         Some(rx) => {
             tokio::spawn(task);

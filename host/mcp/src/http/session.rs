@@ -40,13 +40,83 @@ pub(super) struct Principal {
 }
 
 /// The tokens file, re-read when its content changes.
+///
+/// Every request stats the file (one `statx`, no open or read): while its
+/// identity, size and change times are those of the copy held, and that
+/// copy was read at least [`SETTLE`] after the file's last change, the
+/// file has not changed since (any later write moves its change time past
+/// the one held), so the held tokens are used. Otherwise the file is read
+/// and compared as before. A revocation (an edit, a rename over it, a
+/// symlink swapped) is therefore seen by the next request, as before.
 pub(super) struct TokenSource {
     pub(super) path: PathBuf,
-    pub(super) cache: Mutex<(Vec<u8>, Option<Arc<Tokens>>)>,
+    pub(super) cache: Mutex<TokenCache>,
+    /// See [`SETTLE`] (shorter in tests).
+    settle: Duration,
+}
+
+/// How long after a file's last change its copy must have been read for
+/// the change times alone to vouch for it: more than the coarsest
+/// timestamp granularity (a jiffy on most file systems, 2 s on FAT) and than a clock's small
+/// steps. Until then every request reads the file.
+pub(super) const SETTLE: Duration = Duration::from_secs(3);
+
+/// What [`TokenSource`] holds: the file's bytes and tokens as last read,
+/// and the file's stamp taken just before that read.
+pub(super) struct TokenCache {
+    text: Vec<u8>,
+    tokens: Option<Arc<Tokens>>,
+    /// The stamp, when it may vouch for `text` (see [`TokenSource`]).
+    settled: Option<Stamp>,
+    /// Times the file was read (tests).
+    reads: u64,
+}
+
+/// What identifies one version of a file without reading it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// Whether both change times are at least `settle` before `now`
+    /// (wall clock, as the file system's times are).
+    fn settled_by(&self, now: std::time::SystemTime, settle: Duration) -> bool {
+        let Ok(now) = now.duration_since(std::time::UNIX_EPOCH) else {
+            return false;
+        };
+        let Some(limit) = now.checked_sub(settle) else {
+            return false;
+        };
+        let before = |(s, ns): (i64, i64)| {
+            u64::try_from(s)
+                .is_ok_and(|s| Duration::new(s, ns.clamp(0, 999_999_999) as u32) <= limit)
+        };
+        before(self.mtime) && before(self.ctime)
+    }
 }
 
 impl TokenSource {
     pub(super) fn open(path: PathBuf) -> Result<Self, TokensError> {
+        Self::open_settling(path, SETTLE)
+    }
+
+    fn open_settling(path: PathBuf, settle: Duration) -> Result<Self, TokensError> {
         let text = std::fs::read(&path).map_err(|source| TokensError::Read {
             path: path.clone(),
             source,
@@ -54,17 +124,33 @@ impl TokenSource {
         let tokens = Tokens::load(&path)?;
         Ok(Self {
             path,
-            cache: Mutex::new((text, Some(Arc::new(tokens)))),
+            // Not vouched for: the first request reads the file again.
+            cache: Mutex::new(TokenCache {
+                text,
+                tokens: Some(Arc::new(tokens)),
+                settled: None,
+                reads: 0,
+            }),
+            settle,
         })
     }
 
     /// The current tokens; `None` while the file is unreadable or invalid
     /// (fail closed: every request is refused until it is fixed).
     pub(super) fn current(&self) -> Option<Arc<Tokens>> {
-        let text = std::fs::read(&self.path);
+        let now = std::time::SystemTime::now();
+        let stamp = std::fs::metadata(&self.path).ok().map(|m| Stamp::of(&m));
         let mut cache = lock(&self.cache);
+        if stamp.is_some() && cache.settled == stamp {
+            return cache.tokens.clone();
+        }
+        // The stamp was taken before this read: a change after it moves
+        // the change time, and the next request reads again.
+        cache.settled = stamp.filter(|s| s.settled_by(now, self.settle));
+        cache.reads += 1;
+        let text = std::fs::read(&self.path);
         match text {
-            Ok(text) if text == cache.0 => {}
+            Ok(text) if text == cache.text => {}
             Ok(text) => {
                 let parsed = std::str::from_utf8(&text)
                     .map_err(|e| e.to_string())
@@ -72,30 +158,31 @@ impl TokenSource {
                 match parsed {
                     Ok(t) => {
                         tracing::info!("reloaded {} ({} tokens)", self.path.display(), t.len());
-                        cache.1 = Some(Arc::new(t));
+                        cache.tokens = Some(Arc::new(t));
                     }
                     Err(e) => {
                         tracing::error!(
                             "{} is invalid, refusing every request until it is fixed: {e}",
                             self.path.display()
                         );
-                        cache.1 = None;
+                        cache.tokens = None;
                     }
                 }
-                cache.0 = text;
+                cache.text = text;
             }
             Err(e) => {
-                if cache.1.is_some() {
+                if cache.tokens.is_some() {
                     tracing::error!(
                         "cannot read {}, refusing every request: {e}",
                         self.path.display()
                     );
                 }
-                cache.0.clear();
-                cache.1 = None;
+                cache.settled = None;
+                cache.text.clear();
+                cache.tokens = None;
             }
         }
-        cache.1.clone()
+        cache.tokens.clone()
     }
 }
 
@@ -310,5 +397,107 @@ pub(super) async fn reap_idle_sessions(state: std::sync::Weak<State>) {
         }
         drop(s);
         tokio::time::sleep(tick).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest;
+
+    /// A tokens file entry; the same length for tokens and agents of the
+    /// same lengths (so that rewrites below keep the file's size).
+    fn entry(token: &str, agent: &str) -> String {
+        let hash: String = sha2::Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("[tokens.\"sha256:{hash}\"]\nagent = \"{agent}\"\n")
+    }
+
+    fn agent_of(source: &TokenSource, token: &str) -> Option<String> {
+        source
+            .current()?
+            .authenticate(token)
+            .map(|e| e.agent.clone())
+    }
+
+    fn reads(source: &TokenSource) -> u64 {
+        lock(&source.cache).reads
+    }
+
+    const SETTLE_IN_TESTS: Duration = Duration::from_millis(50);
+
+    /// Waits out the settling time and has one request read the file, so
+    /// that its stamp vouches for it from then on.
+    fn settle(source: &TokenSource, token: &str) {
+        std::thread::sleep(SETTLE_IN_TESTS * 3);
+        let before = reads(source);
+        assert!(agent_of(source, token).is_some());
+        assert_eq!(reads(source), before + 1, "read once after settling");
+    }
+
+    #[test]
+    fn a_settled_tokens_file_is_not_read_per_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.toml");
+        std::fs::write(&path, entry("token-aaaa", "alice")).unwrap();
+        let source = TokenSource::open_settling(path, SETTLE_IN_TESTS).unwrap();
+        // Just written: every request reads it.
+        assert_eq!(agent_of(&source, "token-aaaa").as_deref(), Some("alice"));
+        assert_eq!(agent_of(&source, "token-aaaa").as_deref(), Some("alice"));
+        assert_eq!(reads(&source), 2);
+        settle(&source, "token-aaaa");
+        let settled = reads(&source);
+        for _ in 0..20 {
+            assert_eq!(agent_of(&source, "token-aaaa").as_deref(), Some("alice"));
+        }
+        assert_eq!(reads(&source), settled, "stat only once settled");
+    }
+
+    #[test]
+    fn every_change_to_a_settled_tokens_file_is_seen_by_the_next_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.toml");
+        std::fs::write(&path, entry("token-aaaa", "alice")).unwrap();
+        let source = TokenSource::open_settling(path.clone(), SETTLE_IN_TESTS).unwrap();
+        settle(&source, "token-aaaa");
+
+        // Revoked by a rewrite in place of the same size whose modification
+        // time is set back to the old one (as `cp -p` or `touch -r` would):
+        // the change time still moves.
+        let old_mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let same = entry("token-bbbb", "alice");
+        assert_eq!(same.len(), entry("token-aaaa", "alice").len());
+        std::fs::write(&path, &same).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old_mtime)
+            .unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, same.len());
+        assert_eq!(agent_of(&source, "token-aaaa"), None, "revoked at once");
+        assert_eq!(agent_of(&source, "token-bbbb").as_deref(), Some("alice"));
+
+        // Replaced by a rename over it (a file written long before).
+        settle(&source, "token-bbbb");
+        let next = dir.path().join("next.toml");
+        std::fs::write(&next, entry("token-cccc", "carol")).unwrap();
+        std::thread::sleep(SETTLE_IN_TESTS * 3);
+        std::fs::rename(&next, &path).unwrap();
+        assert_eq!(agent_of(&source, "token-bbbb"), None, "revoked at once");
+        assert_eq!(agent_of(&source, "token-cccc").as_deref(), Some("carol"));
+
+        // Made invalid, then removed: every request refused (fail closed).
+        settle(&source, "token-cccc");
+        std::fs::write(&path, "not toml [").unwrap();
+        assert!(source.current().is_none());
+        std::fs::write(&path, entry("token-cccc", "carol")).unwrap();
+        assert_eq!(agent_of(&source, "token-cccc").as_deref(), Some("carol"));
+        settle(&source, "token-cccc");
+        std::fs::remove_file(&path).unwrap();
+        assert!(source.current().is_none());
+        assert!(source.current().is_none());
     }
 }

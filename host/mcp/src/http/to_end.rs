@@ -9,7 +9,7 @@
 //! takes it, and under load the wait behind whatever else is queued).
 //! [`to_end`] runs the handling in the connection's task instead and hands
 //! it to a task of its own only if that future is dropped before it ends
-//! ([`handle`] picks one way or the other).
+//! ([`handle`] picks the way, and says why it yields once after).
 //!
 //! Hand-written (a few lines): no maintained crate offers "spawn the rest
 //! of this future when dropped" (`tokio_util`'s guards cancel, they do not
@@ -22,21 +22,60 @@ use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
 
-/// Handles a request's `future` in a task of its own awaited here or, with
-/// `TEMPER_MCP_HTTP_INLINE=1` (read once), in place ([`to_end`]): either way
-/// to its end, a panic returned as its payload. In place saves 15–20 µs
-/// of a lone request's time but, measured back to back (see the
-/// performance chapter), costs CPU per call and calls/s with 32 and 64
-/// connections in flight, which the targets are about: off by default
-/// until that is understood.
+/// How [`handle`] runs a request (`TEMPER_MCP_HTTP_INLINE`, read once).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Mode {
+    /// `0`: in a task of its own, awaited here (one hop per request).
+    Spawned,
+    /// `1`: in place, the answer handed on at once.
+    InPlace,
+    /// `2`, the default: in place, then the connection's task yields once
+    /// before handing the answer on.
+    InPlaceThenYield,
+}
+
+impl Mode {
+    /// The mode a `TEMPER_MCP_HTTP_INLINE` value asks for (anything but
+    /// `0` and `1`: the default).
+    pub(super) fn of(value: Option<&str>) -> Self {
+        match value {
+            Some("0") => Mode::Spawned,
+            Some("1") => Mode::InPlace,
+            _ => Mode::InPlaceThenYield,
+        }
+    }
+}
+
+/// Handles a request's `future` to its end, a panic returned as its
+/// payload, by default in place ([`to_end`]) and then yielding once.
+///
+/// Why the yield: a call queues its pre-warm refill (a tokio task) in the
+/// worker's LIFO slot, which no other worker can steal. Handled in place
+/// without yielding (mode `1`), the refill waited there until the
+/// connection's task had written its answer, then ran on the same worker
+/// while the other idled, and the next call often found no pre-warmed
+/// instance; a task of its own per request (mode `0`, the default before)
+/// avoided that only because the connection's task, woken by its end,
+/// pushed the refill out of the slot. A task that wakes itself goes to the
+/// back of the worker's queue, where the other worker may take it: the
+/// refill runs on one worker while the answer is written on the other.
+/// Measured back to back (the performance chapter): a lone request's
+/// server-side time as in place, and less CPU per call and more calls/s
+/// than a task of its own.
 pub(super) async fn handle<T: Send + 'static>(
     future: impl Future<Output = T> + Send + 'static,
 ) -> std::thread::Result<T> {
-    static INLINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let inline =
-        *INLINE.get_or_init(|| std::env::var("TEMPER_MCP_HTTP_INLINE").is_ok_and(|v| v == "1"));
-    if inline {
-        return to_end(future).await;
+    static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
+    let mode =
+        *MODE.get_or_init(|| Mode::of(std::env::var("TEMPER_MCP_HTTP_INLINE").ok().as_deref()));
+    match mode {
+        Mode::InPlace => return to_end(future).await,
+        Mode::InPlaceThenYield => {
+            let out = to_end(future).await;
+            YieldOnce(false).await;
+            return out;
+        }
+        Mode::Spawned => {}
     }
     tokio::spawn(future)
         .await
@@ -44,6 +83,26 @@ pub(super) async fn handle<T: Send + 'static>(
             Ok(panic) => panic,
             Err(e) => Box::new(e.to_string()) as Box<dyn std::any::Any + Send>,
         })
+}
+
+/// Pending once (its task woken first), then ready: tokio puts a task that
+/// woke itself while running at the back of the worker's run queue (which
+/// other workers steal from), not in its LIFO slot, and wakes a parked
+/// worker (tokio 1.54: `Harness::poll` sees the task notified and calls
+/// `yield_now`, which schedules it with `is_yield`; `schedule_local` then
+/// pushes it to the back and notifies).
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
 }
 
 /// A boxed handling future.
@@ -112,6 +171,37 @@ mod tests {
     async fn finishes_in_place_and_catches_a_panic() {
         assert_eq!(to_end(async { 7 }).await.unwrap(), 7);
         let failed = to_end(async {
+            if true {
+                panic!("boom");
+            }
+            1
+        })
+        .await;
+        assert!(failed.is_err());
+    }
+
+    #[test]
+    fn the_mode_switch() {
+        assert_eq!(Mode::of(None), Mode::InPlaceThenYield);
+        assert_eq!(Mode::of(Some("0")), Mode::Spawned);
+        assert_eq!(Mode::of(Some("1")), Mode::InPlace);
+        assert_eq!(Mode::of(Some("2")), Mode::InPlaceThenYield);
+        assert_eq!(Mode::of(Some("yes")), Mode::InPlaceThenYield);
+    }
+
+    #[tokio::test]
+    async fn handled_in_place_it_yields_once_then_answers() {
+        let mut f = Box::pin(async {
+            let out = to_end(async { 7 }).await;
+            YieldOnce(false).await;
+            out
+        });
+        assert!(futures_util::poll!(f.as_mut()).is_pending(), "yields once");
+        assert_eq!(f.await.unwrap(), 7);
+        // And through `handle` with the default mode: the answer, and a
+        // panic as its payload.
+        assert_eq!(handle(async { 9 }).await.unwrap(), 9);
+        let failed = handle(async {
             if true {
                 panic!("boom");
             }

@@ -247,3 +247,28 @@ async fn a_jwks_file_is_read_again_for_an_unknown_kid() {
     let e = load_jwt(&path).await.err().unwrap().to_string();
     assert!(e.contains("keys.json"), "{e}");
 }
+
+#[tokio::test]
+async fn a_cached_token_is_refused_once_its_key_leaves_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("keys.json");
+    std::fs::write(&set, fixture_set()).unwrap();
+    let path = write_config(
+        dir.path(),
+        &config_text("file = \"keys.json\"\nmin_refetch_secs = 1", "", ""),
+    );
+    let v = load_jwt(&path).await.unwrap();
+    // One token string throughout (ES256 signatures are randomized).
+    let t = good("ES256", "alice");
+    assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
+    assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
+    // The issuer renames ec-1 to ec-2; a token naming ec-2 brings the new
+    // set in, and the cached token's key is gone from it.
+    let mut doc: serde_json::Value = serde_json::from_slice(&fixture_set()).unwrap();
+    doc["keys"][1]["kid"] = json!("ec-2");
+    std::fs::write(&set, doc.to_string()).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let renamed = token(&header("ES256", "ec-2"), &claims("alice"), Sig::Ec);
+    assert_eq!(v.verify(&renamed).await.unwrap().agent, "alice");
+    assert_eq!(refused(v.verify(&t).await), Reason::UnknownKid);
+}

@@ -572,3 +572,52 @@ async fn metadata_document_and_challenges() {
         assert!(!metadata::serves(p, c, "/mcp"), "{p}");
     }
 }
+
+#[tokio::test]
+async fn an_accepted_token_is_checked_in_full_once_and_a_tampered_copy_never_rides_on_it() {
+    let v = verifier().await;
+    let t = good("ES256", "alice");
+    assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
+    assert_eq!(v.full_checks(), 1);
+    for _ in 0..5 {
+        assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
+    }
+    assert_eq!(v.full_checks(), 1, "the same token again: from the cache");
+    // The same token with its signature altered, or its claims: a
+    // different token, checked in full and refused.
+    let mut sig_altered = t.clone();
+    let last = sig_altered.pop().unwrap();
+    sig_altered.push(if last == 'A' { 'B' } else { 'A' });
+    assert!(v.verify(&sig_altered).await.is_err());
+    let parts: Vec<&str> = t.split('.').collect();
+    let mut c = claims("mallory");
+    c["exp"] = json!(now() + 600);
+    let forged = format!(
+        "{}.{}.{}",
+        parts[0],
+        b64(c.to_string().as_bytes()),
+        parts[2]
+    );
+    assert_eq!(refused(v.verify(&forged).await), Reason::BadSignature);
+    assert_eq!(v.full_checks(), 3);
+    // Refused tokens are not kept; the accepted one is.
+    assert_eq!(v.held_tokens(), 1);
+}
+
+#[tokio::test]
+async fn a_cached_token_is_refused_once_its_exp_passes() {
+    let v = verifier_with("clock_skew_secs = 0", "").await;
+    let mut c = claims("alice");
+    c["exp"] = json!(now() + 1);
+    let t = token(&header("ES256", "ec-1"), &c, Sig::Ec);
+    assert!(v.verify(&t).await.is_ok());
+    assert!(v.verify(&t).await.is_ok());
+    assert_eq!(v.full_checks(), 1);
+    // Past `exp` (no skew): refused with its reason, as a full check
+    // refuses it.
+    while now() <= c["exp"].as_i64().unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(refused(v.verify(&t).await), Reason::Expired);
+    assert_eq!(refused(v.verify(&t).await), Reason::Expired);
+}
