@@ -83,6 +83,10 @@ pub(crate) fn run_here_or_spawn<F>(
     F: Future<Output = ()> + Send + 'static,
 {
     let mut future = Box::pin(future);
+    // The used store of a call answered in this poll is dropped here after
+    // the answer is written, not handed to the reaper on the answer's path
+    // (see `RetireAfter`).
+    let retire_after = temper_runtime::Runtime::retire_after();
     let polled = {
         let _rt = handle.enter();
         ON_READER.with(|r| *r.borrow_mut() = Some(held.clone()));
@@ -91,6 +95,7 @@ pub(crate) fn run_here_or_spawn<F>(
         ON_READER.with(|r| *r.borrow_mut() = None);
         polled
     };
+    drop(retire_after);
     match polled {
         Ok(Poll::Ready(())) => {}
         // Polled again by the runtime at once, with its own waker: what

@@ -35,7 +35,7 @@
 use std::io::{self, BufReader, Read, Write};
 use std::os::fd::AsFd;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -131,6 +131,7 @@ where
         initialized: AtomicBool::new(false),
         modern: AtomicBool::new(false),
         subscriptions: Mutex::new(Vec::new()),
+        pending: AtomicUsize::new(0),
     });
     // Every request task holds a clone of `in_flight`: once the reader's
     // and theirs are all dropped, `requests` ends.
@@ -217,6 +218,7 @@ fn read_loop<R: Read>(
                     let here = reader.buffer().is_empty()
                         && reader_inline()
                         && inline::is_short(&method, params.as_ref());
+                    conn.pending.fetch_add(1, Ordering::AcqRel);
                     let task = {
                         let (conn, held) = (conn.clone(), in_flight.clone());
                         async move {
@@ -305,6 +307,41 @@ impl Output {
         if let Some(batch) = self.enqueue(message, read_at) {
             self.write_out(batch);
         }
+    }
+
+    /// [`Output::send`] from a request's task while other requests are in
+    /// flight: if this sender must write, it first yields to the tasks the
+    /// runtime has ready (the other requests' handlers), whose answers queue
+    /// behind this one meanwhile, and then writes them all in one write.
+    /// Under load, one system call (and one wake-up of the client) carries
+    /// many answers instead of one each. The write is done even if the
+    /// task is dropped while it yields (the guard's drop writes).
+    async fn send_coalesced(&self, message: &Value, read_at: Option<Instant>) {
+        /// Writes the batch and what queued behind it when dropped.
+        struct Coalesced<'a> {
+            out: &'a Output,
+            batch: Option<Batch>,
+        }
+        impl Drop for Coalesced<'_> {
+            fn drop(&mut self) {
+                if let Some((mut lines, mut answered)) = self.batch.take() {
+                    {
+                        let mut q = lock(&self.out.queue);
+                        lines.append(&mut q.lines);
+                        answered.append(&mut q.read_at);
+                    }
+                    self.out.write_out((lines, answered));
+                }
+            }
+        }
+        let Some(batch) = self.enqueue(message, read_at) else {
+            return;
+        };
+        let _write = Coalesced {
+            out: self,
+            batch: Some(batch),
+        };
+        tokio::task::yield_now().await;
     }
 
     /// Like [`Output::send`], but the write, if this sender must do it,
@@ -476,6 +513,8 @@ struct Connection {
     modern: AtomicBool,
     /// Open `subscriptions/listen` requests (by id) and what they honor.
     subscriptions: Mutex<Vec<(Value, SubscriptionFilter)>>,
+    /// Requests read and not yet answered (see [`Output::send_coalesced`]).
+    pending: AtomicUsize,
 }
 
 /// The method of a modern change-notification stream.
@@ -607,7 +646,16 @@ impl Connection {
                 )
             }
         };
-        self.deliver(&message, Some(read_at));
+        // Other requests still to answer: their answers may join this one's
+        // write (see `Output::send_coalesced`).
+        let others = self.pending.fetch_sub(1, Ordering::AcqRel) > 1;
+        match inline::reader_guard() {
+            Some(held) => self
+                .out
+                .send_on_reader(&message, Some(read_at), &self.rt, held),
+            None if others => self.out.send_coalesced(&message, Some(read_at)).await,
+            None => self.out.send(&message, Some(read_at)),
+        }
     }
 }
 
