@@ -674,6 +674,7 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     /// A writer into a shared buffer, slow enough that senders meet.
     struct Shared(Arc<Mutex<Vec<u8>>>);
@@ -715,6 +716,80 @@ mod tests {
         }
         assert_eq!(seen.len(), 8 * 200);
         assert!(!out.failed());
+    }
+
+    /// Counts the writes made into a shared buffer.
+    struct Counting(Arc<Mutex<(Vec<u8>, usize)>>);
+
+    impl Write for Counting {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let mut b = lock(&self.0);
+            b.0.extend_from_slice(buf);
+            b.1 += 1;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn lines_of(bytes: &[u8]) -> Vec<Value> {
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("a whole JSON line"))
+            .collect()
+    }
+
+    #[test]
+    fn answers_ready_together_share_one_write() {
+        let buf = Arc::new(Mutex::new((Vec::new(), 0)));
+        // The combining writer buffers; a write of the batch reaches the
+        // output as one `write` (64 KiB buffer, small lines).
+        let out = Arc::new(Output::new(Box::new(Counting(buf.clone()))));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..10)
+                .map(|i| {
+                    let out = out.clone();
+                    tokio::spawn(async move {
+                        out.send_coalesced(&serde_json::json!({"i": i}), Some(Instant::now()))
+                            .await;
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let (bytes, writes) = lock(&buf).clone();
+        let got: Vec<u64> = lines_of(&bytes)
+            .iter()
+            .map(|v| v["i"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, (0..10).collect::<Vec<_>>(), "all, in order");
+        assert_eq!(writes, 1, "the ten answers ready together in one write");
+        let q = lock(&out.queue);
+        assert!(!q.writing && q.lines.is_empty() && q.read_at.is_empty());
+    }
+
+    #[test]
+    fn a_coalescing_writer_dropped_while_it_yields_still_writes() {
+        let buf = Arc::new(Mutex::new((Vec::new(), 0)));
+        let out = Output::new(Box::new(Counting(buf.clone())));
+        let message = serde_json::json!({"a": 1});
+        let mut fut = Box::pin(out.send_coalesced(&message, None));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending(), "yielded");
+        // Queued behind the yielding writer.
+        out.send(&serde_json::json!({"a": 2}), None);
+        assert_eq!(lock(&buf).1, 0, "nothing written yet");
+        drop(fut);
+        let (bytes, _) = lock(&buf).clone();
+        assert_eq!(lines_of(&bytes).len(), 2, "both written by the drop");
+        assert!(!lock(&out.queue).writing, "the writing ended");
     }
 
     struct Broken;
