@@ -3,32 +3,39 @@
 //! process over stdio (a pair of OS pipes, one JSON-RPC message per line)
 //! and over Streamable HTTP (keep-alive connections on 127.0.0.1, one
 //! session, a minimal HTTP/1.1 client: the client's own cost stays small
-//! next to the server's). The tool is the slugify seed, called in the
-//! session tier (forged over the connection) and in the agent tier
-//! (promoted), on a SQLite store and, when `TEMPER_TEST_PG_URL` is set
-//! (`bash scripts/with-postgres.sh cargo bench -p temper-cli --bench
-//! mcp`), on a fresh PostgreSQL database.
+//! next to the server's). The tool is the slugify seed, three copies of it
+//! under names of their own: one kept in the connection's session tier,
+//! one promoted to the agent tier, one approved into the shared tier, on a
+//! SQLite store and, when `TEMPER_TEST_PG_URL` is set (`bash
+//! scripts/with-postgres.sh cargo bench -p temper-cli --bench mcp`), on a
+//! fresh PostgreSQL database.
 //!
-//! Per case: p50 and p99 of a call's round trip with one call in flight;
-//! calls/s with 32 and with 64 in flight (stdio: requests pipelined on the
-//! one connection; HTTP: one keep-alive connection per call in flight); the
-//! server-side time per call, p50 (stdio: the request's line read to its
-//! answer written; HTTP: its headers read to its answer handed to hyper),
-//! from the server's `temper_mcp::timing` trace events.
+//! The tiers are compared in interleaved rounds (each round measures every
+//! tier once, back to back, in an order that rotates), so the machine's
+//! load, which moves between measurements seconds apart, moves every
+//! tier's figures alike. Per tier and round: p50 and p99 of a call's round
+//! trip with one call in flight; calls/s with 32 and with 64 in flight
+//! (stdio: requests pipelined on the one connection; HTTP: one keep-alive
+//! connection per call in flight); the server-side time per call, p50
+//! (stdio: the request's line read to its answer written; HTTP: its headers
+//! read to its answer handed to hyper), from the server's
+//! `temper_mcp::timing` trace events. The report gives each tier's medians
+//! over the rounds and, per round, its ratio to the session tier.
 //!
 //! The server runs on a tokio runtime of 2 workers, as `temper mcp` does on
 //! this 2-core machine; the client's threads share the cores with it. The
 //! report is written to `target/bench-mcp.md` with the date, the core count
 //! and the load average before and after (the machine may be shared).
 //!
-//! Run: `cargo bench -p temper-cli --bench mcp` (about a minute per store;
-//! `MCP_BENCH=stdio` or `MCP_BENCH=http` runs one transport).
+//! Run: `cargo bench -p temper-cli --bench mcp` (about a minute per store
+//! and transport; `MCP_BENCH=stdio` or `MCP_BENCH=http` runs one transport,
+//! `MCP_ROUNDS=N` sets the rounds, 5 by default).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -40,19 +47,52 @@ use temper::store::{Registry, StoreLocation};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Calls with one in flight, per case (after as many to warm up).
-const SEQUENTIAL: usize = 2000;
-/// The least time each case warms up for.
+/// Calls with one in flight, per tier and round (after the warm-up).
+const SEQUENTIAL: usize = 1000;
+/// Calls each tier warms up with, once, before the rounds.
+const WARM_CALLS: usize = 2000;
+/// The least time each tier warms up for.
 const WARM_UP: Duration = Duration::from_secs(2);
 /// How long each concurrent run lasts.
-const LOAD: Duration = Duration::from_secs(2);
+const LOAD: Duration = Duration::from_secs(1);
 /// Calls in flight in the concurrent runs.
 const IN_FLIGHT: [usize; 2] = [32, 64];
+/// Rounds of the tier comparison (`MCP_ROUNDS` overrides): each round
+/// measures every tier once, back to back.
+const ROUNDS: usize = 5;
 
 /// The protocol version the HTTP client negotiates and then sends.
 const PROTOCOL_VERSION: &str = "2025-06-18";
 
-const CALL: &str = r#"{"name":"slugify","arguments":{"text":"Hello World, from the MCP bench!"}}"#;
+/// The tiers compared, each a copy of the slugify seed under a name of its
+/// own (the tier a name resolves to is the first that has it, so one name
+/// cannot be in three tiers at once): kept in the connection's session,
+/// promoted to the agent tier, and promoted then approved into the shared
+/// tier.
+const TIERS: [(&str, &str); 3] = [
+    ("session", "slugify"),
+    ("agent", "slugify_agent"),
+    ("shared", "slugify_shared"),
+];
+
+/// Which of [`TIERS`] the calls go to now (switched between rounds).
+static TIER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The `params` of a `tools/call` of the current tier's tool (formats as
+/// JSON).
+struct Call;
+
+impl std::fmt::Display for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            r#"{{"name":"{}","arguments":{{"text":"Hello World, from the MCP bench!"}}}}"#,
+            TIERS[TIER.load(Ordering::Relaxed)].1
+        )
+    }
+}
+
+const CALL: Call = Call;
 const SLUG: &str = "hello-world-from-the-mcp-bench";
 
 // ---- the server's timing events ---------------------------------------------
@@ -119,30 +159,13 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-#[derive(Debug, Clone)]
-struct Row {
-    transport: &'static str,
-    store: &'static str,
-    tier: &'static str,
-    p50: Duration,
-    p99: Duration,
-    per_sec: Vec<(usize, f64)>,
-    /// CPU time of the whole process per call, µs, at each load.
-    cpu_us: Vec<(usize, f64)>,
-    server_p50_us: u64,
-    /// Sandbox calls of the one-in-flight run that found a pre-warmed
-    /// instance, and those that made their own.
-    warm: (u64, u64),
-    load: String,
-}
-
 // ---- a client over a transport ---------------------------------------------
 
 /// What a bench drives: one call at a time, and N at a time for a while.
 trait Client {
     /// One JSON-RPC request, its answer (the `result` object).
     fn request(&mut self, method: &str, params: Value) -> Value;
-    /// One `tools/call` of slugify, checked, timed.
+    /// One `tools/call` of the current tier's slugify, checked, timed.
     fn call_once(&mut self) -> Duration;
     /// Calls with `n` in flight for `LOAD`: how many, in how long.
     fn load(&mut self, n: usize) -> (u64, Duration);
@@ -184,7 +207,8 @@ impl Stdio {
         });
         Self {
             to_server: Arc::new(Mutex::new(to_server)),
-            from_server: BufReader::new(from_server),
+            // As large as an event-loop client's reads (asyncio: 64 KiB).
+            from_server: BufReader::with_capacity(64 << 10, from_server),
             next_id: 0,
             _server: server,
         }
@@ -250,70 +274,47 @@ impl Client for Stdio {
     }
 
     fn load(&mut self, n: usize) -> (u64, Duration) {
-        // A writer thread keeps `n` requests in flight: one more per answer
-        // this thread reads, until the time is up.
-        let (credit_tx, credit_rx) = mpsc::channel::<()>();
-        let to_server = self.to_server.clone();
-        let stop = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicU64::new(0));
-        let first_id = self.next_id + 1;
-        let writer = {
-            let (stop, sent) = (stop.clone(), sent.clone());
-            std::thread::spawn(move || {
-                let mut id = first_id;
-                let mut line = Vec::with_capacity(256);
-                let mut send = |id: u64| {
-                    line.clear();
-                    writeln!(
-                        line,
-                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}"
-                    )
-                    .unwrap();
-                    // Counted first: an answer is never read before its
-                    // request is counted as sent.
-                    sent.fetch_add(1, Ordering::SeqCst);
-                    to_server.lock().unwrap().write_all(&line).unwrap();
-                };
-                for _ in 0..n {
-                    send(id);
-                    id += 1;
-                }
-                while credit_rx.recv().is_ok() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    send(id);
-                    id += 1;
-                }
-                id
-            })
+        // One thread, as an event-loop client (Python's asyncio, Node) runs
+        // it: `n` requests written, then, for each answer read, the next
+        // request written at once (one write per request), until the time
+        // is up; then the answers still owed are read.
+        let mut line = Vec::with_capacity(256);
+        let mut id = self.next_id;
+        let mut send = |line: &mut Vec<u8>, to: &Mutex<std::io::PipeWriter>| {
+            id += 1;
+            line.clear();
+            writeln!(
+                line,
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{CALL}}}"
+            )
+            .unwrap();
+            to.lock().unwrap().write_all(line).unwrap();
         };
+        let to_server = self.to_server.clone();
+        for _ in 0..n {
+            send(&mut line, &to_server);
+        }
+        let mut sent = n as u64;
         let started = Instant::now();
         let mut answered = 0u64;
         let mut buf = Vec::with_capacity(512);
-        let mut counted = None;
-        loop {
+        let counted = loop {
             self.read_answer(&mut buf);
             check_answer(&buf);
             answered += 1;
-            if counted.is_none() && started.elapsed() >= LOAD {
-                counted = Some((answered, started.elapsed()));
-                stop.store(true, Ordering::SeqCst);
+            if started.elapsed() >= LOAD {
+                break (answered, started.elapsed());
             }
-            let _ = credit_tx.send(());
-            if counted.is_some() && answered == sent.load(Ordering::SeqCst) {
-                drop(credit_tx);
-                break;
-            }
-        }
-        let next = writer.join().unwrap();
-        // Answers still owed (sent after the last count) are read.
-        while answered < sent.load(Ordering::SeqCst) {
+            send(&mut line, &to_server);
+            sent += 1;
+        };
+        while answered < sent {
             self.read_answer(&mut buf);
+            check_answer(&buf);
             answered += 1;
         }
-        self.next_id = next;
-        counted.unwrap()
+        self.next_id += sent;
+        counted
     }
 }
 
@@ -539,30 +540,80 @@ impl Client for Http {
 
 // ---- the cases -----------------------------------------------------------------
 
-fn seed() -> Value {
+fn seed(name: &str) -> Value {
     let path = format!(
         "{}/../../tests/fixtures/seeds/slugify.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let mut seed: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    seed["name"] = Value::from(name);
+    seed
 }
 
-/// Measures the client's tool in its current tier.
-fn measure(
-    client: &mut dyn Client,
-    runtime: &Runtime,
+/// One tier's figures in one round.
+#[derive(Debug, Clone)]
+struct Round {
+    p50: Duration,
+    p99: Duration,
+    /// Calls/s at each load.
+    per_sec: Vec<(usize, f64)>,
+    /// CPU time of the whole process per call, µs, at each load.
+    cpu_us: Vec<(usize, f64)>,
+    /// Context switches of the whole process per call at each load:
+    /// voluntary (a thread waits: a wake-up follows) and involuntary.
+    switches: Vec<(usize, f64, f64)>,
+    server_p50_us: u64,
+    /// Sandbox calls of the one-in-flight run that found a pre-warmed
+    /// instance, and those that made their own.
+    warm: (u64, u64),
+    /// The load average after it.
+    load: String,
+}
+
+impl Round {
+    fn rate(&self, n: usize) -> f64 {
+        self.per_sec
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map_or(f64::NAN, |(_, v)| *v)
+    }
+    fn switches(&self, n: usize) -> (f64, f64) {
+        self.switches
+            .iter()
+            .find(|(k, _, _)| *k == n)
+            .map_or((f64::NAN, f64::NAN), |(_, v, i)| (*v, *i))
+    }
+    fn cpu(&self, n: usize) -> f64 {
+        self.cpu_us
+            .iter()
+            .find(|(k, _)| *k == n)
+            .map_or(f64::NAN, |(_, v)| *v)
+    }
+}
+
+/// One tier's rounds.
+#[derive(Debug, Clone)]
+struct Row {
     transport: &'static str,
     store: &'static str,
     tier: &'static str,
-) -> Row {
-    // Warm up: at least SEQUENTIAL calls and WARM_UP (a new tool's
-    // artifact is compiled in the background; its first calls are slower).
+    rounds: Vec<Round>,
+}
+
+/// Warms the current tier's tool up: at least `WARM_CALLS` calls and
+/// `WARM_UP` (a new tool's artifact is compiled in the background; its
+/// first calls are slower).
+fn warm_up(client: &mut dyn Client) {
     let warm = Instant::now();
     let mut warmed = 0;
-    while warmed < SEQUENTIAL || warm.elapsed() < WARM_UP {
+    while warmed < WARM_CALLS || warm.elapsed() < WARM_UP {
         client.call_once();
         warmed += 1;
     }
+}
+
+/// Measures the current tier's tool once: one in flight, then each load.
+fn measure(client: &mut dyn Client, runtime: &Runtime) -> Round {
     record_server(true);
     let warm_before = runtime.cache_stats();
     let mut one: Vec<Duration> = (0..SEQUENTIAL).map(|_| client.call_once()).collect();
@@ -572,53 +623,55 @@ fn measure(
     let (p50, p99) = (percentile(&mut one, 0.5), percentile(&mut one, 0.99));
     let mut per_sec = Vec::new();
     let mut cpu_us = Vec::new();
+    let mut switches = Vec::new();
     for n in IN_FLIGHT {
-        let cpu = process_cpu();
+        let (cpu, (vol, invol)) = (process_cpu(), context_switches());
         let (calls, elapsed) = client.load(n);
         // The process's CPU time per call: the server's and this client's.
         cpu_us.push((n, (process_cpu() - cpu).as_secs_f64() * 1e6 / calls as f64));
+        let (vol_after, invol_after) = context_switches();
+        switches.push((
+            n,
+            (vol_after - vol) as f64 / calls as f64,
+            (invol_after - invol) as f64 / calls as f64,
+        ));
         per_sec.push((n, calls as f64 / elapsed.as_secs_f64()));
     }
-    let row = Row {
-        transport,
-        store,
-        tier,
+    Round {
         p50,
         p99,
         per_sec,
         cpu_us,
+        switches,
         server_p50_us,
         warm: (
             warm_after.warm_hits - warm_before.warm_hits,
             warm_after.warm_misses - warm_before.warm_misses,
         ),
         load: load_average(),
-    };
-    println!(
-        "{transport:5} {store:10} {tier:7}  p50 {:>7.1} µs  p99 {:>7.1} µs  {}  server p50 {} µs  pre-warmed {}/{}  (load {})",
-        us(row.p50),
-        us(row.p99),
-        row.per_sec
-            .iter()
-            .zip(&row.cpu_us)
-            .map(|((n, r), (_, c))| format!("{n} in flight {r:>7.0}/s ({c:.0} µs CPU/call)"))
-            .collect::<Vec<_>>()
-            .join("  "),
-        row.server_p50_us,
-        row.warm.0,
-        row.warm.0 + row.warm.1,
-        row.load
-    );
-    row
+    }
 }
 
-/// This process's CPU time so far (all threads: server and client).
-fn process_cpu() -> Duration {
+fn rusage() -> libc::rusage {
     // SAFETY: getrusage fills the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) }, 0);
+    u
+}
+
+/// This process's CPU time so far (all threads, ended ones included:
+/// server and client).
+fn process_cpu() -> Duration {
+    let u = rusage();
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// This process's voluntary and involuntary context switches so far (all
+/// threads, ended ones included).
+fn context_switches() -> (i64, i64) {
+    let u = rusage();
+    (u.ru_nvcsw, u.ru_nivcsw)
 }
 
 fn us(d: Duration) -> f64 {
@@ -640,27 +693,91 @@ fn forge(runtime: &Runtime, store: Registry) -> Forge {
         .build()
 }
 
-/// Both tiers over `client`: forge in its session, measure, promote,
-/// measure.
+/// How many rounds to run (`MCP_ROUNDS`, default [`ROUNDS`]).
+fn rounds() -> usize {
+    std::env::var("MCP_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(ROUNDS)
+}
+
+/// The three tiers over `client`, interleaved: every tier's tool is forged
+/// (and promoted, and approved) over the connection first and warmed up;
+/// then each round measures every tier once, back to back, the order
+/// rotating from round to round (session agent shared, agent shared
+/// session, ...), so a change in the machine's load between rounds moves
+/// every tier's figures alike and each round's ratio to the session tier
+/// compares figures taken seconds apart.
 fn tiers(
     client: &mut dyn Client,
+    forge: &Forge,
     runtime: &Runtime,
     transport: &'static str,
     store: &'static str,
 ) -> Vec<Row> {
-    let forged = client.request(
-        "tools/call",
-        json!({"name": "forge_tool", "arguments": seed()}),
-    );
-    assert_eq!(forged["isError"], false, "{forged}");
-    let session = measure(client, runtime, transport, store, "session");
-    let promoted = client.request(
-        "tools/call",
-        json!({"name": "promote_tool", "arguments": {"name": "slugify"}}),
-    );
-    assert_eq!(promoted["isError"], false, "{promoted}");
-    let agent = measure(client, runtime, transport, store, "agent");
-    vec![session, agent]
+    for (tier, name) in TIERS {
+        let forged = client.request(
+            "tools/call",
+            json!({"name": "forge_tool", "arguments": seed(name)}),
+        );
+        assert_eq!(forged["isError"], false, "{forged}");
+        if tier != "session" {
+            let promoted = client.request(
+                "tools/call",
+                json!({"name": "promote_tool", "arguments": {"name": name}}),
+            );
+            assert_eq!(promoted["isError"], false, "{promoted}");
+        }
+        if tier == "shared" {
+            // A human's approval (the CLI's `temper approve`).
+            let info = forge
+                .approve(name, "bench-agent", "bench", Some("the MCP bench"))
+                .expect("approved into the shared tier");
+            assert_eq!(info.tier.as_str(), "shared");
+        }
+    }
+    for i in 0..TIERS.len() {
+        TIER.store(i, Ordering::SeqCst);
+        warm_up(client);
+    }
+    let mut rows: Vec<Row> = TIERS
+        .iter()
+        .map(|(tier, _)| Row {
+            transport,
+            store,
+            tier,
+            rounds: Vec::new(),
+        })
+        .collect();
+    for round in 0..rounds() {
+        for k in 0..TIERS.len() {
+            let i = (round + k) % TIERS.len();
+            TIER.store(i, Ordering::SeqCst);
+            let r = measure(client, runtime);
+            println!(
+                "{transport:5} {store:10} round {round} {:7}  p50 {:>6.1} µs  server p50 {:>3} µs  {}  pre-warmed {}/{}  (load {})",
+                TIERS[i].0,
+                us(r.p50),
+                r.server_p50_us,
+                r.per_sec
+                    .iter()
+                    .zip(&r.cpu_us)
+                    .zip(&r.switches)
+                    .map(|(((n, v), (_, c)), (_, vol, inv))| format!(
+                        "{n}: {v:>6.0}/s {c:>5.1} µs CPU {vol:.2}+{inv:.2} cs"
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("  "),
+                r.warm.0,
+                r.warm.0 + r.warm.1,
+                r.load
+            );
+            rows[i].rounds.push(r);
+        }
+    }
+    TIER.store(0, Ordering::SeqCst);
+    rows
 }
 
 /// A fresh PostgreSQL database on the cluster at `url` (dropped by the
@@ -765,16 +882,49 @@ fn run(
     runtime: &Runtime,
     rt: &tokio::runtime::Runtime,
 ) -> Vec<Row> {
+    let handle = forge.clone();
     match transport {
         "stdio" => {
             let mut c = Stdio::start(forge, rt);
-            tiers(&mut c, runtime, transport, store)
+            tiers(&mut c, &handle, runtime, transport, store)
         }
         _ => {
             let mut c = Http::start(forge, rt);
-            tiers(&mut c, runtime, transport, store)
+            tiers(&mut c, &handle, runtime, transport, store)
         }
     }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The median of `f` over `row`'s rounds.
+fn med(row: &Row, f: impl Fn(&Round) -> f64) -> f64 {
+    median(row.rounds.iter().map(f).collect())
+}
+
+/// Per round, `f` of `row` over `f` of `base` (the session tier's row of
+/// the same case): median and range, as text.
+fn ratio(row: &Row, base: &Row, f: impl Fn(&Round) -> f64) -> String {
+    let r: Vec<f64> = row
+        .rounds
+        .iter()
+        .zip(&base.rounds)
+        .map(|(a, b)| f(a) / f(b))
+        .collect();
+    let (lo, hi) = r
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+            (lo.min(*x), hi.max(*x))
+        });
+    format!("{:.2} ({lo:.2}–{hi:.2})", median(r))
 }
 
 fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
@@ -785,19 +935,34 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
+    let rounds = rows.first().map_or(0, |r| r.rounds.len());
     let mut out = String::new();
     out.push_str("# MCP path bench\n\n");
     out.push_str(&format!(
         "`cargo bench -p temper-cli --bench mcp`, {date}: {cores} cores, load average {load_before} before \
          and {} after; {:.0} s in all. The slugify seed through an in-process `temper mcp` \
-         (2 tokio workers), client in the same process. Round trips with one call in flight \
-         ({SEQUENTIAL} calls after {} s and at least {SEQUENTIAL} calls to warm up); calls/s over {} s per figure; \
-         server-side time per call (stdio: request line read → answer written; HTTP: headers \
-         read → answer handed to hyper), p50 over the one-in-flight calls.\n\n",
+         (2 tokio workers), client in the same process.\n\n",
         load_average(),
         took.as_secs_f64(),
+    ));
+    out.push_str(&format!(
+        "**Method.** Three copies of the seed, one per tier (`slugify` kept in the connection's \
+         session, `slugify_agent` promoted to the agent tier, `slugify_shared` promoted and \
+         approved into the shared tier), are forged over the connection first, and each is \
+         warmed up ({WARM_CALLS} calls and at least {} s). Then {rounds} rounds: each measures \
+         every tier once, back to back, the order rotating from round to round (session agent \
+         shared, agent shared session, shared session agent, ...). A tier's measurement is \
+         {SEQUENTIAL} calls with one in flight (round trip p50 and p99; server-side time per \
+         call p50: stdio from the request line read to the answer written, HTTP from the \
+         headers read to the answer handed to hyper), then {} s with 32 and {} s with 64 calls \
+         in flight (stdio: requests pipelined on the one connection; HTTP: one keep-alive \
+         connection per call in flight). A figure below is the median over the rounds; \
+         *ratio to session* divides each round's figure by the session tier's of the same \
+         round (taken seconds apart, so a change in the machine's load moves both) and gives \
+         the median and the range over the rounds.\n\n",
         WARM_UP.as_secs(),
-        LOAD.as_secs()
+        LOAD.as_secs(),
+        LOAD.as_secs(),
     ));
     out.push_str(&format!(
         "CPU per call is the whole process's (server and client) over the run, so it holds when \
@@ -805,47 +970,96 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
          process would reach with the cores to itself.\n\n"
     ));
     out.push_str(&format!(
-        "*Pre-warmed* counts the one-in-flight run's sandbox calls that found a pre-warmed \
-         instance, of all its sandbox calls (a miss instantiates and loads the tool on the \
-         call's path). `TEMPER_MCP_READER_INLINE={}` in this run (0: every stdio request is \
-         handed to a tokio worker); `TEMPER_MCP_HTTP_INLINE={}` (2: an HTTP request is handled \
-         in its connection's task, which then yields once; 1: without the yield; 0: in a task \
-         of its own).\n\n",
+        "*Pre-warmed* counts the one-in-flight runs' sandbox calls that found a pre-warmed \
+         instance, of all their sandbox calls, summed over the rounds (a miss instantiates and \
+         loads the tool on the call's path). `TEMPER_MCP_READER_INLINE={}` in this run (0: every \
+         stdio request is handed to a tokio worker); `TEMPER_MCP_RETIRE_AFTER={}` (0: a call \
+         answered on the stdio reader hands its used store to the reaper before the answer is \
+         written, not after); `TEMPER_MCP_HTTP_INLINE={}` (2: an HTTP request is handled in its \
+         connection's task, which then yields once; 1: without the yield; 0: in a task of its \
+         own).\n\n",
         std::env::var("TEMPER_MCP_READER_INLINE").unwrap_or_else(|_| "1 (default)".into()),
+        std::env::var("TEMPER_MCP_RETIRE_AFTER").unwrap_or_else(|_| "1 (default)".into()),
         std::env::var("TEMPER_MCP_HTTP_INLINE").unwrap_or_else(|_| "2 (default)".into())
     ));
-    out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | server-side p50 | pre-warmed | load (1, 5, 15 min) |\n");
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | context switches per call, 64 in flight (voluntary + involuntary) | server-side p50 | pre-warmed |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in rows {
-        let rate = |n| {
-            r.per_sec
-                .iter()
-                .find(|(k, _)| *k == n)
-                .map_or("–".to_string(), |(_, v)| format!("{v:.0}"))
-        };
-        let cpu = |n| {
-            r.cpu_us
-                .iter()
-                .find(|(k, _)| *k == n)
-                .map_or(f64::NAN, |(_, v)| *v)
-        };
+        let warm = r
+            .rounds
+            .iter()
+            .fold((0, 0), |(h, m), x| (h + x.warm.0, m + x.warm.1));
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1} µs | {:.1} µs | {} | {} | {:.0} / {:.0} µs | {:.0} | {} µs | {}/{} | {} |\n",
+            "| {} | {} | {} | {:.1} µs | {:.1} µs | {:.0} | {:.0} | {:.0} / {:.0} µs | {:.0} | {:.2} + {:.2} | {:.0} µs | {}/{} |\n",
             r.transport,
             r.store,
             r.tier,
-            us(r.p50),
-            us(r.p99),
-            rate(32),
-            rate(64),
-            cpu(32),
-            cpu(64),
-            cores as f64 * 1e6 / cpu(64),
-            r.server_p50_us,
-            r.warm.0,
-            r.warm.0 + r.warm.1,
-            r.load
+            med(r, |x| us(x.p50)),
+            med(r, |x| us(x.p99)),
+            med(r, |x| x.rate(32)),
+            med(r, |x| x.rate(64)),
+            med(r, |x| x.cpu(32)),
+            med(r, |x| x.cpu(64)),
+            med(r, |x| cores as f64 * 1e6 / x.cpu(64)),
+            med(r, |x| x.switches(64).0),
+            med(r, |x| x.switches(64).1),
+            med(r, |x| x.server_p50_us as f64),
+            warm.0,
+            warm.0 + warm.1,
         ));
+    }
+    out.push_str("\n**Ratio to session**, per round (median, range):\n\n");
+    out.push_str("| transport | store | tier | p50, 1 in flight | server-side p50 | calls/s, 64 in flight | CPU per call, 64 in flight |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|\n");
+    for r in rows.iter().filter(|r| r.tier != "session") {
+        let Some(base) = rows
+            .iter()
+            .find(|b| b.tier == "session" && b.transport == r.transport && b.store == r.store)
+        else {
+            continue;
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            r.transport,
+            r.store,
+            r.tier,
+            ratio(r, base, |x| us(x.p50)),
+            ratio(r, base, |x| x.server_p50_us as f64),
+            ratio(r, base, |x| x.rate(64)),
+            ratio(r, base, |x| x.cpu(64)),
+        ));
+    }
+    out.push_str(
+        "\n**Rounds** (in the order run; each tier's figures and the load average after them):\n\n",
+    );
+    out.push_str("| transport | store | round | tier | p50, 1 in flight | server-side p50 | calls/s, 64 in flight | CPU per call, 64 in flight | pre-warmed | load |\n");
+    out.push_str("|---|---|---:|---|---:|---:|---:|---:|---:|---|\n");
+    let mut cases: Vec<(&str, &str)> = rows.iter().map(|r| (r.transport, r.store)).collect();
+    cases.dedup();
+    for (transport, store) in cases {
+        let case: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.transport == transport && r.store == store)
+            .collect();
+        for round in 0..rounds {
+            for k in 0..case.len() {
+                let row = case[(round + k) % case.len()];
+                let Some(x) = row.rounds.get(round) else {
+                    continue;
+                };
+                out.push_str(&format!(
+                    "| {transport} | {store} | {round} | {} | {:.1} µs | {} µs | {:.0} | {:.0} µs | {}/{} | {} |\n",
+                    row.tier,
+                    us(x.p50),
+                    x.server_p50_us,
+                    x.rate(64),
+                    x.cpu(64),
+                    x.warm.0,
+                    x.warm.0 + x.warm.1,
+                    x.load
+                ));
+            }
+        }
     }
     out
 }

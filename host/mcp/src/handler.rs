@@ -523,9 +523,15 @@ impl Handler {
         if let Some(refused) = forged.and_then(|t| self.calls_outside_access(t)) {
             return Ok(refused);
         }
-        progress.report(0, 1, format!("calling {name}"));
+        // The messages are made only for a client that asked for progress.
+        let progressed = progress.token.is_some();
+        if progressed {
+            progress.report(0, 1, format!("calling {name}"));
+        }
         let outcome = self.forge.invoke(name, arguments, &self.ctx).await;
-        progress.report(1, 1, format!("{name}: done"));
+        if progressed {
+            progress.report(1, 1, format!("{name}: done"));
+        }
         if let Err(InvokeError::NotFound { name: missing, .. }) = &outcome
             && missing == name
         {

@@ -83,6 +83,10 @@ pub(crate) fn run_here_or_spawn<F>(
     F: Future<Output = ()> + Send + 'static,
 {
     let mut future = Box::pin(future);
+    // The used store of a call answered in this poll is dropped here after
+    // the answer is written, not handed to the reaper on the answer's path
+    // (see `RetireAfter`), unless `TEMPER_MCP_RETIRE_AFTER=0`.
+    let retire_after = retire_after().then(temper_runtime::Runtime::retire_after);
     let polled = {
         let _rt = handle.enter();
         ON_READER.with(|r| *r.borrow_mut() = Some(held.clone()));
@@ -91,6 +95,7 @@ pub(crate) fn run_here_or_spawn<F>(
         ON_READER.with(|r| *r.borrow_mut() = None);
         polled
     };
+    drop(retire_after);
     match polled {
         Ok(Poll::Ready(())) => {}
         // Polled again by the runtime at once, with its own waker: what
@@ -100,6 +105,15 @@ pub(crate) fn run_here_or_spawn<F>(
         }
         Err(_) => tracing::error!("a request failed on the reader thread (panicked)"),
     }
+}
+
+/// Whether the reader drops the stores of the calls it answers itself,
+/// after the answer (see `run_here_or_spawn`): yes unless
+/// `TEMPER_MCP_RETIRE_AFTER=0` (a switch for measuring the difference;
+/// read once).
+fn retire_after() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TEMPER_MCP_RETIRE_AFTER").map_or(true, |v| v != "0"))
 }
 
 /// Whether the output can take [`MAX_INLINE_WRITE`] bytes now without

@@ -35,7 +35,7 @@
 use std::io::{self, BufReader, Read, Write};
 use std::os::fd::AsFd;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -132,6 +132,7 @@ where
         initialized: AtomicBool::new(false),
         modern: AtomicBool::new(false),
         subscriptions: Mutex::new(Vec::new()),
+        pending: AtomicUsize::new(0),
     });
     // Every request task holds a clone of `in_flight`: once the reader's
     // and theirs are all dropped, `requests` ends.
@@ -218,6 +219,7 @@ fn read_loop<R: Read>(
                     let here = reader.buffer().is_empty()
                         && reader_inline()
                         && inline::is_short(&method, params.as_ref());
+                    conn.pending.fetch_add(1, Ordering::AcqRel);
                     let task = {
                         let (conn, held) = (conn.clone(), in_flight.clone());
                         async move {
@@ -306,6 +308,41 @@ impl Output {
         if let Some(batch) = self.enqueue(message, read_at) {
             self.write_out(batch);
         }
+    }
+
+    /// [`Output::send`] from a request's task while other requests are in
+    /// flight: if this sender must write, it first yields to the tasks the
+    /// runtime has ready (the other requests' handlers), whose answers queue
+    /// behind this one meanwhile, and then writes them all in one write.
+    /// Under load, one system call (and one wake-up of the client) carries
+    /// many answers instead of one each. The write is done even if the
+    /// task is dropped while it yields (the guard's drop writes).
+    async fn send_coalesced(&self, message: &(impl Serialize + Sync), read_at: Option<Instant>) {
+        /// Writes the batch and what queued behind it when dropped.
+        struct Coalesced<'a> {
+            out: &'a Output,
+            batch: Option<Batch>,
+        }
+        impl Drop for Coalesced<'_> {
+            fn drop(&mut self) {
+                if let Some((mut lines, mut answered)) = self.batch.take() {
+                    {
+                        let mut q = lock(&self.out.queue);
+                        lines.append(&mut q.lines);
+                        answered.append(&mut q.read_at);
+                    }
+                    self.out.write_out((lines, answered));
+                }
+            }
+        }
+        let Some(batch) = self.enqueue(message, read_at) else {
+            return;
+        };
+        let _write = Coalesced {
+            out: self,
+            batch: Some(batch),
+        };
+        tokio::task::yield_now().await;
     }
 
     /// Like [`Output::send`], but the write, if this sender must do it,
@@ -477,6 +514,8 @@ struct Connection {
     modern: AtomicBool,
     /// Open `subscriptions/listen` requests (by id) and what they honor.
     subscriptions: Mutex<Vec<(Value, SubscriptionFilter)>>,
+    /// Requests read and not yet answered (see [`Output::send_coalesced`]).
+    pending: AtomicUsize,
 }
 
 /// The method of a modern change-notification stream.
@@ -611,7 +650,16 @@ impl Connection {
                 .into()
             }
         };
-        self.deliver(&message, Some(read_at));
+        // Other requests still to answer: their answers may join this one's
+        // write (see `Output::send_coalesced`).
+        let others = self.pending.fetch_sub(1, Ordering::AcqRel) > 1;
+        match inline::reader_guard() {
+            Some(held) => self
+                .out
+                .send_on_reader(&message, Some(read_at), &self.rt, held),
+            None if others => self.out.send_coalesced(&message, Some(read_at)).await,
+            None => self.out.send(&message, Some(read_at)),
+        }
     }
 }
 
@@ -630,6 +678,7 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     /// A writer into a shared buffer, slow enough that senders meet.
     struct Shared(Arc<Mutex<Vec<u8>>>);
@@ -671,6 +720,80 @@ mod tests {
         }
         assert_eq!(seen.len(), 8 * 200);
         assert!(!out.failed());
+    }
+
+    /// Counts the writes made into a shared buffer.
+    struct Counting(Arc<Mutex<(Vec<u8>, usize)>>);
+
+    impl Write for Counting {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let mut b = lock(&self.0);
+            b.0.extend_from_slice(buf);
+            b.1 += 1;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn lines_of(bytes: &[u8]) -> Vec<Value> {
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).expect("a whole JSON line"))
+            .collect()
+    }
+
+    #[test]
+    fn answers_ready_together_share_one_write() {
+        let buf = Arc::new(Mutex::new((Vec::new(), 0)));
+        // The combining writer buffers; a write of the batch reaches the
+        // output as one `write` (64 KiB buffer, small lines).
+        let out = Arc::new(Output::new(Box::new(Counting(buf.clone()))));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let tasks: Vec<_> = (0..10)
+                .map(|i| {
+                    let out = out.clone();
+                    tokio::spawn(async move {
+                        out.send_coalesced(&serde_json::json!({"i": i}), Some(Instant::now()))
+                            .await;
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let (bytes, writes) = lock(&buf).clone();
+        let got: Vec<u64> = lines_of(&bytes)
+            .iter()
+            .map(|v| v["i"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, (0..10).collect::<Vec<_>>(), "all, in order");
+        assert_eq!(writes, 1, "the ten answers ready together in one write");
+        let q = lock(&out.queue);
+        assert!(!q.writing && q.lines.is_empty() && q.read_at.is_empty());
+    }
+
+    #[test]
+    fn a_coalescing_writer_dropped_while_it_yields_still_writes() {
+        let buf = Arc::new(Mutex::new((Vec::new(), 0)));
+        let out = Output::new(Box::new(Counting(buf.clone())));
+        let message = serde_json::json!({"a": 1});
+        let mut fut = Box::pin(out.send_coalesced(&message, None));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending(), "yielded");
+        // Queued behind the yielding writer.
+        out.send(&serde_json::json!({"a": 2}), None);
+        assert_eq!(lock(&buf).1, 0, "nothing written yet");
+        drop(fut);
+        let (bytes, _) = lock(&buf).clone();
+        assert_eq!(lines_of(&bytes).len(), 2, "both written by the drop");
+        assert!(!lock(&out.queue).writing, "the writing ended");
     }
 
     struct Broken;

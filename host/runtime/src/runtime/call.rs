@@ -369,6 +369,14 @@ impl Runtime {
         Some(Ready { store, run })
     }
 
+    /// Opens a [`RetireAfter`] scope on this thread: the stores its calls
+    /// retire until the scope ends are dropped by this thread then, not
+    /// handed to the reaper (for a thread that answers a call itself and
+    /// can drop the store after the answer is out, with no wake-up).
+    pub fn retire_after() -> RetireAfter {
+        RetireAfter::open()
+    }
+
     /// Drops a used store off the request path (resetting its instance's
     /// memory slot costs about as much as the call): on the reaper thread,
     /// or here when the reaper is behind or every core is busy with calls.

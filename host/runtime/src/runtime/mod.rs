@@ -58,6 +58,7 @@ pub use call::{CallOutcome, arm_deadline, deliver, instantiate_failed, settle};
 pub use compact::{ArtifactCodec, CompactError};
 pub use observer::{PoolStats, RuntimeObserver};
 use reaper::Reaper;
+pub use reaper::RetireAfter;
 
 /// The export every tool provides.
 pub const RUN_EXPORT: &str = "temper:tool/run@0.1.0";

@@ -33,6 +33,68 @@ pub(super) struct Reaper {
     cores: usize,
 }
 
+thread_local! {
+    /// The stores retired on this thread while a [`RetireAfter`] scope is
+    /// open (`None`: no scope).
+    static HELD: std::cell::RefCell<Option<Vec<Store<HostState>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A scope in which the stores this thread's calls retire are held, and
+/// dropped by this thread when the scope ends, instead of going to the
+/// reaper (see [`super::Runtime::retire_after`]).
+///
+/// For a thread that answers a call itself and then waits for the next
+/// request (the stdio reader with one call in flight): handing the store
+/// to an idle reaper wakes it, a system call and an idle core's wake-up on
+/// the answer's path; dropped after the answer is written, the store costs
+/// the answer nothing and the reaper is not woken. The drop is the same as
+/// the reaper's (the instance's memory slot reset for the next instance):
+/// isolation does not change, only the thread and the moment.
+pub struct RetireAfter {
+    /// Not `Send`: the scope belongs to the thread that opened it.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl RetireAfter {
+    pub(super) fn open() -> Self {
+        HELD.with(|h| {
+            let mut h = h.borrow_mut();
+            if h.is_none() {
+                *h = Some(Vec::new());
+            }
+        });
+        Self {
+            _thread: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for RetireAfter {
+    fn drop(&mut self) {
+        // Taken out first: a store's drop must not find the scope open.
+        let held = HELD.with(|h| h.borrow_mut().take());
+        drop(held);
+    }
+}
+
+/// Stores a [`RetireAfter`] scope holds at most: each holds a pool slot,
+/// and a tool that calls other tools in a loop retires one per callee; past
+/// this, stores take the usual way.
+pub(super) const MAX_HELD: usize = 2;
+
+/// Holds `store` in this thread's [`RetireAfter`] scope, if one is open and
+/// not full; else gives it back.
+fn hold(store: Store<HostState>) -> Option<Store<HostState>> {
+    HELD.with(|h| match h.borrow_mut().as_mut() {
+        Some(held) if held.len() < MAX_HELD => {
+            held.push(store);
+            None
+        }
+        _ => Some(store),
+    })
+}
+
 /// Marks one top-level call as running while it lives (see
 /// [`Reaper::busy`]).
 pub(super) struct Busy<'a>(&'a Reaper);
@@ -136,9 +198,13 @@ impl Reaper {
     }
 
     /// Hands a used store in, or drops it here when the backlog is full or
-    /// every core is busy ([`Reaper::all_cores_busy`]).
+    /// every core is busy ([`Reaper::all_cores_busy`]), or holds it for
+    /// this thread to drop when its [`RetireAfter`] scope ends.
     pub(super) fn retire(&self, store: Store<HostState>) {
         use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        let Some(store) = hold(store) else {
+            return;
+        };
         if self.all_cores_busy() {
             drop(store);
             return;
@@ -190,6 +256,35 @@ mod tests {
         assert!(!reaper.all_cores_busy(), "a guard gives its core back");
         drop(two);
         assert_eq!(reaper.busy.load(Acquire), 0);
+        reaper.close();
+    }
+
+    #[test]
+    fn a_retire_after_scope_holds_stores_until_it_ends() {
+        let engine = wasmtime::Engine::default();
+        let reaper = Reaper::spawn_for(2).expect("reaper");
+        let scope = RetireAfter::open();
+        for _ in 0..MAX_HELD {
+            reaper.retire(store(&engine));
+        }
+        assert_eq!(reaper.handed.load(Acquire), 0, "held, not handed in");
+        assert_eq!(
+            HELD.with(|h| h.borrow().as_ref().map(Vec::len)),
+            Some(MAX_HELD)
+        );
+        // Past the bound, the usual way.
+        reaper.retire(store(&engine));
+        assert_eq!(reaper.handed.load(Acquire), 1, "handed to the reaper");
+        drop(scope);
+        assert!(HELD.with(|h| h.borrow().is_none()), "dropped, scope closed");
+        // Another thread's stores are not held by this thread's scope.
+        let _scope = RetireAfter::open();
+        let r = reaper.clone();
+        let e = engine.clone();
+        std::thread::spawn(move || r.retire(store(&e)))
+            .join()
+            .unwrap();
+        assert_eq!(reaper.handed.load(Acquire), 2, "handed to the reaper");
         reaper.close();
     }
 
