@@ -184,13 +184,7 @@ impl Handler {
         if META_TOOLS.contains(&name) || !self.goes_to_hub(name).await? {
             return Ok(None);
         }
-        let progress = Progress {
-            notes,
-            token: params
-                .pointer("/_meta/progressToken")
-                .filter(|t| t.is_string() || t.is_number())
-                .cloned(),
-        };
+        let progress = Progress::of(params, notes);
         // The messages are formatted only for a caller that asked for
         // progress.
         if progress.token.is_some() {

@@ -242,13 +242,7 @@ impl Handler {
                 ));
             }
         };
-        let progress = Progress {
-            notes,
-            token: params
-                .pointer("/_meta/progressToken")
-                .filter(|t| t.is_string() || t.is_number())
-                .cloned(),
-        };
+        let progress = Progress::of(params, notes);
         match name {
             FORGE_TOOL if self.access.session => self.forge_tool(&arguments, &progress).await,
             PROMOTE_TOOL if self.access.session && self.access.agent => {
@@ -569,7 +563,19 @@ struct Progress<'n> {
     token: Option<Value>,
 }
 
-impl Progress<'_> {
+impl<'n> Progress<'n> {
+    /// The progress of a request with `params`: reported to `notes` when
+    /// the caller sent a `_meta.progressToken` (a string or a number).
+    fn of(params: &Value, notes: &'n dyn Notifier) -> Self {
+        Self {
+            notes,
+            token: params
+                .pointer("/_meta/progressToken")
+                .filter(|t| t.is_string() || t.is_number())
+                .cloned(),
+        }
+    }
+
     fn report(&self, progress: u32, total: u32, message: String) {
         if let Some(token) = &self.token {
             self.notes.request_note(jsonrpc::notification(
