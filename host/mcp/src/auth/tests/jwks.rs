@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::super::jwks::{self, JwksError, KeySet};
+use super::super::jwt::JwtVerifier;
 use super::super::testkit::*;
 use super::super::{AuthError, Reason, load_jwt};
 use super::{config_text, refused, write_config};
@@ -226,20 +227,35 @@ async fn jwks_fetch_failures_fail_closed_and_name_the_url() {
     );
 }
 
-#[tokio::test]
-async fn a_jwks_file_is_read_again_for_an_unknown_kid() {
+/// A verifier over a key-set file (`keys.json`, the fixture set) that may
+/// be read again one second after the last read; the directory holds the
+/// set and `auth.toml`.
+async fn file_set_with_refetch() -> (tempfile::TempDir, JwtVerifier) {
     let dir = tempfile::tempdir().unwrap();
-    let set = dir.path().join("keys.json");
-    std::fs::write(&set, fixture_set()).unwrap();
+    std::fs::write(dir.path().join("keys.json"), fixture_set()).unwrap();
     let path = write_config(
         dir.path(),
         &config_text("file = \"keys.json\"\nmin_refetch_secs = 1", "", ""),
     );
     let v = load_jwt(&path).await.unwrap();
+    (dir, v)
+}
+
+/// The issuer renames the EC key `ec-1` to `ec-2` in the set file `set`;
+/// returns once the set may be read again.
+async fn rename_ec_key_to_ec_2(set: &Path) {
     let mut doc: serde_json::Value = serde_json::from_slice(&fixture_set()).unwrap();
     doc["keys"][1]["kid"] = json!("ec-2");
-    std::fs::write(&set, doc.to_string()).unwrap();
+    std::fs::write(set, doc.to_string()).unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+}
+
+#[tokio::test]
+async fn a_jwks_file_is_read_again_for_an_unknown_kid() {
+    let (dir, v) = file_set_with_refetch().await;
+    let set = dir.path().join("keys.json");
+    let path = dir.path().join("auth.toml");
+    rename_ec_key_to_ec_2(&set).await;
     let t = token(&header("ES256", "ec-2"), &claims("alice"), Sig::Ec);
     assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
     // A missing file at start is an error naming it.
@@ -250,24 +266,15 @@ async fn a_jwks_file_is_read_again_for_an_unknown_kid() {
 
 #[tokio::test]
 async fn a_cached_token_is_refused_once_its_key_leaves_the_set() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, v) = file_set_with_refetch().await;
     let set = dir.path().join("keys.json");
-    std::fs::write(&set, fixture_set()).unwrap();
-    let path = write_config(
-        dir.path(),
-        &config_text("file = \"keys.json\"\nmin_refetch_secs = 1", "", ""),
-    );
-    let v = load_jwt(&path).await.unwrap();
     // One token string throughout (ES256 signatures are randomized).
     let t = good("ES256", "alice");
     assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
     assert_eq!(v.verify(&t).await.unwrap().agent, "alice");
     // The issuer renames ec-1 to ec-2; a token naming ec-2 brings the new
     // set in, and the cached token's key is gone from it.
-    let mut doc: serde_json::Value = serde_json::from_slice(&fixture_set()).unwrap();
-    doc["keys"][1]["kid"] = json!("ec-2");
-    std::fs::write(&set, doc.to_string()).unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    rename_ec_key_to_ec_2(&set).await;
     let renamed = token(&header("ES256", "ec-2"), &claims("alice"), Sig::Ec);
     assert_eq!(v.verify(&renamed).await.unwrap().agent, "alice");
     assert_eq!(refused(v.verify(&t).await), Reason::UnknownKid);
