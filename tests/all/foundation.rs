@@ -892,6 +892,7 @@ async fn caches_evict_under_small_caps_and_tools_keep_working() {
         compiled_tools: 1,
         bytecode_records: 2,
         keep_resident_bytes: 1 << 20,
+        promote_after_calls: 0,
     };
     let rt = runtime_with_caches(cache.path(), caps, Limits::default());
     let mut artifacts = Vec::new();
@@ -1037,6 +1038,8 @@ fn runtime_without_pre_warming(slots: u32) -> (tempfile::TempDir, Runtime) {
     let cache = tempfile::tempdir().unwrap();
     let caches = temper::limits::CacheLimits {
         warm_per_tool: 0,
+        // The engine path is what is measured: no promotion.
+        promote_after_calls: 0,
         ..Default::default()
     };
     let rt = Runtime::builder()

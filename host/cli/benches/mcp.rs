@@ -330,6 +330,15 @@ fn forge(runtime: &Runtime, store: Registry) -> Forge {
         .build()
 }
 
+/// After how many calls a hot tool is promoted to its own compiled
+/// snapshot (`MCP_PROMOTE_AFTER`, 0: never; default the runtime's).
+fn promote_after() -> u64 {
+    std::env::var("MCP_PROMOTE_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(temper::limits::DEFAULT_PROMOTE_AFTER_CALLS)
+}
+
 /// How many rounds to run (`MCP_ROUNDS`, default [`ROUNDS`]).
 fn rounds() -> usize {
     std::env::var("MCP_ROUNDS")
@@ -461,7 +470,13 @@ fn main() {
     let load_before = load_average();
     let started = Instant::now();
     let runtime = rt.block_on(async {
-        let runtime = Runtime::builder().build().unwrap();
+        let runtime = Runtime::builder()
+            .cache_limits(temper::limits::CacheLimits {
+                promote_after_calls: promote_after(),
+                ..Default::default()
+            })
+            .build()
+            .unwrap();
         runtime.warm_up().await.unwrap();
         runtime
     });
