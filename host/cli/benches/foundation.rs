@@ -305,6 +305,8 @@ async fn wait_warm_full(runtime: &Runtime, tool: &Tool) {
 fn fresh_only_runtime(cache: &std::path::Path) -> Runtime {
     let caches = temper::limits::CacheLimits {
         warm_per_tool: 0,
+        // The engine path is what is measured: no promotion.
+        promote_after_calls: 0,
         ..Default::default()
     };
     Runtime::builder()
@@ -396,8 +398,14 @@ fn main() {
     );
 
     let rt = multi_thread_runtime(None);
+    // The shared engine is what rows 1-3 measure (a promoted tool runs as
+    // the "own compiled snapshot" rows do): no promotion.
     let runtime = Runtime::builder()
         .cache_dir(Some(cache.path().to_path_buf()))
+        .cache_limits(temper::limits::CacheLimits {
+            promote_after_calls: 0,
+            ..Default::default()
+        })
         .build()
         .expect("runtime");
     if let Ok(secs) = std::env::var("FOUNDATION_PROFILE_SECS") {

@@ -330,6 +330,15 @@ fn forge(runtime: &Runtime, store: Registry) -> Forge {
         .build()
 }
 
+/// After how many calls a hot tool is promoted to its own compiled
+/// snapshot (`MCP_PROMOTE_AFTER`, 0: never; default the runtime's).
+fn promote_after() -> u64 {
+    std::env::var("MCP_PROMOTE_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(temper::limits::DEFAULT_PROMOTE_AFTER_CALLS)
+}
+
 /// How many rounds to run (`MCP_ROUNDS`, default [`ROUNDS`]).
 fn rounds() -> usize {
     std::env::var("MCP_ROUNDS")
@@ -461,7 +470,13 @@ fn main() {
     let load_before = load_average();
     let started = Instant::now();
     let runtime = rt.block_on(async {
-        let runtime = Runtime::builder().build().unwrap();
+        let runtime = Runtime::builder()
+            .cache_limits(temper::limits::CacheLimits {
+                promote_after_calls: promote_after(),
+                ..Default::default()
+            })
+            .build()
+            .unwrap();
         runtime.warm_up().await.unwrap();
         runtime
     });
@@ -504,7 +519,8 @@ fn main() {
         Err(_) => println!("PostgreSQL skipped: TEMPER_TEST_PG_URL is not set"),
     }
 
-    let report = report(&rows, &load_before, started.elapsed());
+    let promoted = runtime.cache_stats().promoted_tools;
+    let report = report(&rows, &load_before, started.elapsed(), promoted);
     let path = target_dir.join("bench-mcp.md");
     std::fs::write(&path, report).unwrap();
     println!("report: {}", path.display());
@@ -564,7 +580,7 @@ fn ratio(row: &Row, base: &Row, f: impl Fn(&Round) -> f64) -> String {
     format!("{:.2} ({lo:.2}–{hi:.2})", median(r))
 }
 
-fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
+fn report(rows: &[Row], load_before: &str, took: Duration, promoted: u64) -> String {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let date = std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -618,6 +634,12 @@ fn report(rows: &[Row], load_before: &str, took: Duration) -> String {
         std::env::var("TEMPER_MCP_READER_INLINE").unwrap_or_else(|_| "1 (default)".into()),
         std::env::var("TEMPER_MCP_RETIRE_AFTER").unwrap_or_else(|_| "1 (default)".into()),
         std::env::var("TEMPER_MCP_HTTP_INLINE").unwrap_or_else(|_| "2 (default)".into())
+    ));
+    out.push_str(&format!(
+        "Hot tools are promoted to their own compiled snapshot after {} calls on the shared \
+         engine (`MCP_PROMOTE_AFTER`; 0: never), compiled in the background during the warm-up; \
+         {promoted} promotions in this run.\n\n",
+        promote_after()
     ));
     out.push_str("| transport | store | tier | p50, 1 in flight | p99, 1 in flight | calls/s, 32 in flight | calls/s, 64 in flight | CPU per call, 32 / 64 in flight | CPU-bound calls/s, 64 in flight | context switches per call, 64 in flight (voluntary + involuntary) | server-side p50 | pre-warmed |\n");
     out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

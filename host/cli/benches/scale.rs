@@ -147,9 +147,16 @@ fn tokio_rt() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
+/// A runtime on `cache` with hot-tool promotion off: this bench measures
+/// the shared engine (a promoted tool's calls are in the foundation bench's
+/// "own compiled snapshot" rows).
 fn runtime(cache: &Path) -> Runtime {
     Runtime::builder()
         .cache_dir(Some(cache.to_path_buf()))
+        .cache_limits(temper::limits::CacheLimits {
+            promote_after_calls: 0,
+            ..Default::default()
+        })
         .build()
         .expect("runtime")
 }
@@ -327,6 +334,8 @@ fn child_isolated(cache: &Path) -> Value {
     let warm_rt = runtime(cache);
     let caches = temper::limits::CacheLimits {
         warm_per_tool: 0,
+        // The engine path is what is measured: no promotion.
+        promote_after_calls: 0,
         ..Default::default()
     };
     let fresh_rt = Runtime::builder()
@@ -470,7 +479,10 @@ fn profile(mode: &str, secs: f64) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(u32::MAX);
-    let mut caches = temper::limits::CacheLimits::default();
+    let mut caches = temper::limits::CacheLimits {
+        promote_after_calls: 0,
+        ..Default::default()
+    };
     if mode == "fresh" {
         caches.warm_per_tool = 0;
     }

@@ -457,6 +457,10 @@ pub(crate) struct Common {
     /// Compiled-component cache directory (default: the platform cache dir).
     #[arg(long)]
     pub(crate) cache_dir: Option<PathBuf>,
+    /// Calls after which a hot tool gets its own compiled snapshot,
+    /// compiled in the background (0: never; default 1000).
+    #[arg(long, value_name = "CALLS")]
+    pub(crate) promote_after: Option<u64>,
     /// Deterministic mode: every call reads the same wall clock (the policy's
     /// `epoch_ms`, default the Unix epoch), a standing monotonic clock and
     /// random seeded with SEED (default: the policy file's seed, else 0).
@@ -518,6 +522,12 @@ impl Common {
         let mut builder = Runtime::builder().limits(limits).policy(policy);
         if let Some(dir) = &self.cache_dir {
             builder = builder.cache_dir(Some(dir.clone()));
+        }
+        if let Some(calls) = self.promote_after {
+            builder = builder.cache_limits(temper::limits::CacheLimits {
+                promote_after_calls: calls,
+                ..Default::default()
+            });
         }
         if let Some(path) = &self.record {
             let cassette = temper::capabilities::cassette::Cassette::record(path)

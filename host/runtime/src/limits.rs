@@ -97,7 +97,18 @@ pub struct CacheLimits {
     /// Bytes of each pool slot's linear memory kept resident between uses
     /// (reset in place rather than released and faulted in again).
     pub keep_resident_bytes: usize,
+    /// Calls on the shared engine after which a tool is promoted to its own
+    /// compiled snapshot, compiled in the background into one of
+    /// [`CacheLimits::compiled_tools`]' places (0: never; default
+    /// [`DEFAULT_PROMOTE_AFTER_CALLS`]). See `runtime/promote.rs`.
+    pub promote_after_calls: u64,
 }
+
+/// Default [`CacheLimits::promote_after_calls`]: a promotion costs about half
+/// a second of one core the first time (then the disk cache holds it) and
+/// saves about 9 µs per call, so a tool called this often in one process is
+/// likely to repay it.
+pub const DEFAULT_PROMOTE_AFTER_CALLS: u64 = 1000;
 
 impl Default for CacheLimits {
     fn default() -> Self {
@@ -125,6 +136,7 @@ impl CacheLimits {
             compiled_tools: (budget / 4 / COMPILED_TOOL_BYTES).max(1),
             bytecode_records: 4096,
             keep_resident_bytes: crate::engine::DEFAULT_KEEP_RESIDENT,
+            promote_after_calls: DEFAULT_PROMOTE_AFTER_CALLS,
         }
     }
 

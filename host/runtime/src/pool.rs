@@ -1,5 +1,6 @@
 //! Pre-warmed instances: for each hot tool, a few fresh instances of the
-//! shared engine with the tool's bytecode already loaded, made off the
+//! shared engine with the tool's bytecode already loaded (or, for a tool
+//! promoted to its own compiled snapshot, of that snapshot), made off the
 //! request path, so a call only runs `execute`.
 //!
 //! Isolation is that of a fresh instance per call: an instance here has
@@ -25,6 +26,9 @@ pub(crate) struct Ready {
     pub store: Store<HostState>,
     /// Its `run` export, looked up when it was made (not on the call).
     pub run: crate::bindings::exports::temper::tool::run::Guest,
+    /// Whether it is an instance of the tool's own compiled snapshot (a
+    /// promoted tool's) rather than of the shared engine.
+    pub compiled: bool,
 }
 
 /// Which instances fit a call: the tool (its bytecode's blake3) and what it
@@ -161,6 +165,14 @@ impl WarmPool {
             self.hits.load(Ordering::Relaxed),
             self.misses.load(Ordering::Relaxed),
         )
+    }
+
+    /// Drops the ready instances of tool `id`, whatever its grants, and
+    /// forgets it (a refill task running for it stops at its next
+    /// [`WarmPool::reserve`]). For when the tool changes form (promoted or
+    /// demoted): rare, so a scan of the bounded pool is fine.
+    pub(crate) fn forget(&self, id: &str) {
+        self.lock().retain(|key, _| &*key.id != id);
     }
 
     /// Drops every ready instance and forgets the hot tools.

@@ -97,6 +97,8 @@ fn runtime_without_pre_warming(slots: u32) -> (tempfile::TempDir, Runtime) {
     let cache = tempfile::tempdir().unwrap();
     let caches = temper::limits::CacheLimits {
         warm_per_tool: 0,
+        // The engine path is what is measured: no promotion.
+        promote_after_calls: 0,
         ..Default::default()
     };
     let rt = Runtime::builder()

@@ -169,6 +169,7 @@ async fn caches_evict_under_small_caps_and_tools_keep_working() {
         compiled_tools: 1,
         bytecode_records: 2,
         keep_resident_bytes: 1 << 20,
+        promote_after_calls: 0,
     };
     let rt = runtime_with_caches(cache.path(), caps, Limits::default());
     let mut artifacts = Vec::new();

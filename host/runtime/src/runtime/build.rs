@@ -151,6 +151,7 @@ impl Runtime {
                     bytecode: Arc::new(bytecode),
                 },
                 one_shot: true,
+                heat: Default::default(),
             }),
             grants: temper_policy::Grants::default(),
             calls: ToolCalls::default(),

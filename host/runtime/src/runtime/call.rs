@@ -171,6 +171,20 @@ impl CallAt {
     }
 }
 
+/// What a JS tool's instances are made from: the shared engine and its
+/// bytecode, or its promoted compiled snapshot (`promote`).
+#[derive(Clone)]
+pub(super) enum Source {
+    Engine(Arc<Vec<u8>>),
+    Promoted(Arc<Compiled>),
+}
+
+/// [`Source`] with the shared engine at hand.
+enum Maker<'a> {
+    Engine(&'a EngineRuntime, &'a [u8]),
+    Promoted(&'a Compiled),
+}
+
 impl Runtime {
     /// Calls `tool` with a JSON `input` in a fresh instance under the limits:
     /// a pre-warmed one when the tool is hot, else one made now.
@@ -201,7 +215,11 @@ impl Runtime {
                         message: e.to_string(),
                     })
                 })?;
-                self.call_engine(tool, bytecode, input, at()).await
+                let source = match self.promoted(tool, bytecode) {
+                    Some(compiled) => Source::Promoted(compiled),
+                    None => Source::Engine(bytecode.clone()),
+                };
+                self.call_warm(tool, source, input, at()).await
             }
             ToolForm::Component { artifact } => {
                 let compiled = self.compiled(&tool.inner.id, artifact).await.map_err(|e| {
@@ -247,50 +265,60 @@ impl Runtime {
         self.finish(store, outcome, true)
     }
 
-    /// A call on the shared engine: a pre-warmed instance of the tool if one
-    /// waits, else a fresh engine instance into which the bytecode is loaded
-    /// now (under the build's fixed clocks, as the build's snapshot was);
-    /// then `execute`, on the call's clocks. Afterwards the tool's
-    /// pre-warmed instances are topped up in the background.
-    pub(super) async fn call_engine(
+    /// A call of a JS tool this host can run from its bytecode: a
+    /// pre-warmed instance of the tool if one waits, else one made now from
+    /// `source` — a fresh engine instance into which the bytecode is loaded
+    /// (under the build's fixed clocks, as the build's snapshot was), or a
+    /// fresh instance of the tool's promoted snapshot; then `execute`, on
+    /// the call's clocks. Afterwards the tool's pre-warmed instances are
+    /// topped up in the background.
+    pub(super) async fn call_warm(
         &self,
         tool: &Tool,
-        bytecode: &Arc<Vec<u8>>,
+        source: Source,
         input: &str,
         call: CallAt,
     ) -> Result<CallOutput, CallFailure> {
-        let engine = self.engine_rt().await.map_err(|e| CallFailure {
-            error: RunError::Instantiate {
-                message: e.to_string(),
-            },
+        let fail = |message| CallFailure {
+            error: RunError::Instantiate { message },
             logs: Vec::new(),
-        })?;
+        };
+        // What an instance is made from when none waits.
+        let maker = match &source {
+            Source::Engine(bytecode) => {
+                let engine = self.engine_rt().await.map_err(|e| fail(e.to_string()))?;
+                Maker::Engine(engine, bytecode)
+            }
+            Source::Promoted(compiled) => Maker::Promoted(compiled),
+        };
         let key = tool.warm_key();
-        let (mut store, ready) = match self.inner.warm.take(&key) {
-            Some(Ready { mut store, run }) => {
+        let (mut store, ready, compiled) = match self.inner.warm.take(&key) {
+            Some(Ready {
+                mut store,
+                run,
+                compiled,
+            }) => {
                 store.data_mut().set_deadline(call.deadline);
                 store
                     .data_mut()
                     .set_calls(self.call_context(tool, call.depth));
-                (store, Some(run))
+                (store, Some(run), compiled)
             }
             None => {
                 let mut granted = self.granted(&tool.grants, call.deadline);
                 granted.calls = self.call_context(tool, call.depth);
+                let fixed = matches!(maker, Maker::Engine(..));
                 let store = self
-                    .new_store_granted(self.call_clocks(), true, granted)
-                    .map_err(|message| CallFailure {
-                        error: RunError::Instantiate { message },
-                        logs: Vec::new(),
-                    })?;
-                (store, None)
+                    .new_store_granted(self.call_clocks(), fixed, granted)
+                    .map_err(fail)?;
+                (store, None, !fixed)
             }
         };
         arm_deadline(&mut store, call.remaining());
         let outcome = tokio::time::timeout(call.remaining(), async {
-            let run = match ready {
-                Some(run) => run,
-                None => {
+            let run = match (ready, maker) {
+                (Some(run), _) => run,
+                (None, Maker::Engine(engine, bytecode)) => {
                     let instance = match engine.pre.instantiate_async(&mut store).await {
                         Ok(instance) => instance,
                         Err(e) => return Ok(Err(instantiate_failed(&e))),
@@ -302,6 +330,13 @@ impl Runtime {
                     store.data_mut().reset_after_load();
                     engine.run.load(&mut store, &instance)?
                 }
+                (None, Maker::Promoted(compiled)) => {
+                    let instance = match compiled.pre.instantiate_async(&mut store).await {
+                        Ok(instance) => instance,
+                        Err(e) => return Ok(Err(instantiate_failed(&e))),
+                    };
+                    compiled.run.load(&mut store, &instance)?
+                }
             };
             store.data().fixed.set_fixed(false);
             run.call_call(&mut store, input)
@@ -309,16 +344,16 @@ impl Runtime {
                 .map(|r| r.map_err(RunError::from))
         })
         .await;
-        let result = self.finish(store, outcome, false);
+        let result = self.finish(store, outcome, compiled);
         if !tool.inner.one_shot {
-            self.refill(key, bytecode.clone(), tool.grants);
+            self.refill(key, source, tool.grants);
         }
         result
     }
 
     /// Tops up the pre-warmed instances of a tool (making it hot), in a
     /// background task, unless one runs already or the pool is off.
-    pub(super) fn refill(&self, key: WarmKey, bytecode: Arc<Vec<u8>>, grants: Grants) {
+    pub(super) fn refill(&self, key: WarmKey, source: Source, grants: Grants) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -328,7 +363,7 @@ impl Runtime {
         let rt = self.clone();
         handle.spawn(async move {
             while rt.inner.warm.reserve(&key) {
-                match rt.prepare(&bytecode, &grants).await {
+                match rt.prepare(&source, &grants).await {
                     Some(ready) => rt.inner.warm.put(&key, ready),
                     None => {
                         rt.inner.warm.abort(&key);
@@ -339,34 +374,55 @@ impl Runtime {
         });
     }
 
-    /// One pre-warmed instance: a fresh engine instance with the bytecode
-    /// loaded under the build's fixed clocks (still on; the call switches
-    /// them), never called. `None` when it cannot be made (no pool slot
-    /// free, or the load failed): calls then make their own.
-    pub(super) async fn prepare(&self, bytecode: &[u8], grants: &Grants) -> Option<Ready> {
+    /// One pre-warmed instance, never called: a fresh engine instance with
+    /// the bytecode loaded under the build's fixed clocks (still on; the
+    /// call switches them), or a fresh instance of the promoted snapshot.
+    /// `None` when it cannot be made (no pool slot free, or the load
+    /// failed): calls then make their own.
+    pub(super) async fn prepare(&self, source: &Source, grants: &Grants) -> Option<Ready> {
         // Not counted as busy (see `Reaper::busy`): a lone call that ends
         // while its refill runs still hands its store to the reaper, so
         // the drop does not delay its answer.
-        let engine = self.engine_rt().await.ok()?;
         let limits = &self.inner.limits;
         let granted = self.granted(grants, Instant::now() + limits.timeout);
-        let mut store = self
-            .new_store_granted(self.call_clocks(), true, granted)
-            .ok()?;
-        let loaded = tokio::time::timeout(limits.timeout, async {
-            let instance = engine.pre.instantiate_async(&mut store).await?;
-            let shim = engine.shim.load(&mut store, &instance)?;
-            let loaded = shim.call_load(&mut store, &[], bytecode).await?;
-            Ok::<_, wasmtime::Error>(loaded.ok().map(|()| instance))
-        })
-        .await;
-        let Ok(Ok(Some(instance))) = loaded else {
-            return None;
-        };
-        // The export is looked up here, not on the call.
-        let run = engine.run.load(&mut store, &instance).ok()?;
-        store.data_mut().reset_after_load();
-        Some(Ready { store, run })
+        match source {
+            Source::Engine(bytecode) => {
+                let engine = self.engine_rt().await.ok()?;
+                let mut store = self
+                    .new_store_granted(self.call_clocks(), true, granted)
+                    .ok()?;
+                let loaded = tokio::time::timeout(limits.timeout, async {
+                    let instance = engine.pre.instantiate_async(&mut store).await?;
+                    let shim = engine.shim.load(&mut store, &instance)?;
+                    let loaded = shim.call_load(&mut store, &[], bytecode).await?;
+                    Ok::<_, wasmtime::Error>(loaded.ok().map(|()| instance))
+                })
+                .await;
+                let Ok(Ok(Some(instance))) = loaded else {
+                    return None;
+                };
+                // The export is looked up here, not on the call.
+                let run = engine.run.load(&mut store, &instance).ok()?;
+                store.data_mut().reset_after_load();
+                Some(Ready {
+                    store,
+                    run,
+                    compiled: false,
+                })
+            }
+            Source::Promoted(compiled) => {
+                let mut store = self
+                    .new_store_granted(self.call_clocks(), false, granted)
+                    .ok()?;
+                let instance = compiled.pre.instantiate_async(&mut store).await.ok()?;
+                let run = compiled.run.load(&mut store, &instance).ok()?;
+                Some(Ready {
+                    store,
+                    run,
+                    compiled: true,
+                })
+            }
+        }
     }
 
     /// Opens a [`RetireAfter`] scope on this thread: the stores its calls

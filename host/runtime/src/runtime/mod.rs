@@ -20,6 +20,7 @@
 //! fresh store and instance per call, never reused, so a trap cannot poison
 //! anything shared.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -49,6 +50,7 @@ mod call;
 mod compact;
 mod load;
 mod observer;
+mod promote;
 mod reaper;
 mod shared;
 
@@ -146,6 +148,9 @@ struct ToolInner {
     /// Run once and dropped (a code-mode run): no instances are pre-warmed
     /// for it.
     one_shot: bool,
+    /// Its calls on the shared engine, and whether it has been promoted to
+    /// its own compiled snapshot (`promote`).
+    heat: promote::Heat,
 }
 
 /// What a tool is run from.
@@ -364,6 +369,7 @@ impl RuntimeBuilder {
                 admission: self.admission,
                 reaper: Reaper::spawn()?,
                 observer: std::sync::OnceLock::new(),
+                promotions: promote::Promotions::default(),
             }),
         })
     }
@@ -401,6 +407,8 @@ struct RuntimeInner {
     reaper: Arc<Reaper>,
     /// Who hears of refused capabilities (metrics), once set.
     observer: std::sync::OnceLock<Arc<dyn RuntimeObserver>>,
+    /// Hot tools promoted to their own compiled snapshot (`promote`).
+    promotions: promote::Promotions,
 }
 
 impl Drop for RuntimeInner {
@@ -459,6 +467,8 @@ impl Runtime {
             warm_misses,
             compiled_tools: lock(&self.inner.compiled).len(),
             bytecode_records: lock(&self.inner.bytecodes).len(),
+            promoted_tools: self.inner.promotions.made.load(Ordering::Relaxed),
+            promotion_failures: self.inner.promotions.failed.load(Ordering::Relaxed),
         }
     }
 
@@ -611,6 +621,11 @@ pub struct CacheStats {
     pub compiled_tools: usize,
     /// Bytecode records held in memory.
     pub bytecode_records: usize,
+    /// Promotions so far: hot tools given their own compiled snapshot
+    /// ([`CacheLimits::promote_after_calls`]).
+    pub promoted_tools: u64,
+    /// Promotions that failed (the tool stays on the shared engine).
+    pub promotion_failures: u64,
 }
 
 impl From<crate::bindings::JsError> for JsLocation {
@@ -669,3 +684,6 @@ impl From<ToolError> for RunError {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod promote_tests;
