@@ -11,7 +11,9 @@
 //!    pre-warmed instance waiting (the default for a hot tool); a fresh
 //!    engine instance per call (instantiate + load bytecode + call + drop,
 //!    pre-warming off); and, for comparison, the tool's own compiled
-//!    per-tool snapshot (instantiate + call + drop; the design this replaced).
+//!    per-tool snapshot (instantiate + call + drop; the design this replaced,
+//!    and what a hot tool is promoted to), and a promoted tool's request
+//!    path with its snapshot's instances pre-warmed.
 //! 3. Calls/s with a fresh instance per call, N concurrent tasks, each way.
 //! 4. Artifact, shim, engine and bytecode sizes.
 //! 5. Host RSS (VmRSS / VmHWM from /proc/self/status).
@@ -583,6 +585,40 @@ fn main() {
         }
         (compile_own, loaded, samples)
     });
+    // (d) A promoted tool (its own compiled snapshot, pre-warmed): the
+    // request path once the promotion has finished.
+    let promoted_runtime = Runtime::builder()
+        .cache_dir(Some(cache.path().to_path_buf()))
+        .cache_limits(temper::limits::CacheLimits {
+            promote_after_calls: 1,
+            ..Default::default()
+        })
+        .build()
+        .expect("runtime");
+    let promoted_tool = promoted_runtime.tool(&artifact);
+    let (r, t) = (promoted_runtime.clone(), promoted_tool.clone());
+    let promoted_samples = in_task(&rt, async move {
+        let (runtime, tool) = (r, t);
+        let start = Instant::now();
+        while runtime.cache_stats().promoted_tools == 0 {
+            assert!(start.elapsed() < WARM_WAIT_LIMIT, "no promotion");
+            call_ok(&runtime, &tool).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut samples = Vec::with_capacity(CALLS);
+        for i in 0..CALL_WARMUP + CALLS {
+            wait_warm_full(&runtime, &tool).await;
+            let t = Instant::now();
+            let out = runtime.call(&tool, INPUT).await;
+            let d = t.elapsed();
+            let out = out.expect("call");
+            assert!(out.compiled && out.output == EXPECTED);
+            if i >= CALL_WARMUP {
+                samples.push(d);
+            }
+        }
+        samples
+    });
     let fresh_mean = mean(&fresh_samples);
     for (label, samples, goal) in [
         (
@@ -598,6 +634,11 @@ fn main() {
         (
             "own compiled snapshot (instantiate+call+drop)",
             compiled_samples,
+            Goal::None,
+        ),
+        (
+            "promoted tool, pre-warmed request path",
+            promoted_samples,
             Goal::None,
         ),
     ] {
@@ -644,6 +685,12 @@ fn main() {
             "own compiled snapshot",
             runtime.clone(),
             compiled_tool.clone(),
+            None,
+        ),
+        (
+            "promoted tool, pre-warmed",
+            promoted_runtime.clone(),
+            promoted_tool.clone(),
             None,
         ),
     ] {

@@ -292,7 +292,19 @@ impl Runtime {
             Source::Promoted(compiled) => Maker::Promoted(compiled),
         };
         let key = tool.warm_key();
-        let (mut store, ready, compiled) = match self.inner.warm.take(&key) {
+        let wants_compiled = matches!(maker, Maker::Promoted(_));
+        // An instance made before the tool changed form (a refill that was
+        // running when it was promoted or demoted) is dropped: calls run
+        // on the form the tool has now.
+        let waiting = self.inner.warm.take(&key).and_then(|ready| {
+            if ready.compiled == wants_compiled {
+                Some(ready)
+            } else {
+                self.retire(ready.store);
+                None
+            }
+        });
+        let (mut store, ready, compiled) = match waiting {
             Some(Ready {
                 mut store,
                 run,
@@ -307,11 +319,10 @@ impl Runtime {
             None => {
                 let mut granted = self.granted(&tool.grants, call.deadline);
                 granted.calls = self.call_context(tool, call.depth);
-                let fixed = matches!(maker, Maker::Engine(..));
                 let store = self
-                    .new_store_granted(self.call_clocks(), fixed, granted)
+                    .new_store_granted(self.call_clocks(), !wants_compiled, granted)
                     .map_err(fail)?;
-                (store, None, !fixed)
+                (store, None, wants_compiled)
             }
         };
         arm_deadline(&mut store, call.remaining());

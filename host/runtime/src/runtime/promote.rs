@@ -34,6 +34,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
+use super::call::Source;
 use super::{Compiled, Runtime, Tool, ToolInner, lock};
 
 const COLD: u8 = 0;
@@ -117,14 +118,17 @@ impl Runtime {
         }
         let rt = self.clone();
         let inner: Arc<ToolInner> = tool.inner.clone();
+        let (key, grants) = (tool.warm_key(), tool.grants);
         let bytecode = bytecode.clone();
         handle.spawn(async move {
             let promotions = &rt.inner.promotions;
             let state = match rt.compile_promoted(&inner.id, &bytecode).await {
-                Ok(()) => {
+                Ok(compiled) => {
                     promotions.made.fetch_add(1, Ordering::Relaxed);
-                    // Its engine instances will not be called any more.
+                    // Its engine instances will not be called any more;
+                    // instances of the snapshot are made at once.
                     rt.inner.warm.forget(&inner.id);
+                    rt.refill(key, Source::Promoted(compiled), grants);
                     PROMOTED
                 }
                 Err(_) => {
@@ -139,14 +143,17 @@ impl Runtime {
 
     /// Rebuilds the artifact `id` from its bytecode and compiles it into the
     /// cache of compiled components.
-    async fn compile_promoted(&self, id: &Arc<str>, bytecode: &[u8]) -> Result<(), String> {
+    async fn compile_promoted(
+        &self,
+        id: &Arc<str>,
+        bytecode: &[u8],
+    ) -> Result<Arc<Compiled>, String> {
         let artifact = self
             .artifact_from_bytecode(bytecode.to_vec())
             .await
             .map_err(|e| e.to_string())?;
         self.compiled(id, &artifact.bytes)
             .await
-            .map(|_| ())
             .map_err(|e| e.to_string())
     }
 }

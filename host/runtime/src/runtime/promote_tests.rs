@@ -157,3 +157,28 @@ async fn an_evicted_promotion_goes_back_to_the_engine_and_counts_anew() {
     assert_eq!(out.output, r#"{"twice":2,"calls":1}"#);
     assert_eq!(rt.cache_stats().compiled_tools, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_tool_keeps_pre_warmed_instances_of_its_snapshot() {
+    let cache = tempfile::tempdir().unwrap();
+    let rt = runtime(cache.path(), 1, 4);
+    let tool = rt.tool(&rt.build(TOOL).await.unwrap());
+    call_until_promoted(&rt, &tool, 1).await;
+    let per_tool = rt.cache_limits().warm_per_tool;
+    for _ in 0..20 {
+        let start = std::time::Instant::now();
+        while rt.warm_ready(&tool) < per_tool {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no pre-warmed instance: {:?}",
+                rt.cache_stats()
+            );
+            tokio::task::yield_now().await;
+        }
+        let hits = rt.cache_stats().warm_hits;
+        let out = rt.call(&tool, r#"{"n": 3}"#).await.unwrap();
+        assert!(out.compiled);
+        assert_eq!(out.output, r#"{"twice":6,"calls":1}"#);
+        assert_eq!(rt.cache_stats().warm_hits, hits + 1);
+    }
+}
