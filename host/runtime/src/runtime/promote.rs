@@ -15,8 +15,9 @@
 //! - After [`CacheLimits::promote_after_calls`] calls on the shared engine
 //!   (0: never), the tool's artifact is rebuilt from its bytecode (the same
 //!   deterministic build that made it) and compiled, in the background, one
-//!   tool at a time per runtime. Calls meanwhile run on the engine as
-//!   before.
+//!   tool at a time per runtime, and taking at most about a tenth of one
+//!   core over time (after a compile of `t`, the next waits `9t`). Calls
+//!   meanwhile run on the engine as before.
 //! - Once compiled, the tool's calls run on its component: a fresh instance
 //!   per call, as every call. The same guest state either way (the
 //!   component *is* the snapshot the engine path reproduces per call), so
@@ -33,6 +34,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Instant;
 
 use super::call::Source;
 use super::{Compiled, Runtime, Tool, ToolInner, lock};
@@ -50,13 +52,33 @@ pub(super) struct Heat {
     state: AtomicU8,
 }
 
-/// Promotions made and failed so far ([`crate::CacheStats`]).
-#[derive(Default)]
+/// A promotion's compile may take at most this share of one core over
+/// time: after a compile that took `t`, the next starts no sooner than
+/// `t * (1 / DUTY - 1)` later. Promotion turns calls into compile work
+/// (1,000 calls of ~40 µs can start ~0.5 s of Cranelift), so without this
+/// a client forging and calling many tools could keep a core compiling.
+const DUTY: u32 = 10;
+
+/// Promotions made and failed so far ([`crate::CacheStats`]), and when the
+/// next may start.
 pub(super) struct Promotions {
     /// Whether a promotion is compiling now (one at a time).
     busy: std::sync::atomic::AtomicBool,
+    /// When the next promotion may start (see [`DUTY`]).
+    next: std::sync::Mutex<Instant>,
     pub(super) made: AtomicU64,
     pub(super) failed: AtomicU64,
+}
+
+impl Default for Promotions {
+    fn default() -> Self {
+        Self {
+            busy: Default::default(),
+            next: std::sync::Mutex::new(Instant::now()),
+            made: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Runtime {
@@ -100,10 +122,11 @@ impl Runtime {
             return;
         };
         let promotions = &self.inner.promotions;
-        if promotions
-            .busy
-            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
+        if Instant::now() < *lock(&promotions.next)
+            || promotions
+                .busy
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
         {
             return;
         }
@@ -122,7 +145,11 @@ impl Runtime {
         let bytecode = bytecode.clone();
         handle.spawn(async move {
             let promotions = &rt.inner.promotions;
-            let state = match rt.compile_promoted(&inner.id, &bytecode).await {
+            let started = Instant::now();
+            let compiled = rt.compile_promoted(&inner.id, &bytecode).await;
+            let took = started.elapsed();
+            *lock(&promotions.next) = Instant::now() + took * (DUTY - 1);
+            let state = match compiled {
                 Ok(compiled) => {
                     promotions.made.fetch_add(1, Ordering::Relaxed);
                     // Its engine instances will not be called any more;

@@ -145,9 +145,24 @@ async fn an_evicted_promotion_goes_back_to_the_engine_and_counts_anew() {
             .await
             .unwrap(),
     );
+    // The engine compiled before the clock starts: what is timed below is
+    // the promotion.
+    rt.warm_up().await.unwrap();
+    let started = std::time::Instant::now();
     call_until_promoted(&rt, &first, 1).await;
+    let first_took = started.elapsed();
     assert!(rt.call(&first, r#"{"n": 1}"#).await.unwrap().compiled);
+    let promoted_first = std::time::Instant::now();
     call_until_promoted(&rt, &second, 2).await;
+    // Promotions take at most a tenth of a core: the second compile starts
+    // no sooner than 9x the first's after it (which took at least
+    // `first_took` less the calls and 5 ms polls around it).
+    let slop = Duration::from_millis(100);
+    let gap = promoted_first.elapsed();
+    assert!(
+        gap + slop >= first_took.saturating_sub(slop) * 9,
+        "second promotion {gap:?} after the first, which took {first_took:?}"
+    );
     let out = rt.call(&second, r#"{"n": 1}"#).await.unwrap();
     assert!(out.compiled);
     assert_eq!(out.output, r#"{"twice":2,"calls":101}"#);
