@@ -302,15 +302,61 @@ async fn wait_warm_full(runtime: &Runtime, tool: &Tool) {
     }
 }
 
+/// Whether a timed call waits (untimed) for every pre-warmed instance.
+#[derive(Clone, Copy, PartialEq)]
+enum Pre {
+    Warmed,
+    Fresh,
+}
+
+/// `CALL_WARMUP` untimed then `CALLS` timed calls of `tool`, each checked
+/// (its output, and whether it ran compiled).
+async fn timed_calls(runtime: &Runtime, tool: &Tool, pre: Pre, compiled: bool) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(CALLS);
+    for i in 0..CALL_WARMUP + CALLS {
+        if pre == Pre::Warmed {
+            wait_warm_full(runtime, tool).await;
+        }
+        let t = Instant::now();
+        let out = runtime.call(tool, INPUT).await;
+        let d = t.elapsed();
+        let out = out.expect("call");
+        assert_eq!(out.output, EXPECTED);
+        assert_eq!(out.compiled, compiled);
+        if i >= CALL_WARMUP {
+            samples.push(d);
+        }
+    }
+    samples
+}
+
 /// A runtime on the same cache with pre-warming off: every call makes a
 /// fresh engine instance and loads the bytecode.
 fn fresh_only_runtime(cache: &std::path::Path) -> Runtime {
-    let caches = temper::limits::CacheLimits {
-        warm_per_tool: 0,
-        // The engine path is what is measured: no promotion.
-        promote_after_calls: 0,
-        ..Default::default()
-    };
+    runtime_on(
+        cache,
+        temper::limits::CacheLimits {
+            warm_per_tool: 0,
+            // The engine path is what is measured: no promotion.
+            promote_after_calls: 0,
+            ..Default::default()
+        },
+    )
+}
+
+/// A runtime on `cache` with the default caches but for promotion, which
+/// comes after `promote_after_calls` calls (0: never).
+fn promoting_runtime(cache: &std::path::Path, promote_after_calls: u64) -> Runtime {
+    runtime_on(
+        cache,
+        temper::limits::CacheLimits {
+            promote_after_calls,
+            ..Default::default()
+        },
+    )
+}
+
+fn runtime_on(cache: &std::path::Path, caches: temper::limits::CacheLimits) -> Runtime {
     Runtime::builder()
         .cache_dir(Some(cache.to_path_buf()))
         .cache_limits(caches)
@@ -402,14 +448,7 @@ fn main() {
     let rt = multi_thread_runtime(None);
     // The shared engine is what rows 1-3 measure (a promoted tool runs as
     // the "own compiled snapshot" rows do): no promotion.
-    let runtime = Runtime::builder()
-        .cache_dir(Some(cache.path().to_path_buf()))
-        .cache_limits(temper::limits::CacheLimits {
-            promote_after_calls: 0,
-            ..Default::default()
-        })
-        .build()
-        .expect("runtime");
+    let runtime = promoting_runtime(cache.path(), 0);
     if let Ok(secs) = std::env::var("FOUNDATION_PROFILE_SECS") {
         profile_calls(
             &rt,
@@ -529,95 +568,39 @@ fn main() {
     // Each loop runs in a task on a worker thread, as a server's calls do.
     let (r, t) = (runtime.clone(), tool.clone());
     let warm_samples = in_task(&rt, async move {
-        let (runtime, tool) = (r, t);
         // The first call makes the tool hot.
-        call_ok(&runtime, &tool).await;
-        let mut samples = Vec::with_capacity(CALLS);
-        for i in 0..CALL_WARMUP + CALLS {
-            wait_warm_full(&runtime, &tool).await;
-            let t = Instant::now();
-            let out = runtime.call(&tool, INPUT).await;
-            let d = t.elapsed();
-            assert_eq!(out.expect("call").output, EXPECTED);
-            if i >= CALL_WARMUP {
-                samples.push(d);
-            }
-        }
-        samples
+        call_ok(&r, &t).await;
+        timed_calls(&r, &t, Pre::Warmed, false).await
     });
     // (b) Fresh engine instance per call, pre-warming off.
     let (r, t) = (fresh_runtime.clone(), fresh_tool.clone());
-    let fresh_samples = in_task(&rt, async move {
-        let (fresh_runtime, fresh_tool) = (r, t);
-        let mut samples = Vec::with_capacity(CALLS);
-        for i in 0..CALL_WARMUP + CALLS {
-            let t = Instant::now();
-            let out = fresh_runtime.call(&fresh_tool, INPUT).await;
-            let d = t.elapsed();
-            assert_eq!(out.expect("call").output, EXPECTED);
-            if i >= CALL_WARMUP {
-                samples.push(d);
-            }
-        }
-        samples
-    });
+    let fresh_samples = in_task(
+        &rt,
+        async move { timed_calls(&r, &t, Pre::Fresh, false).await },
+    );
     // (c) The tool's own compiled snapshot (compiled once here: the disk
     // cache is cold for it).
     let (r, bytes) = (runtime.clone(), artifact.bytes.clone());
     let (compile_own, compiled_tool, compiled_samples) = in_task(&rt, async move {
-        let (runtime, artifact_bytes) = (r, bytes);
         let t = Instant::now();
-        let loaded = runtime
-            .load_compiled(artifact_bytes.to_vec())
-            .await
-            .expect("load");
+        let loaded = r.load_compiled(bytes.to_vec()).await.expect("load");
         let compile_own = t.elapsed();
-        let mut samples = Vec::with_capacity(CALLS);
-        for i in 0..CALL_WARMUP + CALLS {
-            let t = Instant::now();
-            let out = runtime.call(&loaded, INPUT).await;
-            let d = t.elapsed();
-            let out = out.expect("call");
-            assert!(out.compiled && out.output == EXPECTED);
-            if i >= CALL_WARMUP {
-                samples.push(d);
-            }
-        }
+        let samples = timed_calls(&r, &loaded, Pre::Fresh, true).await;
         (compile_own, loaded, samples)
     });
     // (d) A promoted tool (its own compiled snapshot, pre-warmed): the
     // request path once the promotion has finished.
-    let promoted_runtime = Runtime::builder()
-        .cache_dir(Some(cache.path().to_path_buf()))
-        .cache_limits(temper::limits::CacheLimits {
-            promote_after_calls: 1,
-            ..Default::default()
-        })
-        .build()
-        .expect("runtime");
+    let promoted_runtime = promoting_runtime(cache.path(), 1);
     let promoted_tool = promoted_runtime.tool(&artifact);
     let (r, t) = (promoted_runtime.clone(), promoted_tool.clone());
     let promoted_samples = in_task(&rt, async move {
-        let (runtime, tool) = (r, t);
         let start = Instant::now();
-        while runtime.cache_stats().promoted_tools == 0 {
+        while r.cache_stats().promoted_tools == 0 {
             assert!(start.elapsed() < WARM_WAIT_LIMIT, "no promotion");
-            call_ok(&runtime, &tool).await;
+            call_ok(&r, &t).await;
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let mut samples = Vec::with_capacity(CALLS);
-        for i in 0..CALL_WARMUP + CALLS {
-            wait_warm_full(&runtime, &tool).await;
-            let t = Instant::now();
-            let out = runtime.call(&tool, INPUT).await;
-            let d = t.elapsed();
-            let out = out.expect("call");
-            assert!(out.compiled && out.output == EXPECTED);
-            if i >= CALL_WARMUP {
-                samples.push(d);
-            }
-        }
-        samples
+        timed_calls(&r, &t, Pre::Warmed, true).await
     });
     let fresh_mean = mean(&fresh_samples);
     for (label, samples, goal) in [
