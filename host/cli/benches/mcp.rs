@@ -387,7 +387,7 @@ fn tiers(
             assert_eq!(info.tier.as_str(), "shared");
         }
     }
-    for i in 0..TIERS.len() {
+    for (i, (tier, _)) in TIERS.iter().enumerate() {
         TIER.store(i, Ordering::SeqCst);
         let promoted = runtime.cache_stats().promoted_tools;
         warm_up(client);
@@ -397,8 +397,7 @@ fn tiers(
         while promote_after() > 0 && runtime.cache_stats().promoted_tools == promoted {
             assert!(
                 waited.elapsed() < PROMOTION_WAIT,
-                "{transport}: the {} tier's tool was not promoted: {:?}",
-                TIERS[i].0,
+                "{transport}: the {tier} tier's tool was not promoted: {:?}",
                 runtime.cache_stats()
             );
             client.call_once();
