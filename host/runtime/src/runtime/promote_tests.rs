@@ -197,3 +197,34 @@ async fn a_promoted_tool_keeps_pre_warmed_instances_of_its_snapshot() {
         assert_eq!(rt.cache_stats().warm_hits, hits + 1);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_whose_promotion_fails_stays_on_the_engine() {
+    let cache = tempfile::tempdir().unwrap();
+    let rt = runtime(cache.path(), 2, 4);
+    rt.warm_up().await.unwrap();
+    // Bytes that are not QuickJS bytecode: every call fails to load, and so
+    // does the rebuild a promotion starts from.
+    let broken = rt.engine_tool("not-bytecode", Arc::new(b"\x02garbage".to_vec()));
+    let first = rt.call(&broken, "{}").await.unwrap_err().error;
+    let start = std::time::Instant::now();
+    while rt.cache_stats().promotion_failures == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            rt.cache_stats()
+        );
+        let again = rt.call(&broken, "{}").await.unwrap_err().error;
+        assert_eq!(format!("{again:?}"), format!("{first:?}"));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stats = rt.cache_stats();
+    assert_eq!((stats.promoted_tools, stats.compiled_tools), (0, 0));
+    // No second attempt, and calls fail as before (on the engine).
+    for _ in 0..5 {
+        let again = rt.call(&broken, "{}").await.unwrap_err().error;
+        assert_eq!(format!("{again:?}"), format!("{first:?}"));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(rt.cache_stats().promotion_failures, 1);
+}
