@@ -542,3 +542,34 @@ impl Common {
         builder.build().map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn common(args: &[&str]) -> Common {
+        let mut argv = vec!["temper", "test", "request.json"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Test { common, .. } => common,
+            _ => unreachable!("the `test` subcommand"),
+        }
+    }
+
+    #[test]
+    fn promote_after_reaches_the_runtime_and_defaults_to_the_librarys() {
+        let rt = common(&["--promote-after", "7"]).runtime().unwrap();
+        assert_eq!(rt.cache_limits().promote_after_calls, 7);
+        let rt = common(&["--promote-after", "0"]).runtime().unwrap();
+        assert_eq!(rt.cache_limits().promote_after_calls, 0);
+        let rt = common(&[]).runtime().unwrap();
+        assert_eq!(
+            rt.cache_limits().promote_after_calls,
+            temper::limits::DEFAULT_PROMOTE_AFTER_CALLS
+        );
+        assert!(
+            Cli::try_parse_from(["temper", "test", "r.json", "--promote-after", "-1"]).is_err()
+        );
+    }
+}

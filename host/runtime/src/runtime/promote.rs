@@ -122,7 +122,10 @@ impl Runtime {
             return;
         };
         let promotions = &self.inner.promotions;
-        if Instant::now() < *lock(&promotions.next)
+        // Every call of a due tool comes here until its promotion starts:
+        // an atomic read first, the clock and the lock only when free.
+        if promotions.busy.load(Ordering::Relaxed)
+            || Instant::now() < *lock(&promotions.next)
             || promotions
                 .busy
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
