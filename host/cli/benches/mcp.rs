@@ -624,14 +624,15 @@ fn report(rows: &[Row], load_before: &str, took: Duration, promoted: u64) -> Str
          {SEQUENTIAL} calls with one in flight (round trip p50 and p99; server-side time per \
          call p50: stdio from the request line read to the answer written, HTTP from the \
          headers read to the answer handed to hyper), then {} s with 32 and {} s with 64 calls \
-         in flight (stdio: requests pipelined on the one connection; HTTP: one keep-alive \
-         connection per call in flight). A figure below is the median over the rounds; \
+         in flight (stdio: requests pipelined on the one connection, one client thread; HTTP: \
+         one keep-alive connection per call in flight, the client {}). A figure below is the median over the rounds; \
          *ratio to session* divides each round's figure by the session tier's of the same \
          round (taken seconds apart, so a change in the machine's load moves both) and gives \
          the median and the range over the rounds.\n\n",
         WARM_UP.as_secs(),
         LOAD.as_secs(),
         LOAD.as_secs(),
+        clients::http_client_name(),
     ));
     out.push_str(&format!(
         "CPU per call is the whole process's (server and client) over the run, so it holds when \

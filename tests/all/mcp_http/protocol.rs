@@ -45,6 +45,7 @@ async fn streamable_http_protocol() {
     );
     let a = c.post(&forge).await;
     assert!(a.is_sse(), "{a:?}");
+    let forge_answer_headers = a.headers.clone();
     let r = a.result();
     assert_eq!(r["isError"], false, "{r}");
     assert_eq!(r["structuredContent"]["tool"]["name"], "slugify");
@@ -72,6 +73,20 @@ async fn streamable_http_protocol() {
     let a = c.post_as(&m, "application/json").await;
     assert!(!a.is_sse());
     assert_eq!(a.result()["structuredContent"], json!({"slug": "ber-http"}));
+    // A JSON answer is sent whole: its length in `content-length`, not
+    // chunked (a client reads it in one go); an SSE answer streams.
+    assert_eq!(
+        a.headers.get("content-length").map(|v| v.to_str().unwrap()),
+        Some(a.body.len().to_string().as_str()),
+        "{:?}",
+        a.headers
+    );
+    assert!(
+        a.headers.get("transfer-encoding").is_none(),
+        "{:?}",
+        a.headers
+    );
+    assert!(forge_answer_headers.get("content-length").is_none());
 
     // The defect: an error result carries no structuredContent.
     let a = c.call("slugify", json!({"words": 3})).await;

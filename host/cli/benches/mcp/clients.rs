@@ -338,6 +338,136 @@ impl Client for Http {
     }
 
     fn load(&mut self, n: usize) -> (u64, Duration) {
+        if http_client_threads() {
+            self.load_threads(n)
+        } else {
+            self.load_event_loop(n)
+        }
+    }
+}
+
+/// Whether the HTTP load runs on one thread per connection
+/// (`MCP_HTTP_CLIENT=threads`, the client of earlier rounds, kept for A/B
+/// runs) rather than on one event-loop thread (the default).
+fn http_client_threads() -> bool {
+    std::env::var("MCP_HTTP_CLIENT").is_ok_and(|v| v == "threads")
+}
+
+/// The HTTP client's name in the report.
+pub(super) fn http_client_name() -> &'static str {
+    if http_client_threads() {
+        "one thread per connection, blocking I/O (MCP_HTTP_CLIENT=threads)"
+    } else {
+        "one event-loop thread for all connections (tokio current_thread), as wrk runs each of its threads"
+    }
+}
+
+/// One `tools/call` on a keep-alive connection of the event-loop client:
+/// the request written whole, the response read until its headers and its
+/// `content-length` body are in `buf`; the answer checked.
+async fn post_call(stream: &mut tokio::net::TcpStream, request: &[u8], buf: &mut Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(request).await.unwrap();
+    buf.clear();
+    let (head_end, body_len) = loop {
+        let read = stream.read_buf(buf).await.unwrap();
+        assert!(read > 0, "the server closed the connection");
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = buf[..end].to_ascii_lowercase();
+            assert!(
+                head.starts_with(b"http/1.1 200"),
+                "{}",
+                String::from_utf8_lossy(&head)
+            );
+            let length = head
+                .split(|&b| b == b'\n')
+                .find_map(|l| l.strip_prefix(b"content-length:"))
+                .map(|v| {
+                    std::str::from_utf8(v)
+                        .unwrap()
+                        .trim()
+                        .parse::<usize>()
+                        .unwrap()
+                })
+                .expect("a JSON answer with a content-length");
+            break (end + 4, length);
+        }
+    };
+    while buf.len() < head_end + body_len {
+        let read = stream.read_buf(buf).await.unwrap();
+        assert!(read > 0, "the server closed the connection");
+    }
+    assert_eq!(buf.len(), head_end + body_len, "one answer per request");
+    check_answer(&buf[head_end..]);
+}
+
+impl Http {
+    /// The load on one event-loop thread: `n` keep-alive connections, each
+    /// sending its next request as soon as its answer is read (wrk's
+    /// closed loop), so the client costs a few system calls per call, not
+    /// a thread's sleep and wake-up.
+    fn load_event_loop(&mut self, n: usize) -> (u64, Duration) {
+        let (addr, session) = (self.addr, self.session.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let mut conns = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    s.set_nodelay(true).unwrap();
+                    conns.push(s);
+                }
+                let stop = Arc::new(AtomicBool::new(false));
+                let calls = Arc::new(AtomicU64::new(0));
+                let started = Instant::now();
+                let tasks: Vec<_> = conns
+                    .into_iter()
+                    .enumerate()
+                    .map(|(w, mut stream)| {
+                        let (stop, calls, session) = (stop.clone(), calls.clone(), session.clone());
+                        tokio::task::spawn(async move {
+                            let mut id = 1_000_000 * (w as u64 + 1);
+                            let mut buf = Vec::with_capacity(4096);
+                            let mut request = Vec::with_capacity(1024);
+                            while !stop.load(Ordering::Relaxed) {
+                                id += 1;
+                                let body = Self::call_body(id);
+                                request.clear();
+                                write!(
+                                    request,
+                                    "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+                                     accept: application/json, text/event-stream\r\ncontent-length: {}\r\n\
+                                     mcp-session-id: {session}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n\r\n",
+                                    body.len()
+                                )
+                                .unwrap();
+                                request.extend_from_slice(&body);
+                                post_call(&mut stream, &request, &mut buf).await;
+                                calls.fetch_add(1, Ordering::Relaxed);
+                            }
+                        })
+                    })
+                    .collect();
+                tokio::time::sleep(LOAD).await;
+                let done = calls.load(Ordering::SeqCst);
+                let elapsed = started.elapsed();
+                stop.store(true, Ordering::SeqCst);
+                for t in tasks {
+                    t.await.unwrap();
+                }
+                (done, elapsed)
+            })
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// The load on one thread per connection, blocking I/O (the client of
+    /// earlier rounds: each call costs the client a sleep and a wake-up).
+    fn load_threads(&mut self, n: usize) -> (u64, Duration) {
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let barrier = Arc::new(std::sync::Barrier::new(n + 1));

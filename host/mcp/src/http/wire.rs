@@ -37,6 +37,25 @@ impl hyper::body::Body for Body {
             Body::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
         }
     }
+
+    /// A whole buffer says when it is done, so hyper sends it with a
+    /// `content-length` and no second poll, not chunked; a stream has no
+    /// end to tell.
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Body::Full(f) => hyper::body::Body::is_end_stream(f),
+            Body::Stream(_) => false,
+        }
+    }
+
+    /// A whole buffer's exact length (hyper writes it as `content-length`);
+    /// a stream's is unknown (chunked).
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Body::Full(f) => hyper::body::Body::size_hint(f),
+            Body::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
 }
 
 pub(super) fn sse_event(message: &Value) -> Bytes {
