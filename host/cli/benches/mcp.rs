@@ -644,8 +644,8 @@ fn report(rows: &[Row], load_before: &str, took: Duration, promoted: u64) -> Str
          instance, of all their sandbox calls, summed over the rounds (a miss instantiates and \
          loads the tool on the call's path). `TEMPER_MCP_READER_INLINE={}` in this run (0: every \
          stdio request is handed to a tokio worker); `TEMPER_MCP_RETIRE_AFTER={}` (0: a call \
-         answered on the stdio reader hands its used store to the reaper before the answer is \
-         written, not after); `TEMPER_MCP_HTTP_INLINE={}` (2: an HTTP request is handled in its \
+         answered on the stdio reader hands its used store to the reaper and spawns its pre-warm \
+         refill before the answer is written, not after); `TEMPER_MCP_HTTP_INLINE={}` (2: an HTTP request is handled in its \
          connection's task, which then yields once; 1: without the yield; 0: in a task of its \
          own).\n\n",
         std::env::var("TEMPER_MCP_READER_INLINE").unwrap_or_else(|_| "1 (default)".into()),

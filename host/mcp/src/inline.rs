@@ -84,8 +84,9 @@ pub(crate) fn run_here_or_spawn<F>(
 {
     let mut future = Box::pin(future);
     // The used store of a call answered in this poll is dropped here after
-    // the answer is written, not handed to the reaper on the answer's path
-    // (see `RetireAfter`), unless `TEMPER_MCP_RETIRE_AFTER=0`.
+    // the answer is written, not handed to the reaper on the answer's path,
+    // and its pre-warm refill is spawned then, not before the answer (see
+    // `RetireAfter`), unless `TEMPER_MCP_RETIRE_AFTER=0`.
     let retire_after = retire_after().then(temper_runtime::Runtime::retire_after);
     let polled = {
         let _rt = handle.enter();

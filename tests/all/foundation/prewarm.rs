@@ -14,11 +14,16 @@ use super::{runtime, runtime_with, runtime_with_caches};
 
 /// Waits until `tool` has a pre-warmed instance waiting.
 async fn wait_warm(rt: &Runtime, tool: &temper::Tool) {
+    wait_ready(rt, tool, 1).await;
+}
+
+/// Waits until `tool` has at least `n` pre-warmed instances waiting.
+async fn wait_ready(rt: &Runtime, tool: &temper::Tool, n: usize) {
     let started = Instant::now();
-    while rt.warm_ready(tool) == 0 {
+    while rt.warm_ready(tool) < n {
         assert!(
             started.elapsed() < Duration::from_secs(20),
-            "no pre-warmed instance appeared"
+            "{n} pre-warmed instances never appeared"
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -221,4 +226,39 @@ async fn caches_evict_under_small_caps_and_tools_keep_working() {
             assert_eq!(rt.cache_stats().compiled_tools, 1);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retire_after_scope_starts_the_refill_when_it_ends() {
+    let rt = runtime();
+    let artifact = rt
+        .build("function execute(input) { return { n: input.n + 1 }; }")
+        .await
+        .unwrap();
+    let tool = rt.tool(&artifact);
+    rt.call(&tool, r#"{"n":1}"#).await.unwrap();
+    // The pool full for the tool (two instances by default), and its refill
+    // task ended.
+    wait_ready(&rt, &tool, 2).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let full = rt.warm_ready(&tool);
+    // A thread that answers calls itself (as the stdio reader does), in a
+    // scope: the call takes a pre-warmed instance, and its refill waits
+    // for the scope's end.
+    let handle = tokio::runtime::Handle::current();
+    let (rt2, tool2) = (rt.clone(), tool.clone());
+    let (output, during) = std::thread::spawn(move || {
+        let scope = Runtime::retire_after();
+        let out = handle.block_on(rt2.call(&tool2, r#"{"n":2}"#)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let during = rt2.warm_ready(&tool2);
+        drop(scope);
+        (out.output, during)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(output, r#"{"n":3}"#);
+    assert_eq!(during, full - 1, "no refill started inside the scope");
+    // Started when the scope ended: the pool fills again.
+    wait_ready(&rt, &tool, full).await;
 }

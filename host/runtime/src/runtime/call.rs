@@ -372,17 +372,24 @@ impl Runtime {
             return;
         }
         let rt = self.clone();
-        handle.spawn(async move {
-            while rt.inner.warm.reserve(&key) {
-                match rt.prepare(&source, &grants).await {
-                    Some(ready) => rt.inner.warm.put(&key, ready),
-                    None => {
-                        rt.inner.warm.abort(&key);
-                        break;
+        let start: Box<dyn FnOnce() + Send> = Box::new(move || {
+            handle.spawn(async move {
+                while rt.inner.warm.reserve(&key) {
+                    match rt.prepare(&source, &grants).await {
+                        Some(ready) => rt.inner.warm.put(&key, ready),
+                        None => {
+                            rt.inner.warm.abort(&key);
+                            break;
+                        }
                     }
                 }
-            }
+            });
         });
+        // In a `RetireAfter` scope (a thread answering the call itself),
+        // started once the answer is out.
+        if let Some(start) = reaper::defer(start) {
+            start();
+        }
     }
 
     /// One pre-warmed instance, never called: a fresh engine instance with
@@ -438,8 +445,9 @@ impl Runtime {
 
     /// Opens a [`RetireAfter`] scope on this thread: the stores its calls
     /// retire until the scope ends are dropped by this thread then, not
-    /// handed to the reaper (for a thread that answers a call itself and
-    /// can drop the store after the answer is out, with no wake-up).
+    /// handed to the reaper, and the pre-warm refills they start are
+    /// spawned then (for a thread that answers a call itself and can do
+    /// both after the answer is out, with no wake-up before it).
     pub fn retire_after() -> RetireAfter {
         RetireAfter::open()
     }

@@ -33,16 +33,27 @@ pub(super) struct Reaper {
     cores: usize,
 }
 
+/// Work a [`RetireAfter`] scope starts when it ends (a pre-warm refill's
+/// spawn).
+type Deferred = Box<dyn FnOnce() + Send>;
+
 thread_local! {
     /// The stores retired on this thread while a [`RetireAfter`] scope is
     /// open (`None`: no scope).
     static HELD: std::cell::RefCell<Option<Vec<Store<HostState>>>> =
         const { std::cell::RefCell::new(None) };
+    /// The refills this thread's calls started while a [`RetireAfter`]
+    /// scope is open, spawned when it ends (`None`: no scope).
+    static DEFERRED: std::cell::RefCell<Option<Vec<Deferred>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// A scope in which the stores this thread's calls retire are held, and
 /// dropped by this thread when the scope ends, instead of going to the
-/// reaper (see [`super::Runtime::retire_after`]).
+/// reaper (see [`super::Runtime::retire_after`]); the pre-warm refills its
+/// calls start are spawned then too, not on the answer's path (a spawn
+/// from a thread outside the runtime wakes a parked worker: a system call
+/// and an idle core's wake-up).
 ///
 /// For a thread that answers a call itself and then waits for the next
 /// request (the stdio reader with one call in flight): handing the store
@@ -64,6 +75,12 @@ impl RetireAfter {
                 *h = Some(Vec::new());
             }
         });
+        DEFERRED.with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_none() {
+                *d = Some(Vec::new());
+            }
+        });
         Self {
             _thread: std::marker::PhantomData,
         }
@@ -73,9 +90,31 @@ impl RetireAfter {
 impl Drop for RetireAfter {
     fn drop(&mut self) {
         // Taken out first: a store's drop must not find the scope open.
+        // The refills start first, so that another core makes the next
+        // instances while this thread drops the used stores.
+        let deferred = DEFERRED.with(|d| d.borrow_mut().take());
+        for start in deferred.into_iter().flatten() {
+            start();
+        }
         let held = HELD.with(|h| h.borrow_mut().take());
         drop(held);
     }
+}
+
+/// Refills a [`RetireAfter`] scope defers at most; past this, they start
+/// at once.
+pub(super) const MAX_DEFERRED: usize = 4;
+
+/// Defers `start` to the end of this thread's [`RetireAfter`] scope, if one
+/// is open and not full; else gives it back to be run now.
+pub(super) fn defer(start: Deferred) -> Option<Deferred> {
+    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+        Some(deferred) if deferred.len() < MAX_DEFERRED => {
+            deferred.push(start);
+            None
+        }
+        _ => Some(start),
+    })
 }
 
 /// Stores a [`RetireAfter`] scope holds at most: each holds a pool slot,
@@ -286,6 +325,31 @@ mod tests {
             .unwrap();
         assert_eq!(reaper.handed.load(Acquire), 2, "handed to the reaper");
         reaper.close();
+    }
+
+    #[test]
+    fn a_retire_after_scope_starts_deferred_refills_when_it_ends() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let started = Arc::new(AtomicUsize::new(0));
+        let job = |n: &Arc<AtomicUsize>| -> Deferred {
+            let n = n.clone();
+            Box::new(move || {
+                n.fetch_add(1, SeqCst);
+            })
+        };
+        // No scope: given back, to run now.
+        assert!(defer(job(&started)).is_some());
+        let scope = RetireAfter::open();
+        for _ in 0..MAX_DEFERRED {
+            assert!(defer(job(&started)).is_none(), "deferred");
+        }
+        // Past the bound: given back.
+        assert!(defer(job(&started)).is_some());
+        assert_eq!(started.load(SeqCst), 0, "nothing started inside the scope");
+        drop(scope);
+        assert_eq!(started.load(SeqCst), MAX_DEFERRED, "all started at its end");
+        // Closed: given back again.
+        assert!(defer(job(&started)).is_some());
     }
 
     #[test]
