@@ -172,25 +172,7 @@ impl Conn {
     /// POSTs `body` (with the session, if any); the response's headers
     /// (lower-cased names) and body (chunks joined).
     fn post(&mut self, addr: SocketAddr, session: Option<&str>, body: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        self.request.clear();
-        write!(
-            self.request,
-            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
-             accept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
-            body.len()
-        )
-        .unwrap();
-        if let Some(s) = session {
-            // As a real client sends them after `initialize`: the session
-            // and the negotiated protocol version (checked per request).
-            write!(
-                self.request,
-                "mcp-session-id: {s}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n"
-            )
-            .unwrap();
-        }
-        self.request.extend_from_slice(b"\r\n");
-        self.request.extend_from_slice(body);
+        post_request(&mut self.request, addr, session, body);
         self.stream.get_mut().write_all(&self.request).unwrap();
         self.read_response()
     }
@@ -249,6 +231,30 @@ impl Conn {
         }
         (head, body)
     }
+}
+
+/// Writes a `POST /mcp` of `body` into `request` (cleared first), with the
+/// session, if any.
+fn post_request(request: &mut Vec<u8>, addr: SocketAddr, session: Option<&str>, body: &[u8]) {
+    request.clear();
+    write!(
+        request,
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
+        body.len()
+    )
+    .unwrap();
+    if let Some(s) = session {
+        // As a real client sends them after `initialize`: the session and
+        // the negotiated protocol version (checked per request).
+        write!(
+            request,
+            "mcp-session-id: {s}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n"
+        )
+        .unwrap();
+    }
+    request.extend_from_slice(b"\r\n");
+    request.extend_from_slice(body);
 }
 
 /// The JSON-RPC message of a response body: JSON, or the last SSE event.
@@ -435,16 +441,7 @@ impl Http {
                             while !stop.load(Ordering::Relaxed) {
                                 id += 1;
                                 let body = Self::call_body(id);
-                                request.clear();
-                                write!(
-                                    request,
-                                    "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
-                                     accept: application/json, text/event-stream\r\ncontent-length: {}\r\n\
-                                     mcp-session-id: {session}\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n\r\n",
-                                    body.len()
-                                )
-                                .unwrap();
-                                request.extend_from_slice(&body);
+                                post_request(&mut request, addr, Some(&session), &body);
                                 post_call(&mut stream, &request, &mut buf).await;
                                 calls.fetch_add(1, Ordering::Relaxed);
                             }

@@ -372,7 +372,9 @@ impl Runtime {
             return;
         }
         let rt = self.clone();
-        let start: Box<dyn FnOnce() + Send> = Box::new(move || {
+        // In a `RetireAfter` scope (a thread answering the call itself),
+        // started once the answer is out.
+        reaper::run_after_scope(move || {
             handle.spawn(async move {
                 while rt.inner.warm.reserve(&key) {
                     match rt.prepare(&source, &grants).await {
@@ -385,11 +387,6 @@ impl Runtime {
                 }
             });
         });
-        // In a `RetireAfter` scope (a thread answering the call itself),
-        // started once the answer is out.
-        if let Some(start) = reaper::defer(start) {
-            start();
-        }
     }
 
     /// One pre-warmed instance, never called: a fresh engine instance with

@@ -37,15 +37,18 @@ pub(super) struct Reaper {
 /// spawn).
 type Deferred = Box<dyn FnOnce() + Send>;
 
+/// What an open [`RetireAfter`] scope holds until it ends.
+#[derive(Default)]
+struct Scope {
+    /// The stores this thread's calls retired (at most [`MAX_HELD`]).
+    held: Vec<Store<HostState>>,
+    /// The refills they started (at most [`MAX_DEFERRED`]).
+    deferred: Vec<Deferred>,
+}
+
 thread_local! {
-    /// The stores retired on this thread while a [`RetireAfter`] scope is
-    /// open (`None`: no scope).
-    static HELD: std::cell::RefCell<Option<Vec<Store<HostState>>>> =
-        const { std::cell::RefCell::new(None) };
-    /// The refills this thread's calls started while a [`RetireAfter`]
-    /// scope is open, spawned when it ends (`None`: no scope).
-    static DEFERRED: std::cell::RefCell<Option<Vec<Deferred>>> =
-        const { std::cell::RefCell::new(None) };
+    /// This thread's open [`RetireAfter`] scope (`None`: no scope).
+    static SCOPE: std::cell::RefCell<Option<Scope>> = const { std::cell::RefCell::new(None) };
 }
 
 /// A scope in which the stores this thread's calls retire are held, and
@@ -69,17 +72,8 @@ pub struct RetireAfter {
 
 impl RetireAfter {
     pub(super) fn open() -> Self {
-        HELD.with(|h| {
-            let mut h = h.borrow_mut();
-            if h.is_none() {
-                *h = Some(Vec::new());
-            }
-        });
-        DEFERRED.with(|d| {
-            let mut d = d.borrow_mut();
-            if d.is_none() {
-                *d = Some(Vec::new());
-            }
+        SCOPE.with(|s| {
+            s.borrow_mut().get_or_insert_with(Scope::default);
         });
         Self {
             _thread: std::marker::PhantomData,
@@ -90,14 +84,15 @@ impl RetireAfter {
 impl Drop for RetireAfter {
     fn drop(&mut self) {
         // Taken out first: a store's drop must not find the scope open.
+        let Some(scope) = SCOPE.with(|s| s.borrow_mut().take()) else {
+            return;
+        };
         // The refills start first, so that another core makes the next
         // instances while this thread drops the used stores.
-        let deferred = DEFERRED.with(|d| d.borrow_mut().take());
-        for start in deferred.into_iter().flatten() {
+        for start in scope.deferred {
             start();
         }
-        let held = HELD.with(|h| h.borrow_mut().take());
-        drop(held);
+        drop(scope.held);
     }
 }
 
@@ -105,16 +100,19 @@ impl Drop for RetireAfter {
 /// at once.
 pub(super) const MAX_DEFERRED: usize = 4;
 
-/// Defers `start` to the end of this thread's [`RetireAfter`] scope, if one
-/// is open and not full; else gives it back to be run now.
-pub(super) fn defer(start: Deferred) -> Option<Deferred> {
-    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
-        Some(deferred) if deferred.len() < MAX_DEFERRED => {
-            deferred.push(start);
+/// Runs `start` when this thread's [`RetireAfter`] scope ends, if one is
+/// open and not full; else now (no allocation then).
+pub(super) fn run_after_scope(start: impl FnOnce() + Send + 'static) {
+    let deferred = SCOPE.with(|s| match s.borrow_mut().as_mut() {
+        Some(scope) if scope.deferred.len() < MAX_DEFERRED => {
+            scope.deferred.push(Box::new(start));
             None
         }
         _ => Some(start),
-    })
+    });
+    if let Some(start) = deferred {
+        start();
+    }
 }
 
 /// Stores a [`RetireAfter`] scope holds at most: each holds a pool slot,
@@ -125,9 +123,9 @@ pub(super) const MAX_HELD: usize = 2;
 /// Holds `store` in this thread's [`RetireAfter`] scope, if one is open and
 /// not full; else gives it back.
 fn hold(store: Store<HostState>) -> Option<Store<HostState>> {
-    HELD.with(|h| match h.borrow_mut().as_mut() {
-        Some(held) if held.len() < MAX_HELD => {
-            held.push(store);
+    SCOPE.with(|s| match s.borrow_mut().as_mut() {
+        Some(scope) if scope.held.len() < MAX_HELD => {
+            scope.held.push(store);
             None
         }
         _ => Some(store),
@@ -308,14 +306,17 @@ mod tests {
         }
         assert_eq!(reaper.handed.load(Acquire), 0, "held, not handed in");
         assert_eq!(
-            HELD.with(|h| h.borrow().as_ref().map(Vec::len)),
+            SCOPE.with(|s| s.borrow().as_ref().map(|s| s.held.len())),
             Some(MAX_HELD)
         );
         // Past the bound, the usual way.
         reaper.retire(store(&engine));
         assert_eq!(reaper.handed.load(Acquire), 1, "handed to the reaper");
         drop(scope);
-        assert!(HELD.with(|h| h.borrow().is_none()), "dropped, scope closed");
+        assert!(
+            SCOPE.with(|s| s.borrow().is_none()),
+            "dropped, scope closed"
+        );
         // Another thread's stores are not held by this thread's scope.
         let _scope = RetireAfter::open();
         let r = reaper.clone();
@@ -331,25 +332,32 @@ mod tests {
     fn a_retire_after_scope_starts_deferred_refills_when_it_ends() {
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
         let started = Arc::new(AtomicUsize::new(0));
-        let job = |n: &Arc<AtomicUsize>| -> Deferred {
+        let job = |n: &Arc<AtomicUsize>| {
             let n = n.clone();
-            Box::new(move || {
+            move || {
                 n.fetch_add(1, SeqCst);
-            })
+            }
         };
-        // No scope: given back, to run now.
-        assert!(defer(job(&started)).is_some());
+        // No scope: run now.
+        run_after_scope(job(&started));
+        assert_eq!(started.load(SeqCst), 1, "run at once without a scope");
         let scope = RetireAfter::open();
         for _ in 0..MAX_DEFERRED {
-            assert!(defer(job(&started)).is_none(), "deferred");
+            run_after_scope(job(&started));
         }
-        // Past the bound: given back.
-        assert!(defer(job(&started)).is_some());
-        assert_eq!(started.load(SeqCst), 0, "nothing started inside the scope");
+        assert_eq!(started.load(SeqCst), 1, "nothing started inside the scope");
+        // Past the bound: run now.
+        run_after_scope(job(&started));
+        assert_eq!(started.load(SeqCst), 2, "past the bound, run at once");
         drop(scope);
-        assert_eq!(started.load(SeqCst), MAX_DEFERRED, "all started at its end");
-        // Closed: given back again.
-        assert!(defer(job(&started)).is_some());
+        assert_eq!(
+            started.load(SeqCst),
+            2 + MAX_DEFERRED,
+            "all started at its end"
+        );
+        // Closed: run now again.
+        run_after_scope(job(&started));
+        assert_eq!(started.load(SeqCst), 3 + MAX_DEFERRED);
     }
 
     #[test]
