@@ -223,22 +223,26 @@ pub struct Opened {
 
 impl Opened {
     /// Opens the store and builds the engine (with the judges, if given).
-    /// The CLI's sessions never expire (`temper session end` ends one).
+    /// The CLI's sessions never expire (`temper session end` ends one). A
+    /// one-shot command runs no registry watch: it reads the store.
     pub fn open(
         registry: &Registry,
         common: &Common,
         judges: Option<&JudgeArgs>,
     ) -> Result<Self, String> {
-        Self::open_with_idle(registry, common, judges, 0)
+        Self::open_with_idle(registry, common, judges, 0, None)
     }
 
     /// [`Opened::open`] whose implicit sessions (a stdio connection's)
-    /// expire after `session_idle_secs` unused (0: never).
+    /// expire after `session_idle_secs` unused (0: never), with the
+    /// forge's registry watch polling every `registry_poll` (`None`: no
+    /// watch; see `ForgeBuilder::registry_poll`).
     pub fn open_with_idle(
         registry: &Registry,
         common: &Common,
         judges: Option<&JudgeArgs>,
         session_idle_secs: u64,
+        registry_poll: Option<std::time::Duration>,
     ) -> Result<Self, String> {
         let location =
             StoreLocation::from_arg(registry.store.as_deref()).map_err(|e| e.to_string())?;
@@ -268,7 +272,8 @@ impl Opened {
         let trust = crate::signing::trust_policy(registry.trust.as_deref())?;
         let mut builder = Forge::builder(runtime, Arc::new(store))
             .config(config)
-            .trust(trust);
+            .trust(trust)
+            .registry_poll(registry_poll);
         if let Some(j) = judges {
             let (creation, safety, correctness) = j.judges()?;
             builder = builder.judge(creation).panel(safety, correctness);
