@@ -54,6 +54,11 @@ cargo clippy --release --locked --workspace --all-targets -- -D warnings
 # The book (docs/, mdBook) with its internal links and anchors checked.
 bash scripts/book.sh
 
+# The Python package: its wheel (maturin, pinned) into target/wheels/, and a
+# fresh venv with the wheel and the pinned test dependencies from PyPI,
+# while the network is there; its tests run offline below.
+bash scripts/py-package.sh build
+
 # How to enter a namespace with only loopback up, if the machine allows it.
 netns=()
 if [ "${TEMPER_TEST_OFFLINE:-1}" = 0 ]; then
@@ -90,6 +95,9 @@ fi
 offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
   TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_REQUIRE_HAPROXY=1 bash scripts/with-postgres.sh \
   cargo test --release --locked --offline --workspace
+# The Python package's stubs (mypy.stubtest) and tests (pytest) against the
+# installed wheel, offline.
+offline bash scripts/py-package.sh test
 # The runnable examples (built with the tests above) run, offline too.
 offline cargo run --release --locked --offline --example embed_runtime
 example_store="$(mktemp -d)"
