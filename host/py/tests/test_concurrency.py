@@ -3,18 +3,45 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
 from conftest import seed
 
-from temper_forge import AsyncForge, Forge, Runtime
+from temper_forge import Forge, Runtime
+
+
+COUNT = {
+    "name": "count_to",
+    "description": "Counts to n (work for the event-loop test)",
+    "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    "outputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+    "implementation": {
+        "mode": "sandbox",
+        "code": "function execute(input) { let x = 0; for (let i = 0; i < input.n; i++) { x = (x + i) % 1000003; } return { x }; }",
+        "allowlist": [],
+    },
+    "testCases": [{"input": {"n": 10}, "expectedOutput": {"x": 45}}],
+}
 
 
 def test_200_concurrent_awaits_beside_a_10ms_heartbeat(store: str) -> None:
-    async def main() -> tuple[list[float], list[object]]:
-        aforge = AsyncForge(store=store, judge="rules")
-        await aforge.forge(seed("slugify"))
+    forge = Forge(store=store, judge="rules")
+    forge.forge(seed("slugify"))
+    forge.forge(COUNT)
+    # Calibrate a call to take at least 5 ms: 200 of them would hold a
+    # blocked event loop for a second or more.
+    n = 1 << 12
+    while True:
+        t0 = time.monotonic()
+        forge.call("count_to", {"n": n})
+        if time.monotonic() - t0 >= 0.005 or n > 1 << 28:
+            break
+        n *= 2
+
+    async def main() -> tuple[list[float], list[object], float]:
+        aforge = forge.aio()
         beats: list[float] = []
         stop = asyncio.Event()
 
@@ -25,20 +52,24 @@ def test_200_concurrent_awaits_beside_a_10ms_heartbeat(store: str) -> None:
 
         hb = asyncio.create_task(heartbeat())
         await asyncio.sleep(0.05)
-        outs = await asyncio.gather(*(aforge.call("slugify", {"text": f"Item {i}"}) for i in range(200)))
-        # A few more beats after the calls, so gaps at the end are seen too.
+        t0 = time.monotonic()
+        calls = [aforge.call("count_to", {"n": n}) for _ in range(100)]
+        calls += [aforge.call("slugify", {"text": f"Item {i}"}) for i in range(100)]
+        outs = await asyncio.gather(*calls)
+        took = time.monotonic() - t0
         await asyncio.sleep(0.05)
         stop.set()
         await hb
-        return beats, list(outs)
+        return beats, list(outs), took
 
-    beats, outs = asyncio.run(main())
-    assert outs == [{"slug": f"item-{i}"} for i in range(200)]
+    beats, outs, took = asyncio.run(main())
+    assert outs[100:] == [{"slug": f"item-{i}"} for i in range(100)]
+    assert len({json.dumps(o) for o in outs[:100]}) == 1
     gaps = [b - a for a, b in zip(beats, beats[1:])]
-    assert len(beats) >= 10
-    # Each tick is 10 ms of sleep; a blocked loop would show a gap as long
-    # as the calls take. 60 ms allows a loaded 2-core machine's scheduling.
-    assert max(gaps) < 0.06, f"longest heartbeat gap {max(gaps) * 1000:.1f} ms"
+    assert took > 0.2, f"the calls took {took:.3f} s: too short to show a blocked loop"
+    # Each tick sleeps 10 ms; a blocked loop would show a gap as long as the
+    # calls take. 60 ms allows a loaded 2-core machine's scheduling.
+    assert max(gaps) < 0.06, f"longest heartbeat gap {max(gaps) * 1000:.1f} ms while the calls took {took:.2f} s"
 
 
 def test_threads_calling_the_sync_api_run_in_parallel() -> None:
