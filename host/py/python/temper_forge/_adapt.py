@@ -4,7 +4,7 @@ listing) and how a call to one of them runs."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, Protocol, TypeVar
 
 from . import AsyncForge, Forge
 from .errors import ForgeRefused
@@ -60,6 +60,31 @@ async def invoke(forge: AsyncForge, name: str, args: dict[str, Any]) -> Any:
     if name == RUN_CODE:
         return await forge.run_code(args["code"], args.get("tools"))
     return await forge.call(name, args)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Named)
+
+
+def add_new(tools: list[T], found: list[ToolSpec], make: Callable[[ToolSpec], T]) -> None:
+    """Appends to ``tools`` a framework tool (``make``) for each spec not in it."""
+    have = {t.name for t in tools}
+    tools.extend(make(s) for s in found if s.name not in have)
+
+
+async def invoke_growing(
+    forge: AsyncForge, name: str, args: dict[str, Any], tools: list[T], make: Callable[[ToolSpec], T]
+) -> Any:
+    """:func:`invoke`; after a successful ``forge_tool``, the new tool is
+    appended to ``tools`` (the list an agent reads again at each turn)."""
+    out = await invoke(forge, name, args)
+    if name == FORGE_TOOL and isinstance(out, dict) and out.get("success"):
+        add_new(tools, await specs(forge), make)
+    return out
 
 
 def strict_ok(schema: Any) -> bool:

@@ -13,17 +13,14 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 
 from . import AsyncForge, Forge
-from ._adapt import FORGE_TOOL, ToolSpec, as_async, as_sync, invoke, specs, specs_sync
+from ._adapt import ToolSpec, add_new, as_async, as_sync, invoke_growing, specs_sync
 
 __all__ = ["structured_tools"]
 
 
 def _tool(forge: AsyncForge, spec: ToolSpec, tools: list[StructuredTool]) -> StructuredTool:
     async def run(**kwargs: Any) -> Any:
-        out = await invoke(forge, spec.name, kwargs)
-        if spec.name == FORGE_TOOL and isinstance(out, dict) and out.get("success"):
-            await _refresh(forge, tools)
-        return out
+        return await invoke_growing(forge, spec.name, kwargs, tools, lambda s: _tool(forge, s, tools))
 
     return StructuredTool.from_function(
         coroutine=run,
@@ -34,20 +31,10 @@ def _tool(forge: AsyncForge, spec: ToolSpec, tools: list[StructuredTool]) -> Str
     )
 
 
-def _add(forge: AsyncForge, found: list[ToolSpec], tools: list[StructuredTool]) -> None:
-    have = {t.name for t in tools}
-    for spec in found:
-        if spec.name not in have:
-            tools.append(_tool(forge, spec, tools))
-
-
-async def _refresh(forge: AsyncForge, tools: list[StructuredTool]) -> None:
-    _add(forge, await specs(forge), tools)
-
-
 def structured_tools(forge: Forge | AsyncForge) -> list[StructuredTool]:
     """The forge's tools as ``StructuredTool``s (async: call them with
     ``ainvoke``)."""
+    aforge = as_async(forge)
     tools: list[StructuredTool] = []
-    _add(as_async(forge), specs_sync(as_sync(forge)), tools)
+    add_new(tools, specs_sync(as_sync(forge)), lambda s: _tool(aforge, s, tools))
     return tools

@@ -20,7 +20,7 @@ from agents import FunctionTool
 from agents.tool_context import ToolContext
 
 from . import AsyncForge, Forge
-from ._adapt import FORGE_TOOL, ToolSpec, as_async, as_sync, invoke, specs, specs_sync, strict_ok
+from ._adapt import ToolSpec, add_new, as_async, as_sync, invoke_growing, specs_sync, strict_ok
 
 __all__ = ["function_tools"]
 
@@ -28,10 +28,7 @@ __all__ = ["function_tools"]
 def _tool(forge: AsyncForge, spec: ToolSpec, tools: list[FunctionTool]) -> FunctionTool:
     async def on_invoke(ctx: ToolContext[Any], args_json: str) -> Any:
         args = json.loads(args_json) if args_json else {}
-        out = await invoke(forge, spec.name, args)
-        if spec.name == FORGE_TOOL and isinstance(out, dict) and out.get("success"):
-            await _refresh(forge, tools)
-        return out
+        return await invoke_growing(forge, spec.name, args, tools, lambda s: _tool(forge, s, tools))
 
     return FunctionTool(
         name=spec.name,
@@ -42,21 +39,11 @@ def _tool(forge: AsyncForge, spec: ToolSpec, tools: list[FunctionTool]) -> Funct
     )
 
 
-def _add(forge: AsyncForge, found: list[ToolSpec], tools: list[FunctionTool]) -> None:
-    have = {t.name for t in tools}
-    for spec in found:
-        if spec.name not in have:
-            tools.append(_tool(forge, spec, tools))
-
-
-async def _refresh(forge: AsyncForge, tools: list[FunctionTool]) -> None:
-    _add(forge, await specs(forge), tools)
-
-
 def function_tools(forge: Forge | AsyncForge) -> list[FunctionTool]:
     """The forge's tools as ``FunctionTool``s (a failure of a tool raises
     the typed error; the SDK reports it to the model as the tool's
     result)."""
+    aforge = as_async(forge)
     tools: list[FunctionTool] = []
-    _add(as_async(forge), specs_sync(as_sync(forge)), tools)
+    add_new(tools, specs_sync(as_sync(forge)), lambda s: _tool(aforge, s, tools))
     return tools
