@@ -19,6 +19,12 @@ use crate::{artifacts, oci, registry, signing};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// Which diagnostics to print on stderr, as `RUST_LOG` takes them
+    /// (`LEVEL`, `TARGET=LEVEL`, comma-separated; e.g. `info,rmcp=debug`).
+    /// Default: Temper's own at INFO and above, other crates' (rmcp,
+    /// hyper, …) at WARN and above. Overrides `RUST_LOG`.
+    #[arg(long, global = true, value_name = "SPEC")]
+    pub(crate) log: Option<String>,
 }
 
 #[derive(Subcommand)]

@@ -32,7 +32,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let traces = diagnostics::install(rt.handle());
+    let log = match diagnostics::LogSpec::choose(cli.log.as_deref()) {
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("temper: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let traces = diagnostics::install(rt.handle(), log);
     let result = rt.block_on(run(cli));
     // The spans still buffered go out while the runtime still runs (the
     // exporter's requests run on it).
@@ -301,8 +308,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             judge,
             common,
         } => {
-            let mut opened =
-                registry::open_with_idle(&registry, &common, Some(&judge), http.session_idle_secs)?;
+            let mut opened = registry::open_with_idle(
+                &registry,
+                &common,
+                Some(&judge),
+                http.session_idle_secs,
+                http.registry_poll(),
+            )?;
             signing::check_tiers(&opened).await?;
             // An HTTP host serves every agent its tokens name: their agent
             // tiers are checked too.

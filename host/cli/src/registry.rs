@@ -1,9 +1,10 @@
 //! The registry commands: `forge`, `tools`, `call`, `stats`, `promote`,
 //! `approve`, `audit`, `session end`. They open the store and build a
-//! [`Forge`] engine; the session tier (one per `--agent`/`--session`) lives
-//! in the store between invocations. A session tier an older `temper` kept
-//! in `STATE_DIR/sessions/` is moved into the store when the session is
-//! next opened (see [`SessionFile`]).
+//! `Forge` engine through `temper_embed` (as the language bindings do); the
+//! session tier (one per `--agent`/`--session`) lives in the store between
+//! invocations. A session tier an older `temper` kept in
+//! `STATE_DIR/sessions/` is moved into the store when the session is next
+//! opened (`temper_embed::Opened::open`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -124,22 +125,26 @@ impl JudgeArgs {
 
 /// Opens the store and builds the engine (with the judges, if given), as
 /// [`temper_embed::Opened::open`] does for every embedder. The CLI's
-/// sessions never expire (`temper session end` ends one).
+/// sessions never expire (`temper session end` ends one). A one-shot
+/// command runs no registry watch: it reads the store.
 pub fn open(
     registry: &Registry,
     common: &Common,
     judges: Option<&JudgeArgs>,
 ) -> Result<Opened, String> {
-    open_with_idle(registry, common, judges, 0)
+    open_with_idle(registry, common, judges, 0, None)
 }
 
 /// [`open`] whose implicit sessions (a stdio connection's) expire after
-/// `session_idle_secs` unused (0: never).
+/// `session_idle_secs` unused (0: never), with the forge's registry watch
+/// polling every `registry_poll` (`None`: no watch; see
+/// `ForgeBuilder::registry_poll`).
 pub fn open_with_idle(
     registry: &Registry,
     common: &Common,
     judges: Option<&JudgeArgs>,
     session_idle_secs: u64,
+    registry_poll: Option<std::time::Duration>,
 ) -> Result<Opened, String> {
     let options = ForgeOptions {
         store: registry.store.clone(),
@@ -151,6 +156,7 @@ pub fn open_with_idle(
         stats_flush_ms: registry.stats_flush_ms,
         session_idle_secs,
         trust: registry.trust.clone(),
+        registry_poll,
     };
     Opened::open(&options, common.runtime()?).map_err(|e| e.to_string())
 }

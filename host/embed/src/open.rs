@@ -191,6 +191,11 @@ pub struct ForgeOptions {
     pub session_idle_secs: u64,
     /// The trust policy file (default: `level = "off"`).
     pub trust: Option<PathBuf>,
+    /// How often the forge's registry watch reads the audit trail (default
+    /// [`temper_forge::watch::DEFAULT_POLL`]); `None`: no watch, every
+    /// lookup reads the store (a one-shot command). See
+    /// `ForgeBuilder::registry_poll`.
+    pub registry_poll: Option<std::time::Duration>,
 }
 
 impl Default for ForgeOptions {
@@ -205,6 +210,7 @@ impl Default for ForgeOptions {
             stats_flush_ms: None,
             session_idle_secs: 0,
             trust: None,
+            registry_poll: Some(temper_forge::watch::DEFAULT_POLL),
         }
     }
 }
@@ -259,7 +265,8 @@ impl Opened {
         let trust = trust_policy(options.trust.as_deref())?;
         let mut builder = Forge::builder(runtime, Arc::new(store))
             .config(config)
-            .trust(trust);
+            .trust(trust)
+            .registry_poll(options.registry_poll);
         if let Some(judge) = &options.judge {
             let (creation, safety, correctness) = judge.judges()?;
             builder = builder.judge(creation).panel(safety, correctness);
