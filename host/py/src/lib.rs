@@ -10,6 +10,13 @@
 //! returns an awaitable on that runtime (cancelling the asyncio task drops
 //! the Rust future, which stops the call).
 
+/// The allocator of the `temper` binary (see docs/src/embedding.md#the-allocator):
+/// calls hand used stores to the reaper thread, which glibc's malloc
+/// serializes on its arena lock. It serves this module's Rust allocations
+/// only; the interpreter keeps its own.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
