@@ -84,8 +84,9 @@ pub struct Failure {
     pub message: String,
     /// Console lines printed before the failure.
     pub logs: Vec<LogLine>,
-    /// A refused forge's or import's result (`success: false`).
-    pub result: Option<ForgeResult>,
+    /// A refused forge's or import's result (`success: false`), boxed: a
+    /// failure stays small on the call path.
+    pub result: Option<Box<ForgeResult>>,
 }
 
 impl std::fmt::Display for Failure {
@@ -237,7 +238,7 @@ pub fn forge_failure(outcome: &Result<temper_forge::Forged, ForgeError>) -> Opti
         kind,
         message: e.to_string(),
         logs: Vec::new(),
-        result: Some(ForgeResult::from(outcome)),
+        result: Some(Box::new(ForgeResult::from(outcome))),
     })
 }
 
