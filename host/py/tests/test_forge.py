@@ -40,7 +40,8 @@ def test_forge_and_call_every_seed_sync(store: str) -> None:
 
 def test_forge_and_call_async(store: str) -> None:
     async def main() -> None:
-        aforge = AsyncForge(store=store, judge="rules", agent="agent-1", session="s1")
+        aforge = await AsyncForge.open(store, judge="rules", agent="agent-1", session="s1")
+        assert (aforge.agent, aforge.session) == ("agent-1", "s1")
         for name in PURE:
             result = await aforge.forge(seed(name))
             assert result["success"] is True, result

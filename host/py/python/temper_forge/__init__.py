@@ -9,6 +9,7 @@ Errors are the typed classes of :mod:`temper_forge.errors`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any, Sequence
@@ -169,7 +170,28 @@ class Forge(_Base):
 class AsyncForge(_Base):
     """:class:`Forge` with awaitable methods, run on the module's tokio
     runtime: they never block the event loop, and cancelling the awaiting
-    task cancels the call."""
+    task cancels the call.
+
+    The constructor opens the store and the engine where it is called (the
+    first engine of a process may compile the JS shim, on a cold cache for
+    seconds); ``await AsyncForge.open(...)`` does it on a worker thread."""
+
+    @classmethod
+    async def open(
+        cls,
+        store: str | os.PathLike[str],
+        *,
+        judge: str | None = None,
+        agent: str = "default",
+        session: str = "default",
+        policy: str | os.PathLike[str] | None = None,
+        tools: str | os.PathLike[str] | None = None,
+    ) -> AsyncForge:
+        """Opens the forge off the event loop (see the class)."""
+        native = await asyncio.to_thread(
+            _temper.NativeForge, os.fspath(store), judge, agent, session, _path(policy), _path(tools)
+        )
+        return cls._wrap(native)  # type: ignore[no-any-return]
 
     async def forge(self, request: dict[str, Any] | str) -> dict[str, Any]:
         """See :meth:`Forge.forge`."""
