@@ -10,7 +10,7 @@ use temper::request::ForgeRequest;
 use temper::store::Tier;
 
 use crate::Common;
-use crate::registry::{JudgeArgs, Opened, Registry};
+use crate::registry::{JudgeArgs, Registry};
 
 /// The tier an import lands in.
 #[derive(Clone, Copy, ValueEnum)]
@@ -101,7 +101,7 @@ pub fn export(
     registry: &Registry,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = crate::registry::open(registry, common, None)?;
     let source = kind.source.map(crate::read_source).transpose()?;
     let exported = if kind.bundle {
         opened.forge.export_bundle(name, &opened.ctx)
@@ -177,13 +177,13 @@ pub async fn import(
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, Some(judge))?;
+    let opened = crate::registry::open(registry, common, Some(judge))?;
     crate::signing::check_tiers(&opened).await?;
     let bytes = crate::signing::with_signature(read_file(file.path)?, file.signature)?;
     let file = file.path;
     let outcome = opened.forge.import(bytes, &opened.ctx, tier.into()).await;
     if outcome.is_ok() {
-        opened.save()?;
+        crate::registry::save(&opened)?;
     }
     let result = ForgeResult::from(&outcome);
     if common.json {

@@ -308,7 +308,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             judge,
             common,
         } => {
-            let mut opened = registry::Opened::open_with_idle(
+            let mut opened = registry::open_with_idle(
                 &registry,
                 &common,
                 Some(&judge),
@@ -324,7 +324,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 signing::check_agent_tiers(&opened, &agents).await?;
             }
             let _metrics = metrics::serve(&metrics, &opened.forge).await?;
-            opened.attach_hub(&hub).await?;
+            registry::attach_hub(&mut opened, &hub).await?;
             // The hub's children live until the server ends.
             let _hub = opened.hub.clone();
             let store = opened.forge.store_handle();
