@@ -211,6 +211,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             source,
             sidecar,
             bundle,
+            format,
             registry,
             common,
         } => artifacts::export(
@@ -220,6 +221,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 with_source,
                 source: source.as_deref(),
                 bundle,
+                format,
             },
             sidecar,
             &registry,
@@ -227,6 +229,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         ),
         Command::Import {
             file,
+            tests,
             signature,
             tier,
             registry,
@@ -236,6 +239,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let file = artifacts::ImportFile {
                 path: &file,
                 signature: signature.as_deref(),
+                tests: tests.as_deref(),
             };
             artifacts::import(file, tier, &registry, &judge, &common).await
         }
