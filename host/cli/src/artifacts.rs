@@ -10,7 +10,7 @@ use temper::request::ForgeRequest;
 use temper::store::Tier;
 
 use crate::Common;
-use crate::registry::{JudgeArgs, Opened, Registry};
+use crate::registry::{JudgeArgs, Registry};
 
 /// The tier an import lands in.
 #[derive(Clone, Copy, ValueEnum)]
@@ -139,7 +139,7 @@ pub fn export(
     registry: &Registry,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = crate::registry::open(registry, common, None)?;
     let source = kind.source.map(crate::read_source).transpose()?;
     if kind.format == ExportFormat::Agentos {
         return export_agentos(name, output, source.as_deref(), &opened, common);
@@ -228,7 +228,7 @@ pub async fn import(
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, Some(judge))?;
+    let opened = crate::registry::open(registry, common, Some(judge))?;
     crate::signing::check_tiers(&opened).await?;
     let package = is_package(file.path);
     if !package && file.tests.is_some() {
@@ -259,7 +259,7 @@ pub async fn import(
     };
     let file = file.path;
     if outcome.is_ok() {
-        opened.save()?;
+        crate::registry::save(&opened)?;
     }
     let result = ForgeResult::from(&outcome);
     if common.json {

@@ -305,12 +305,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             judge,
             common,
         } => {
-            let mut opened = registry::Opened::open_with_idle(
-                &registry,
-                &common,
-                Some(&judge),
-                http.session_idle_secs,
-            )?;
+            let mut opened =
+                registry::open_with_idle(&registry, &common, Some(&judge), http.session_idle_secs)?;
             signing::check_tiers(&opened).await?;
             // An HTTP host serves every agent its tokens name: their agent
             // tiers are checked too.
@@ -320,7 +316,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 signing::check_agent_tiers(&opened, &agents).await?;
             }
             let _metrics = metrics::serve(&metrics, &opened.forge).await?;
-            opened.attach_hub(&hub).await?;
+            registry::attach_hub(&mut opened, &hub).await?;
             // The hub's children live until the server ends.
             let _hub = opened.hub.clone();
             let store = opened.forge.store_handle();
