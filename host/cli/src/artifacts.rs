@@ -10,7 +10,7 @@ use temper::request::ForgeRequest;
 use temper::store::Tier;
 
 use crate::Common;
-use crate::registry::{JudgeArgs, Registry};
+use crate::registry::{JudgeArgs, Opened, Registry};
 
 /// The tier an import lands in.
 #[derive(Clone, Copy, ValueEnum)]
