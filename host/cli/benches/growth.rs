@@ -203,14 +203,7 @@ fn child_forge(placement: &str, n: usize, store: &Path) -> Value {
         // Let background refills settle before reading RSS.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let rss_placed = rss_kib(None);
-        json!({
-            "placing_s": placing.as_secs_f64(),
-            "forge_p50_us": p50_us(&mut forges),
-            "first_p50_us": p50_us(&mut firsts),
-            "later_p50_us": p50_us(&mut later),
-            "rss_before_kib": rss_before,
-            "rss_placed_kib": rss_placed,
-        })
+        figures(placing, [forges, firsts, later], rss_before, rss_placed)
     })
 }
 
@@ -357,13 +350,20 @@ fn child_stdio(placement: &str, n: usize, store: &Path, temper: &Path) -> Value 
     }
     std::thread::sleep(Duration::from_millis(200));
     let rss_placed = rss_kib(Some(pid));
+    figures(placing, [forges, firsts, later], rss_before, rss_placed)
+}
+
+/// One child's figures: how long placing took, the p50 of the forges, the
+/// first calls and the later calls, RSS before placing and at the end.
+fn figures(placing: Duration, mut samples: [Vec<Duration>; 3], before: u64, end: u64) -> Value {
+    let [forges, firsts, later] = &mut samples;
     json!({
         "placing_s": placing.as_secs_f64(),
-        "forge_p50_us": p50_us(&mut forges),
-        "first_p50_us": p50_us(&mut firsts),
-        "later_p50_us": p50_us(&mut later),
-        "rss_before_kib": rss_before,
-        "rss_placed_kib": rss_placed,
+        "forge_p50_us": p50_us(forges),
+        "first_p50_us": p50_us(firsts),
+        "later_p50_us": p50_us(later),
+        "rss_before_kib": before,
+        "rss_placed_kib": end,
     })
 }
 
