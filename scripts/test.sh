@@ -24,6 +24,10 @@ bash scripts/mcp-venv.sh ||
 # The official MCP TypeScript SDK for the `temper mcp` client tests; required here.
 bash scripts/mcp-npm.sh ||
   echo "test: could not install tests/mcp-ts/node_modules: the MCP TypeScript-client tests will fail" >&2
+# The official MCP reference servers (npm and PyPI, pinned) the gateway is
+# compared against (tests/all/hub_reference.rs); required here.
+bash scripts/mcp-servers.sh ||
+  echo "test: could not install the MCP reference servers: the gateway comparison tests will fail" >&2
 
 # The Rust and Python (componentize-py) tools for the interop tests.
 bash scripts/build-components.sh
@@ -101,7 +105,7 @@ fi
 # The PostgreSQL store tests need a server: scripts/with-postgres.sh starts a
 # throw-away cluster inside the namespace (its 127.0.0.1), exports
 # TEMPER_TEST_PG_URL, and stops it when the tests end; required here.
-offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
+offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_MCP_SERVERS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
   TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_REQUIRE_HAPROXY=1 bash scripts/with-postgres.sh \
   cargo test --release --locked --offline --workspace --exclude temper-py
 # The Python package's stubs (mypy.stubtest) and tests (pytest) against the

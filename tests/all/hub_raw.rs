@@ -1,13 +1,14 @@
-//! A gateway call passes an upstream's output on as the upstream's own
-//! text only when that text is exactly what Temper checked: against a
-//! hostile upstream (`tests/fixtures/hub/hostile_upstream.py`, plain
-//! Python writing its result lines by hand), `temper mcp`'s answer lines
-//! are read as bytes. Exact JSON goes out as it came (its spacing kept);
-//! duplicate keys, unpaired surrogates and nesting past the limit are
-//! refused naming the upstream and the tool; numbers serde_json changes
-//! (beyond 64 bits, beyond f64 precision) go out as the number that was
-//! checked; invalid UTF-8 and a result over the cap end the connection,
-//! which is restarted.
+//! A gateway call passes an upstream's result on as the upstream's own
+//! text only when its `structuredContent` is exactly what Temper checked:
+//! against a hostile upstream (`tests/fixtures/hub/hostile_upstream.py`,
+//! plain Python writing its result lines by hand), `temper mcp`'s answer
+//! lines are read as bytes. An exact result goes out as it came (its
+//! spacing kept); duplicate keys, unpaired surrogates and nesting past the
+//! limit are refused naming the upstream and the tool; numbers serde_json
+//! changes (beyond 64 bits, beyond f64 precision) go out in
+//! `structuredContent` as the number that was checked (the text block
+//! stays the upstream's own); invalid UTF-8 and a result over the cap end
+//! the connection, which is restarted.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -131,7 +132,7 @@ impl RawMcp {
         let t = Instant::now();
         loop {
             let (_, msg) = self.call("exact");
-            if msg["result"]["isError"] == json!(false) {
+            if msg.get("result").is_some() && msg["result"]["isError"] != json!(true) {
                 return;
             }
             assert!(t.elapsed() < Duration::from_secs(20), "not back: {msg}");
@@ -152,16 +153,17 @@ fn a_gateway_passes_on_only_the_exact_text_it_checked() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = RawMcp::start(dir.path());
 
-    // Exact: the upstream's own text, spacing and escapes kept, as
-    // structuredContent, and as the text content block.
+    // Exact: the upstream's own result, spacing and escapes kept, its
+    // structuredContent and its text content block.
     let (line, msg) = m.call("exact");
     let upstream_text = r#"{ "n" : 1, "s": "caf\u00e9 \"q\"" }"#;
     assert!(
-        line.contains(&format!(r#""structuredContent":{upstream_text}"#)),
+        line.contains(&format!(r#""structuredContent": {upstream_text}"#)),
         "{line}"
     );
     let result = &msg["result"];
-    assert_eq!(result["isError"], json!(false));
+    // The upstream sent no isError: none is added.
+    assert!(result.get("isError").is_none(), "{msg}");
     assert_eq!(
         result["structuredContent"],
         json!({"n": 1, "s": "café \"q\""})
@@ -180,7 +182,7 @@ fn a_gateway_passes_on_only_the_exact_text_it_checked() {
         json!({"name": "hostile", "arguments": {"case": "exact"}, "_meta": meta}),
     );
     assert!(
-        line.contains(&format!(r#""structuredContent":{upstream_text}"#)),
+        line.contains(&format!(r#""structuredContent": {upstream_text}"#)),
         "{line}"
     );
     assert_eq!(msg["result"]["resultType"], json!("complete"), "{msg}");
@@ -207,7 +209,7 @@ fn a_gateway_passes_on_only_the_exact_text_it_checked() {
     };
     assert_eq!(progress, 2, "a report before and after the call");
     assert!(
-        line.contains(&format!(r#""structuredContent":{upstream_text}"#)),
+        line.contains(&format!(r#""structuredContent": {upstream_text}"#)),
         "{line}"
     );
 
@@ -215,15 +217,29 @@ fn a_gateway_passes_on_only_the_exact_text_it_checked() {
     // 2**64 + 1 is read as 2**64, which the schema's maximum (2**64)
     // allows; the client must not get 2**64 + 1.
     let (line, msg) = m.call("huge_int");
-    assert!(!line.contains("18446744073709551617"), "{line}");
-    assert_eq!(msg["result"]["isError"], json!(false), "{msg}");
+    let structured = |line: &str| {
+        let at = line
+            .find(r#""structuredContent""#)
+            .expect("structuredContent");
+        line[at..].to_string()
+    };
+    assert!(
+        !structured(&line).contains("18446744073709551617"),
+        "{line}"
+    );
+    assert!(msg["result"].get("isError").is_none(), "{msg}");
     let n = &msg["result"]["structuredContent"]["n"];
     assert_eq!(n.as_f64(), Some(18446744073709551616.0), "{msg}");
-    let text: Value =
-        serde_json::from_str(msg["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(&text["n"], n);
+    // The text block is the upstream's own (nothing checked it).
+    assert_eq!(
+        msg["result"]["content"][0]["text"],
+        json!(r#"{"n": 18446744073709551617}"#)
+    );
     let (line, msg) = m.call("float");
-    assert!(!line.contains("0.30000000000000000001"), "{line}");
+    assert!(
+        !structured(&line).contains("0.30000000000000000001"),
+        "{line}"
+    );
     assert_eq!(msg["result"]["structuredContent"], json!({"n": 0.3}));
 
     // Refused, naming the upstream, the tool and what is wrong; the
@@ -241,7 +257,11 @@ fn a_gateway_passes_on_only_the_exact_text_it_checked() {
         );
         assert!(text.contains(why), "{case}: {text}");
         let (_, msg) = m.call("exact");
-        assert_eq!(msg["result"]["isError"], json!(false), "{case}: {msg}");
+        assert_eq!(
+            msg["result"]["structuredContent"],
+            json!({"n": 1, "s": "café \"q\""}),
+            "{case}: {msg}"
+        );
     }
 
     // Invalid UTF-8 is not JSON: the connection ends and is restarted.

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use temper_hub::{CallOutput, Hub, HubError};
+use temper_hub::{CallOutput, Hub, HubError, ProgressSink};
 
 use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec, OutputFn, OutputFuture};
 use super::schema::ToolSchemas;
@@ -129,15 +129,17 @@ impl Forge {
             let call_output: OutputFn = {
                 let hub = hub.clone();
                 let name = tool.name.clone();
-                Arc::new(move |input: Value| -> OutputFuture {
-                    let hub = hub.clone();
-                    let name = name.clone();
-                    Box::pin(async move {
-                        hub.call_output(&name, input)
-                            .await
-                            .map_err(|e| e.to_string())
-                    })
-                })
+                Arc::new(
+                    move |input: Value, progress: Option<ProgressSink>| -> OutputFuture {
+                        let hub = hub.clone();
+                        let name = name.clone();
+                        Box::pin(async move {
+                            hub.call_output(&name, input, progress)
+                                .await
+                                .map_err(|e| e.to_string())
+                        })
+                    },
+                )
             };
             natives.insert(
                 tool.name.clone(),
@@ -240,6 +242,28 @@ impl Forge {
             .is_some_and(|n| n.hub_source.is_some())
     }
 
+    /// The definitions of the hub's upstream tools as their upstreams
+    /// listed them last (every member: `title`, `annotations`,
+    /// `execution`, `icons`, `outputSchema`, `_meta`, ...), with the
+    /// exposed name and the tools file's annotation overrides, by name;
+    /// a built-in has none. What a gateway's `tools/list` shows.
+    pub fn hub_definitions(&self) -> HashMap<String, serde_json::Map<String, Value>> {
+        let hub = lock(&self.inner.hub).clone();
+        hub.map(|hub| {
+            hub.tools()
+                .into_iter()
+                .filter_map(|t| Some((t.name, t.definition?)))
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    /// The attached tool hub, if any (a gateway serves its upstreams'
+    /// resources and prompts).
+    pub fn hub(&self) -> Option<Arc<Hub>> {
+        lock(&self.inner.hub).clone()
+    }
+
     /// The registered hub tools (those the host policy allows), by name,
     /// tools the hub gained since its start included.
     pub fn hub_tools(&self) -> Vec<NativeToolSpec> {
@@ -261,22 +285,29 @@ impl Forge {
         let tool = self.native(name)?;
         let timeout = self.runtime().limits().timeout;
         let call = tool.invoke_value(input.clone(), timeout);
-        Some(self.observed_native(name, call).await)
+        Some(self.observed_native(name, call, Result::is_err).await)
     }
 
     /// [`Self::call_native`] for a gateway: the output comes with its
-    /// upstream's own text when that can be passed on as it is
-    /// ([`CallOutput::raw`]), so the answer writes it once. The same
-    /// checks, limits, span and metrics.
+    /// upstream's result as it came ([`CallOutput::result`]), an `isError`
+    /// one included ([`CallOutput::error`]), for the gateway to pass on;
+    /// the upstream's progress notifications go to `progress` when given.
+    /// The same checks, limits, span and metrics (an `isError` result
+    /// counts as a failed call).
     pub async fn call_native_output(
         &self,
         name: &str,
         input: &Value,
+        progress: Option<ProgressSink>,
     ) -> Option<Result<CallOutput, String>> {
         let tool = self.native(name)?;
         let timeout = self.runtime().limits().timeout;
-        let call = tool.invoke_output(input.clone(), timeout);
-        Some(self.observed_native(name, call).await)
+        let call = tool.invoke_output(input.clone(), timeout, progress);
+        let failed = |r: &Result<CallOutput, String>| r.as_ref().is_ok_and(|o| o.error.is_some());
+        Some(
+            self.observed_native(name, call, |r| r.is_err() || failed(r))
+                .await,
+        )
     }
 
     /// The host-native tool `name`, a hub tool that appeared since the
@@ -293,11 +324,13 @@ impl Forge {
         }
     }
 
-    /// Runs a native tool's `call` inside its span, recording its metrics.
+    /// Runs a native tool's `call` inside its span, recording its metrics
+    /// (`failed` says whether its outcome is a failure).
     async fn observed_native<T>(
         &self,
         name: &str,
         call: impl std::future::Future<Output = Result<T, String>>,
+        failed: impl Fn(&Result<T, String>) -> bool,
     ) -> Result<T, String> {
         let started = std::time::Instant::now();
         let span = super::observe::execute_tool_span(name);
@@ -305,14 +338,13 @@ impl Forge {
             span.record("temper.tier", "hub");
         }
         let result = tracing::Instrument::instrument(call, span.clone()).await;
-        if result.is_err() {
+        let failed = failed(&result);
+        if failed {
             super::observe::record_error(&span, "upstream");
         }
         if let Some(metrics) = self.metrics() {
             // A native tool's failure is its upstream's (or the built-in's).
-            let error = result
-                .is_err()
-                .then_some(temper_observe::ErrorKind::Upstream);
+            let error = failed.then_some(temper_observe::ErrorKind::Upstream);
             let tier = temper_observe::Tier::Hub;
             metrics.record_call(&metrics.tool(name), tier, error, started.elapsed());
         }

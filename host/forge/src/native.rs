@@ -31,7 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
-use temper_hub::CallOutput;
+use temper_hub::{CallOutput, ProgressSink};
 
 use super::error::ValidateError;
 use super::schema::ToolSchemas;
@@ -51,8 +51,9 @@ pub(crate) type OutputFuture = Pin<Box<dyn Future<Output = Result<CallOutput, St
 type CheckedFn<T> =
     dyn Fn(Value) -> Pin<Box<dyn Future<Output = Result<T, String>> + Send>> + Send + Sync;
 
-/// A hub tool's call for a gateway ([`NativeTool::invoke_output`]).
-pub(crate) type OutputFn = Arc<dyn Fn(Value) -> OutputFuture + Send + Sync>;
+/// A hub tool's call for a gateway ([`NativeTool::invoke_output`]), with
+/// where its progress notifications go.
+pub(crate) type OutputFn = Arc<dyn Fn(Value, Option<ProgressSink>) -> OutputFuture + Send + Sync>;
 
 /// The description of a native tool.
 #[derive(Debug, Clone)]
@@ -87,7 +88,7 @@ pub struct NativeTool {
     /// itself, before it sends anything (an upstream's hub tool, against
     /// the schema the upstream listed last): not checked here first.
     pub(crate) checks_input: bool,
-    /// A hub tool's call that keeps the upstream's text of its output (a
+    /// A hub tool's call that keeps the upstream's result as it came (a
     /// gateway's call); `None`: `call`'s output is written anew.
     pub(crate) call_output: Option<OutputFn>,
 }
@@ -128,16 +129,23 @@ impl NativeTool {
         self.checked(input, timeout, &*self.call, |v| v).await
     }
 
-    /// [`Self::invoke_value`] for a gateway: with the upstream's own text
-    /// of the output when a hub tool has it ([`CallOutput::raw`]), so the
-    /// answer is written once. The checks are the same.
+    /// [`Self::invoke_value`] for a gateway: with the upstream's result as
+    /// it came when a hub tool has one ([`CallOutput::result`]), an
+    /// `isError` one included; progress notifications go to `progress`.
+    /// The checks are the same (the output's only when it is not an
+    /// `isError` result, which the hub tool checks itself).
     pub(crate) async fn invoke_output(
         &self,
         input: Value,
         timeout: std::time::Duration,
+        progress: Option<ProgressSink>,
     ) -> Result<CallOutput, String> {
         match &self.call_output {
-            Some(call) => self.checked(input, timeout, &**call, |o| &o.value).await,
+            Some(call) => {
+                let call = call.clone();
+                let call = move |input: Value| call(input, progress.clone());
+                self.checked(input, timeout, &call, |o| &o.value).await
+            }
             None => self
                 .invoke_value(input, timeout)
                 .await

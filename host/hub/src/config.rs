@@ -15,6 +15,9 @@
 //! tools = ["search_issues"]
 //! prefix = "github."                      # exposed as github.search_issues
 //!
+//! [upstream.github.annotations.search_issues]   # overrides in tools/list
+//! destructiveHint = true
+//!
 //! [builtin.http_request]
 //! domains = ["api.example.com"]          # the fetch capability's rule syntax
 //!
@@ -39,6 +42,10 @@ use temper_policy::DomainRule;
 
 /// Default limit of one upstream call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default limit of an upstream's start (the child started, or the session
+/// opened, and the MCP handshake done): a minute, for an `npx -y` or `uvx`
+/// command that downloads its server first.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Longest `timeout_ms` accepted (10 minutes).
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Default cap on one upstream result (8 MiB).
@@ -197,14 +204,27 @@ pub struct UpstreamConfig {
     pub transport: Transport,
     /// Which tools to expose.
     pub tools: ToolSelection,
+    /// Which resources (by the upstream's URI) and resource templates (by
+    /// the upstream's URI template) to expose; a URI a selected template
+    /// produces may be read.
+    pub resources: ToolSelection,
+    /// Which prompts (by the upstream's name) to expose.
+    pub prompts: ToolSelection,
     /// Prepended to each exposed tool's name (`github.`).
     pub prefix: String,
     /// Limit of one call.
     pub timeout: Duration,
+    /// Limit of a start: the child started (or the session opened) and the
+    /// MCP handshake done (`start_timeout_ms`).
+    pub start_timeout: Duration,
     /// When true, failing to start is a warning and its tools are absent.
     pub optional: bool,
     /// Largest result accepted from it, in bytes.
     pub max_result_bytes: usize,
+    /// Annotation overrides by the upstream's tool name
+    /// (`[upstream.NAME.annotations.TOOL]`): each member replaces the
+    /// upstream's in the listed tool's `annotations`.
+    pub annotations: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `[builtin.http_request]`.
@@ -283,11 +303,55 @@ struct RawUpstream {
     headers: Option<BTreeMap<String, String>>,
     #[serde(default)]
     tools: Vec<String>,
+    #[serde(default)]
+    resources: Vec<String>,
+    #[serde(default)]
+    prompts: Vec<String>,
     prefix: Option<String>,
     timeout_ms: Option<u64>,
+    start_timeout_ms: Option<u64>,
     #[serde(default)]
     optional: bool,
     max_result_bytes: Option<u64>,
+    #[serde(default)]
+    annotations: BTreeMap<String, RawAnnotations>,
+}
+
+/// `[upstream.NAME.annotations.TOOL]`: MCP's tool annotations, by their
+/// MCP names.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAnnotations {
+    title: Option<String>,
+    #[serde(rename = "readOnlyHint")]
+    read_only_hint: Option<bool>,
+    #[serde(rename = "destructiveHint")]
+    destructive_hint: Option<bool>,
+    #[serde(rename = "idempotentHint")]
+    idempotent_hint: Option<bool>,
+    #[serde(rename = "openWorldHint")]
+    open_world_hint: Option<bool>,
+}
+
+impl RawAnnotations {
+    /// The members given, as MCP writes them.
+    fn into_map(self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = serde_json::Map::new();
+        if let Some(t) = self.title {
+            map.insert("title".into(), t.into());
+        }
+        for (key, v) in [
+            ("readOnlyHint", self.read_only_hint),
+            ("destructiveHint", self.destructive_hint),
+            ("idempotentHint", self.idempotent_hint),
+            ("openWorldHint", self.open_world_hint),
+        ] {
+            if let Some(v) = v {
+                map.insert(key.into(), v.into());
+            }
+        }
+        map
+    }
 }
 
 #[derive(Deserialize)]
@@ -483,11 +547,20 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
     }
 
     fn timeout(&self, ms: Option<u64>, default: Duration) -> Result<Duration, ToolsFileError> {
+        self.timeout_key("timeout_ms", ms, default)
+    }
+
+    fn timeout_key(
+        &self,
+        key: &str,
+        ms: Option<u64>,
+        default: Duration,
+    ) -> Result<Duration, ToolsFileError> {
         match ms {
             None => Ok(default),
-            Some(0) => Err(self.err("timeout_ms", "must be at least 1")),
+            Some(0) => Err(self.err(key, "must be at least 1")),
             Some(ms) if ms > MAX_TIMEOUT_MS => {
-                Err(self.err("timeout_ms", format!("must be at most {MAX_TIMEOUT_MS}")))
+                Err(self.err(key, format!("must be at most {MAX_TIMEOUT_MS}")))
             }
             Some(ms) => Ok(Duration::from_millis(ms)),
         }
@@ -513,6 +586,35 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
             ));
         }
         Ok(raw.trim_end_matches('/').to_string())
+    }
+
+    /// A `tools`, `resources` or `prompts` list: none when empty, all for
+    /// `["*"]`, else these (each once, none empty).
+    fn selection(
+        &self,
+        key: &str,
+        what: &str,
+        list: Vec<String>,
+    ) -> Result<ToolSelection, ToolsFileError> {
+        if list.is_empty() {
+            return Ok(ToolSelection::None);
+        }
+        if list.iter().any(|t| t == "*") {
+            if list.len() > 1 {
+                return Err(self.err(key, format!("\"*\" means all {key} and stands alone")));
+            }
+            return Ok(ToolSelection::All);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &list {
+            if t.is_empty() {
+                return Err(self.err(key, format!("an empty {what} name")));
+            }
+            if !seen.insert(t) {
+                return Err(self.err(key, format!("\"{t}\" is listed twice")));
+            }
+        }
+        Ok(ToolSelection::Only(list))
     }
 
     fn upstream(&self, name: &str, raw: RawUpstream) -> Result<UpstreamConfig, ToolsFileError> {
@@ -594,25 +696,9 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
                 Transport::Http { url, headers }
             }
         };
-        let tools = if raw.tools.is_empty() {
-            ToolSelection::None
-        } else if raw.tools.iter().any(|t| t == "*") {
-            if raw.tools.len() > 1 {
-                return Err(self.err("tools", "\"*\" means all tools and stands alone"));
-            }
-            ToolSelection::All
-        } else {
-            let mut seen = std::collections::BTreeSet::new();
-            for t in &raw.tools {
-                if t.is_empty() {
-                    return Err(self.err("tools", "an empty tool name"));
-                }
-                if !seen.insert(t) {
-                    return Err(self.err("tools", format!("\"{t}\" is listed twice")));
-                }
-            }
-            ToolSelection::Only(raw.tools)
-        };
+        let tools = self.selection("tools", "tool", raw.tools)?;
+        let resources = self.selection("resources", "resource", raw.resources)?;
+        let prompts = self.selection("prompts", "prompt", raw.prompts)?;
         let prefix = raw.prefix.unwrap_or_default();
         if !prefix
             .chars()
@@ -624,14 +710,26 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
             name: name.to_string(),
             transport,
             tools,
+            resources,
+            prompts,
             prefix,
             timeout: self.timeout(raw.timeout_ms, DEFAULT_TIMEOUT)?,
+            start_timeout: self.timeout_key(
+                "start_timeout_ms",
+                raw.start_timeout_ms,
+                DEFAULT_START_TIMEOUT,
+            )?,
             optional: raw.optional,
             max_result_bytes: self.bytes(
                 "max_result_bytes",
                 raw.max_result_bytes,
                 DEFAULT_MAX_RESULT_BYTES,
             )?,
+            annotations: raw
+                .annotations
+                .into_iter()
+                .map(|(tool, a)| (tool, a.into_map()))
+                .collect(),
         })
     }
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::builtin::{Builtin, BuiltinError};
 use crate::config::ToolsFile;
-use crate::upstream::{CallOutput, Upstream, UpstreamError};
+use crate::upstream::{CallOutput, Feature, ProgressSink, Upstream, UpstreamError};
 
 /// A tool of the hub, as the host exposes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +37,11 @@ pub struct HubTool {
     /// the upstream listed last, which a host's copy taken at
     /// registration may predate (an upstream's `list_changed`).
     pub checks_input: bool,
+    /// The tool as its upstream listed it (every member: `title`,
+    /// `annotations`, `execution`, `icons`, `_meta`, ...), with the exposed
+    /// name and the tools file's annotation overrides; `None` for a
+    /// built-in.
+    pub definition: Option<serde_json::Map<String, Value>>,
 }
 
 /// Why the hub did not start, or a call to it failed.
@@ -63,6 +68,14 @@ pub enum HubError {
     /// No hub tool has that name (now).
     #[error("no hub tool {0:?}")]
     Unknown(String),
+    /// No upstream exposes that resource or prompt.
+    #[error("no hub {what} {name:?}")]
+    NoSuch {
+        /// `resource` or `prompt`.
+        what: &'static str,
+        /// Its exposed URI or name.
+        name: String,
+    },
 }
 
 /// Told of every call to an upstream MCP server: the upstream's name
@@ -195,6 +208,7 @@ impl Hub {
                     timeout,
                     checks_output: true,
                     checks_input: true,
+                    definition: Some(t.definition),
                 })
             })
             .chain(self.builtins.iter().map(|b| b.tool()))
@@ -203,26 +217,54 @@ impl Hub {
         out
     }
 
-    /// Calls the hub tool `name`. When its upstream no longer lists it, the
-    /// error names the upstream and the tool.
+    /// Calls the hub tool `name`: its value ([`CallOutput::value`]); an
+    /// upstream's `isError` result is an error with the upstream's text.
+    /// When its upstream no longer lists it, the error names the upstream
+    /// and the tool.
     pub async fn call(&self, name: &str, input: Value) -> Result<Value, HubError> {
-        self.call_output(name, input).await.map(|o| o.value)
+        let out = self.call_output(name, input, None).await?;
+        match out.error {
+            None => Ok(out.value),
+            Some(message) => {
+                let up = self
+                    .upstream_of(name)
+                    .map(|u| (u.name().to_string(), u.config().prefix.clone()));
+                let (upstream, prefix) = up.unwrap_or_default();
+                Err(HubError::Upstream(UpstreamError::Call {
+                    upstream,
+                    tool: name
+                        .strip_prefix(prefix.as_str())
+                        .unwrap_or(name)
+                        .to_string(),
+                    message,
+                }))
+            }
+        }
     }
 
-    /// [`Self::call`], with the upstream's own text of the output when it
-    /// can be passed on as it is ([`CallOutput::raw`]; never for a
-    /// built-in): what a gateway answers with.
-    pub async fn call_output(&self, name: &str, input: Value) -> Result<CallOutput, HubError> {
+    /// The upstream that exposes (or exposed at the start) `name`.
+    fn upstream_of(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams
+            .iter()
+            .find(|u| u.has_tool(name))
+            .or_else(|| self.origin.get(name).map(|&i| &self.upstreams[i]))
+    }
+
+    /// [`Self::call`] for a gateway: with the upstream's result as it came
+    /// ([`CallOutput::result`]; `None` for a built-in), an `isError`
+    /// result included ([`CallOutput::error`]); progress notifications go
+    /// to `progress` when given.
+    pub async fn call_output(
+        &self,
+        name: &str,
+        input: Value,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallOutput, HubError> {
         if let Some(b) = self.builtins.iter().find(|b| b.name() == name) {
             return Ok(CallOutput::value(b.call(input).await?));
         }
-        let up = match self.upstreams.iter().find(|u| u.has_tool(name)) {
-            Some(up) => up,
-            // Gone since the start: the upstream that had it says so.
-            None => match self.origin.get(name) {
-                Some(&i) => &self.upstreams[i],
-                None => return Err(HubError::Unknown(name.to_string())),
-            },
+        let Some(up) = self.upstream_of(name) else {
+            return Err(HubError::Unknown(name.to_string()));
         };
         // A client span per upstream call (off unless traces are exported).
         let span = tracing::info_span!(
@@ -244,14 +286,74 @@ impl Hub {
             span.record("gen_ai.tool.name", name);
         }
         let result =
-            tracing::Instrument::instrument(up.call_output(name, input), span.clone()).await;
-        if result.is_err() && !span.is_disabled() {
+            tracing::Instrument::instrument(up.call_output(name, input, progress), span.clone())
+                .await;
+        let ok = result.as_ref().is_ok_and(|o| o.error.is_none());
+        if !ok && !span.is_disabled() {
             span.record("error.type", "upstream");
         }
         if let Some(observe) = self.observer.0.get() {
-            observe(up.name(), result.is_ok());
+            observe(up.name(), ok);
         }
         Ok(result?)
+    }
+
+    /// Whether some upstream exposes any of `feature` (the tools file
+    /// selects some).
+    pub fn offers(&self, feature: Feature) -> bool {
+        self.upstreams.iter().any(|u| u.offers(feature))
+    }
+
+    /// Every upstream's selected items of `feature` (resources, resource
+    /// templates or prompts), with their exposed names, in the order of
+    /// the tools file's upstreams; an upstream that cannot list them now is
+    /// left out with a warning.
+    pub async fn list_feature(&self, feature: Feature) -> Vec<serde_json::Map<String, Value>> {
+        let mut out = Vec::new();
+        for up in self.upstreams.iter().filter(|u| u.offers(feature)) {
+            match up.list_feature(feature).await {
+                Ok(items) => out.extend(items),
+                Err(e) => tracing::warn!(error = %e, "an upstream's listing is left out"),
+            }
+        }
+        out
+    }
+
+    /// The upstream that exposes the item `name` of `feature` (the first,
+    /// in the tools file's order, when several could).
+    fn exposing(&self, feature: Feature, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams
+            .iter()
+            .find(|u| u.remote_item(feature, name).is_some())
+    }
+
+    /// Reads the resource whose exposed URI is `uri` from its upstream.
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+    ) -> Result<serde_json::Map<String, Value>, HubError> {
+        let up = self
+            .exposing(Feature::Resources, uri)
+            .ok_or_else(|| HubError::NoSuch {
+                what: "resource",
+                name: uri.to_string(),
+            })?;
+        Ok(up.read_resource(uri).await?)
+    }
+
+    /// Gets the prompt whose exposed name is `name` from its upstream.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<&Value>,
+    ) -> Result<serde_json::Map<String, Value>, HubError> {
+        let up = self
+            .exposing(Feature::Prompts, name)
+            .ok_or_else(|| HubError::NoSuch {
+                what: "prompt",
+                name: name.to_string(),
+            })?;
+        Ok(up.get_prompt(name, arguments).await?)
     }
 
     /// Tells `observer` of every upstream call from now on (once: `false`

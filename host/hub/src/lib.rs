@@ -43,4 +43,7 @@ pub use config::{
     Transport, UpstreamConfig,
 };
 pub use hub::{Hub, HubError, HubTool, UpstreamObserver};
-pub use upstream::{CallOutput, Upstream, UpstreamError, UpstreamTool};
+pub use upstream::{
+    CallOutput, Feature, PROGRESS_QUEUE, ProgressSink, ToolResult, Upstream, UpstreamError,
+    UpstreamTool, template_matches, value_of_content,
+};

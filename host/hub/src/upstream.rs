@@ -16,22 +16,35 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ClientHandler;
-use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use serde_json::Value;
-use tokio::sync::{Notify, watch};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::config::{Transport, UpstreamConfig};
 
 mod direct;
+mod features;
 mod http;
 mod http_client;
 mod output;
 mod stdio;
 mod strict;
 
-pub use output::CallOutput;
-use output::{check, output_of, output_of_value};
+pub use features::{Feature, template_matches};
+use output::{Bad, check, read_result};
+pub use output::{CallOutput, ToolResult, value_of_content};
+
+/// Where the progress notifications of an upstream call go: each is the
+/// upstream's `params` (`progress`, `total`, `message`, and the
+/// `progressToken` Temper gave the upstream, which a relay replaces with
+/// its caller's). Bounded ([`PROGRESS_QUEUE`]); when full, later
+/// notifications are dropped.
+pub type ProgressSink = mpsc::Sender<Value>;
+
+/// How many progress notifications a [`ProgressSink`] should hold.
+pub const PROGRESS_QUEUE: usize = direct::PROGRESS_QUEUE;
 
 /// First restart delay; doubled after each failed start up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -111,6 +124,17 @@ pub enum UpstreamError {
         /// Why.
         reason: String,
     },
+    /// A request other than a tool call (a resources or prompts method)
+    /// failed.
+    #[error("upstream \"{upstream}\": {method}: {message}")]
+    Request {
+        /// The upstream.
+        upstream: String,
+        /// The method (`resources/read`, ...).
+        method: String,
+        /// What failed.
+        message: String,
+    },
     /// The upstream no longer lists the tool.
     #[error("upstream \"{upstream}\" no longer has tool \"{tool}\"")]
     NoSuchTool {
@@ -154,6 +178,10 @@ pub struct UpstreamTool {
     pub input_schema: Value,
     /// Its output schema, when it declares one.
     pub output_schema: Option<Value>,
+    /// The tool as the upstream listed it (`title`, `annotations`,
+    /// `execution`, `icons`, `outputSchema`, `_meta`, ... unchanged), with
+    /// the exposed name and the tools file's annotation overrides.
+    pub definition: Map<String, Value>,
 }
 
 struct ToolEntry {
@@ -277,17 +305,39 @@ impl Upstream {
 
     /// Calls the exposed tool `name` with `input`: the input is checked
     /// against its input schema before anything is sent, the output
-    /// (`structuredContent`, else the text parsed as JSON when it is JSON,
-    /// else `{"text": ...}`) against its output schema; the call is bounded
-    /// by `timeout_ms`.
+    /// against its output schema; the call is bounded by `timeout_ms`. The
+    /// value is the output's ([`CallOutput::value`]); an `isError` result
+    /// is an [`UpstreamError::Call`] with the upstream's text.
     pub async fn call(&self, name: &str, input: Value) -> Result<Value, UpstreamError> {
-        self.call_output(name, input).await.map(|o| o.value)
+        let out = self.call_output(name, input, None).await?;
+        match out.error {
+            None => Ok(out.value),
+            Some(message) => Err(UpstreamError::Call {
+                upstream: self.name().to_string(),
+                tool: self.remote_name(name),
+                message,
+            }),
+        }
     }
 
-    /// [`Self::call`], with the upstream's own text of the output when it
-    /// can be passed on as it is ([`CallOutput::raw`]: a gateway writes it
-    /// once). The checks are the same.
-    pub async fn call_output(&self, name: &str, input: Value) -> Result<CallOutput, UpstreamError> {
+    /// The upstream's own name of the exposed tool `name`.
+    fn remote_name(&self, name: &str) -> String {
+        name.strip_prefix(self.shared.config.prefix.as_str())
+            .unwrap_or(name)
+            .to_string()
+    }
+
+    /// [`Self::call`] for a gateway: the upstream's result as it came
+    /// ([`CallOutput::result`]), an `isError` result included
+    /// ([`CallOutput::error`]). With `progress`, the upstream is asked for
+    /// progress and its notifications go there (stdio upstreams). The
+    /// checks are the same.
+    pub async fn call_output(
+        &self,
+        name: &str,
+        input: Value,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallOutput, UpstreamError> {
         let shared = &self.shared;
         // The names are copied into an error only (none on a call that
         // succeeds).
@@ -297,12 +347,9 @@ impl Upstream {
             .find(|t| t.spec.name == name)
             .cloned();
         let Some(entry) = entry else {
-            let remote = name
-                .strip_prefix(shared.config.prefix.as_str())
-                .unwrap_or(name);
             return Err(UpstreamError::NoSuchTool {
                 upstream: up(),
-                tool: remote.to_string(),
+                tool: self.remote_name(name),
             });
         };
         let tool = entry.spec.remote_name.as_str();
@@ -329,46 +376,57 @@ impl Upstream {
             });
         };
         let timeout = shared.config.timeout;
-        let output = match conn.direct.as_ref().filter(|d| d.enabled()) {
-            Some(direct) => match direct.call(tool, &arguments, timeout).await {
-                Ok(direct::Reply::Output(output)) => Ok(output),
-                Ok(direct::Reply::Result(result)) => output_of_value(result).map(CallOutput::value),
-                Ok(direct::Reply::Error(message)) => Err(message),
-                Ok(direct::Reply::Refused(message)) => {
-                    return Err(UpstreamError::Output {
-                        upstream: up(),
-                        tool: tool.to_string(),
-                        message: shared.redact(message),
-                    });
+        let raw = match conn.direct.as_ref().filter(|d| d.enabled()) {
+            Some(direct) => {
+                let mut params = Map::new();
+                params.insert("name".into(), Value::String(tool.to_string()));
+                params.insert("arguments".into(), Value::Object(arguments));
+                match direct
+                    .request("tools/call", &params, progress, timeout)
+                    .await
+                {
+                    Ok(direct::Reply::Result(raw)) => Ok(raw),
+                    Ok(direct::Reply::Error(message)) => Err(message),
+                    Err(direct::NoReply::Timeout) => {
+                        return Err(UpstreamError::Timeout {
+                            upstream: up(),
+                            tool: tool.to_string(),
+                            ms: timeout.as_millis(),
+                        });
+                    }
+                    Err(direct::NoReply::Gone(write_error)) => {
+                        let fallback = write_error.unwrap_or_else(|| "connection closed".into());
+                        let reason = end_reason(&conn, fallback).await;
+                        return Err(UpstreamError::Gone {
+                            upstream: up(),
+                            tool: tool.to_string(),
+                            reason: shared.redact(reason),
+                        });
+                    }
                 }
-                Err(direct::NoReply::Timeout) => {
-                    return Err(UpstreamError::Timeout {
-                        upstream: up(),
-                        tool: tool.to_string(),
-                        ms: timeout.as_millis(),
-                    });
-                }
-                Err(direct::NoReply::Gone(write_error)) => {
-                    let fallback = write_error.unwrap_or_else(|| "connection closed".into());
-                    let reason = end_reason(&conn, fallback).await;
-                    return Err(UpstreamError::Gone {
-                        upstream: up(),
-                        tool: tool.to_string(),
-                        reason: shared.redact(reason),
-                    });
-                }
-            },
-            None => shared
-                .call_rmcp(&conn, tool, arguments)
-                .await?
-                .map(CallOutput::value),
+            }
+            None => shared.call_rmcp(&conn, tool, arguments).await?,
         };
-        let output = output.map_err(|message| UpstreamError::Call {
+        let raw = raw.map_err(|message| UpstreamError::Call {
             upstream: up(),
             tool: tool.to_string(),
             message: shared.redact(message),
         })?;
-        if let Some(schema) = &entry.output {
+        let output = read_result(raw).map_err(|bad| match bad {
+            Bad::Result(message) => UpstreamError::Call {
+                upstream: up(),
+                tool: tool.to_string(),
+                message: shared.redact(message),
+            },
+            Bad::Structured(message) => UpstreamError::Output {
+                upstream: up(),
+                tool: tool.to_string(),
+                message: shared.redact(message),
+            },
+        })?;
+        if let Some(schema) = &entry.output
+            && output.error.is_none()
+        {
             check(schema, &output.value).map_err(|message| UpstreamError::Output {
                 upstream: up(),
                 tool: tool.to_string(),
@@ -447,16 +505,15 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
 }
 
 impl Shared {
-    /// Calls `tool` through rmcp's service (Streamable HTTP, and stdio
-    /// upstreams on a revision without the `initialize` handshake): the
-    /// output, or the upstream's error text (`Err` inside `Ok`); the
-    /// outer error is the call's failure.
+    /// Calls `tool` through rmcp's service (Streamable HTTP): the result
+    /// as rmcp models it, written as JSON text, or the upstream's error
+    /// text (`Err` inside `Ok`); the outer error is the call's failure.
     async fn call_rmcp(
         &self,
         conn: &Conn,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
-    ) -> Result<Result<Value, String>, UpstreamError> {
+    ) -> Result<Result<Box<RawValue>, String>, UpstreamError> {
         let up = || self.config.name.clone();
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let timeout = self.config.timeout;
@@ -482,7 +539,8 @@ impl Shared {
                     reason: self.redact(reason),
                 })
             }
-            Ok(Ok(result)) => Ok(output_of(result)),
+            Ok(Ok(result)) => Ok(serde_json::value::to_raw_value(&result)
+                .map_err(|e| format!("cannot write rmcp's result: {e}"))),
         }
     }
 
@@ -510,28 +568,20 @@ impl Shared {
     /// compile (the others are skipped with a warning).
     async fn relist(&self, conn: &Conn) -> Result<(), UpstreamError> {
         let name = &self.config.name;
-        let listed = tokio::time::timeout(self.config.timeout, conn.service.list_all_tools())
+        let listed = self
+            .list_tools(conn)
             .await
-            .map_err(|_| UpstreamError::List {
+            .map_err(|reason| UpstreamError::List {
                 upstream: name.clone(),
-                reason: format!("no answer within {} ms", self.config.timeout.as_millis()),
+                reason: self.redact(reason),
             })?;
-        let listed = match listed {
-            Ok(l) => l,
-            Err(e) => {
-                let reason = match http_client::describe(&e) {
-                    Some(reason) => reason,
-                    None => end_reason(conn, e.to_string()).await,
-                };
-                return Err(UpstreamError::List {
-                    upstream: name.clone(),
-                    reason: self.redact(reason),
-                });
-            }
-        };
         let mut tools = Vec::new();
         for tool in listed {
-            if !self.config.tools.selects(&tool.name) {
+            let Some(remote) = tool.get("name").and_then(Value::as_str) else {
+                tracing::warn!(upstream = %name, "upstream tool without a name skipped");
+                continue;
+            };
+            if !self.config.tools.selects(remote) {
                 continue;
             }
             match self.entry(tool) {
@@ -553,10 +603,83 @@ impl Shared {
         Ok(())
     }
 
-    fn entry(&self, tool: Tool) -> Result<ToolEntry, (String, String)> {
-        let remote = tool.name.to_string();
-        let input_schema = Value::Object((*tool.input_schema).clone());
-        let output_schema = tool.output_schema.map(|s| Value::Object((*s).clone()));
+    /// Every tool the upstream lists, each as the upstream wrote it: on
+    /// stdio read from the upstream's own answers (every page), over
+    /// Streamable HTTP as rmcp models them (members rmcp does not know,
+    /// such as `execution`, are not kept).
+    async fn list_tools(&self, conn: &Conn) -> Result<Vec<Map<String, Value>>, String> {
+        let timeout = self.config.timeout;
+        let Some(direct) = conn.direct.as_ref().filter(|d| d.enabled()) else {
+            let listed = tokio::time::timeout(timeout, conn.service.list_all_tools())
+                .await
+                .map_err(|_| format!("no answer within {} ms", timeout.as_millis()))?;
+            return match listed {
+                Ok(tools) => Ok(tools
+                    .iter()
+                    .filter_map(|t| match serde_json::to_value(t) {
+                        Ok(Value::Object(map)) => Some(map),
+                        _ => None,
+                    })
+                    .collect()),
+                Err(e) => Err(match http_client::describe(&e) {
+                    Some(reason) => reason,
+                    None => end_reason(conn, e.to_string()).await,
+                }),
+            };
+        };
+        #[derive(serde::Deserialize)]
+        struct Page {
+            tools: Vec<Map<String, Value>>,
+            #[serde(rename = "nextCursor", default)]
+            next_cursor: Option<String>,
+        }
+        let mut tools = Vec::new();
+        let mut params = Map::new();
+        for _ in 0..MAX_PAGES {
+            let page = match direct.request("tools/list", &params, None, timeout).await {
+                Ok(direct::Reply::Result(raw)) => serde_json::from_str::<Page>(raw.get())
+                    .map_err(|e| format!("sent a tools/list result Temper does not read: {e}"))?,
+                Ok(direct::Reply::Error(message)) => return Err(message),
+                Err(direct::NoReply::Timeout) => {
+                    return Err(format!("no answer within {} ms", timeout.as_millis()));
+                }
+                Err(direct::NoReply::Gone(e)) => {
+                    return Err(
+                        end_reason(conn, e.unwrap_or_else(|| "connection closed".into())).await,
+                    );
+                }
+            };
+            tools.extend(page.tools);
+            match page.next_cursor {
+                Some(cursor) => {
+                    params.insert("cursor".into(), Value::String(cursor));
+                }
+                None => return Ok(tools),
+            }
+        }
+        Err(format!("listed more than {MAX_PAGES} pages of tools"))
+    }
+
+    /// The entry of the upstream tool `tool` (as listed): its schemas
+    /// compiled, its definition with the exposed name and the tools
+    /// file's annotation overrides.
+    fn entry(&self, mut tool: Map<String, Value>) -> Result<ToolEntry, (String, String)> {
+        let remote = tool
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let input_schema = match tool.get("inputSchema") {
+            Some(s @ Value::Object(_)) => s.clone(),
+            _ => {
+                return Err((remote, "inputSchema is not a JSON object".into()));
+            }
+        };
+        let output_schema = match tool.get("outputSchema") {
+            None | Some(Value::Null) => None,
+            Some(s @ Value::Object(_)) => Some(s.clone()),
+            Some(_) => return Err((remote, "outputSchema is not a JSON object".into())),
+        };
         let input = jsonschema::validator_for(&input_schema)
             .map_err(|e| (remote.clone(), format!("inputSchema does not compile: {e}")))?;
         let output = output_schema
@@ -569,20 +692,44 @@ impl Shared {
                     format!("outputSchema does not compile: {e}"),
                 )
             })?;
+        let description = tool
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let name = format!("{}{remote}", self.config.prefix);
+        tool.insert("name".into(), Value::String(name.clone()));
+        if let Some(overrides) = self.config.annotations.get(&remote) {
+            let annotations = tool
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !annotations.is_object() {
+                *annotations = Value::Object(Map::new());
+            }
+            if let Value::Object(annotations) = annotations {
+                for (k, v) in overrides {
+                    annotations.insert(k.clone(), v.clone());
+                }
+            }
+        }
         Ok(ToolEntry {
             spec: UpstreamTool {
-                name: format!("{}{remote}", self.config.prefix),
+                name,
                 upstream: self.config.name.clone(),
                 remote_name: remote,
-                description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
+                description,
                 input_schema,
                 output_schema,
+                definition: tool,
             },
             input,
             output,
         })
     }
 }
+
+/// Most pages of a listing read from one upstream.
+const MAX_PAGES: usize = 100;
 
 /// The client handler: notes `list_changed`.
 struct Handler {

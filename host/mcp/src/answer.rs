@@ -1,24 +1,24 @@
-//! A gateway call's answer written once: a `tools/call` of a hub tool whose
-//! upstream sent its output as exact JSON text (`CallOutput::raw`, checked
-//! against the tool's output schema like any output) is answered with that
-//! text, not with a value written anew. It goes out as `structuredContent`
-//! as it is, and once more, escaped, as the text content block.
+//! A gateway call's answer: a `tools/call` of an upstream's hub tool is
+//! answered with the upstream's result as it came (every content block,
+//! with its annotations and `_meta`; `structuredContent` only when the
+//! upstream sent it; an `isError` result with the upstream's own content),
+//! written once from the upstream's own text when that is exact
+//! (`temper_hub::ToolResult::Raw`). Temper's own checks (the input against
+//! the input schema before anything is sent, `structuredContent` against
+//! the output schema after) and its failures (timeout, the upstream gone)
+//! are Temper's own error results. The upstream's progress notifications
+//! are relayed as progress of the caller's request.
 //!
-//! The text content is made from the checked `structuredContent`, not
-//! passed on from the upstream's own `content` (the spec would let a
-//! gateway do that): a client that reads only the text must read what was
-//! checked, and the upstream's text was not.
-//!
-//! Every other request, and every hub call whose output has no such text
-//! (a built-in's, an output with a float, a text-only result, an error),
-//! is answered as [`Handler::handle`] and [`Handler::handle_modern`]
-//! answer it.
+//! A built-in's output (no upstream result) is answered as
+//! [`Handler::handle`] and [`Handler::handle_modern`] answer a tool's: as
+//! text, and as `structuredContent` when it is an object.
 
 use std::borrow::Cow;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+use temper_forge::CallOutput;
+use temper_hub::{PROGRESS_QUEUE, ToolResult};
 
 use super::run_code::{DESCRIBE_TOOLS, RUN_CODE};
 use super::{Handler, Notifier, Progress};
@@ -31,8 +31,7 @@ use crate::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
 pub enum Answer {
     /// Any result.
     Value(Value),
-    /// A `tools/call` result carrying a hub tool's output as its
-    /// upstream's text.
+    /// A `tools/call` result passed on from an upstream.
     PassedOn(PassedOn),
 }
 
@@ -43,6 +42,15 @@ impl From<Value> for Answer {
 }
 
 impl Answer {
+    /// The result as a JSON value (copied out of the upstream's text when
+    /// it is passed on).
+    pub fn into_value(self) -> Value {
+        match self {
+            Self::Value(v) => v,
+            Self::PassedOn(p) => Value::Object(p.result.into_map()),
+        }
+    }
+
     /// The success response to request `id` carrying this result.
     pub fn into_response(self, id: &Value) -> Outgoing {
         match self {
@@ -92,36 +100,16 @@ impl Serialize for Outgoing {
     }
 }
 
-/// A `tools/call` result (`CallToolResult`) whose output is JSON text
-/// already checked: the members of `tools::tool_result_owned`, in its
-/// order, then the modern revision's (`resultType`, `_meta`).
+/// A `tools/call` result (`CallToolResult`) passed on from an upstream as
+/// it came (its own text, when that is exact).
 #[derive(Debug)]
 pub struct PassedOn {
-    output: Box<RawValue>,
-    modern: Map<String, Value>,
+    result: ToolResult,
 }
 
 impl Serialize for PassedOn {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(serde::Serialize)]
-        struct Text<'a> {
-            r#type: &'static str,
-            text: &'a str,
-        }
-        let mut m = s.serialize_map(Some(3 + self.modern.len()))?;
-        m.serialize_entry(
-            "content",
-            &[Text {
-                r#type: "text",
-                text: self.output.get(),
-            }],
-        )?;
-        m.serialize_entry("isError", &false)?;
-        m.serialize_entry("structuredContent", &self.output)?;
-        for (k, v) in &self.modern {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        self.result.serialize(s)
     }
 }
 
@@ -185,29 +173,40 @@ impl Handler {
             return Ok(None);
         }
         let progress = Progress::of(params, notes);
-        // The messages are formatted only for a caller that asked for
-        // progress.
-        if progress.token.is_some() {
-            progress.report(0, 1, format!("calling {name}"));
-        }
-        let outcome = self.forge.call_native_output(name, &arguments).await;
-        if progress.token.is_some() {
-            progress.report(1, 1, format!("{name}: done"));
-        }
+        Ok(Some(
+            self.hub_answer(name, &arguments, &progress, modern).await,
+        ))
+    }
+
+    /// Calls the hub tool `name` and answers: the upstream's result passed
+    /// on (see the module docs), a built-in's output as a tool result,
+    /// Temper's own failures as error results. With `modern`, the result
+    /// carries the 2026-07-28 members (`resultType`, `_meta`).
+    pub(super) async fn hub_answer(
+        &self,
+        name: &str,
+        arguments: &Value,
+        progress: &Progress<'_>,
+        modern: bool,
+    ) -> Answer {
+        let outcome = match &progress.token {
+            None => self.forge.call_native_output(name, arguments, None).await,
+            Some(token) => self.relaying(name, arguments, progress, token).await,
+        };
         let answer = match outcome {
-            Some(Ok(out)) => match out.raw {
-                Some(output) if out.value.is_object() => {
-                    let mut extra = Value::Object(Map::new());
-                    if modern {
-                        results::complete(&mut extra);
-                    }
-                    let Value::Object(modern) = extra else {
-                        unreachable!("an object")
-                    };
-                    return Ok(Some(Answer::PassedOn(PassedOn { output, modern })));
+            Some(Ok(CallOutput {
+                result: Some(result),
+                ..
+            })) => {
+                if !modern {
+                    return Answer::PassedOn(PassedOn { result });
                 }
-                _ => tools::tool_result_owned(out.value, false),
-            },
+                match completed_raw(&result) {
+                    Some(result) => return Answer::PassedOn(PassedOn { result }),
+                    None => Value::Object(result.into_map()),
+                }
+            }
+            Some(Ok(out)) => tools::tool_result_owned(out.value, false),
             Some(Err(e)) => tools::tool_error("invoke", &e),
             None => tools::tool_error("invoke", &self.not_found(name)),
         };
@@ -215,63 +214,164 @@ impl Handler {
         if modern {
             results::complete(&mut answer);
         }
-        Ok(Some(Answer::Value(answer)))
+        Answer::Value(answer)
     }
+
+    /// Calls the hub tool `name` for a caller that asked for progress (its
+    /// `token`): Temper reports the call's start, then relays the
+    /// upstream's own progress notifications as progress of the caller's
+    /// request (their `progress`, `total` and `message`, under the
+    /// caller's token); when the upstream sent none, Temper reports the
+    /// call's end.
+    async fn relaying(
+        &self,
+        name: &str,
+        arguments: &Value,
+        progress: &Progress<'_>,
+        token: &Value,
+    ) -> Option<Result<CallOutput, String>> {
+        progress.report(0, 1, format!("calling {name}"));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(PROGRESS_QUEUE);
+        let call = self.forge.call_native_output(name, arguments, Some(tx));
+        let mut call = std::pin::pin!(call);
+        let mut relayed = 0usize;
+        let mut relay = |note: Value| {
+            if let Some(params) = relayed_progress(&note, token) {
+                relayed += 1;
+                progress
+                    .notes
+                    .request_note(jsonrpc::notification("notifications/progress", params));
+            }
+        };
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                Some(note) = rx.recv() => relay(note),
+                outcome = &mut call => break outcome,
+            }
+        };
+        while let Ok(note) = rx.try_recv() {
+            relay(note);
+        }
+        if relayed == 0 {
+            progress.report(1, 1, format!("{name}: done"));
+        }
+        outcome
+    }
+}
+
+/// An upstream's raw result with the 2026-07-28 members (`resultType`,
+/// `_meta`) appended to its own text, when it has neither (so its bytes
+/// still go out as they came); `None` otherwise (the result is then
+/// written anew with them, as [`results::complete`] does).
+fn completed_raw(result: &ToolResult) -> Option<ToolResult> {
+    #[derive(serde::Deserialize)]
+    struct Members {
+        #[serde(rename = "_meta", default)]
+        meta: Option<serde::de::IgnoredAny>,
+        #[serde(rename = "resultType", default)]
+        result_type: Option<serde::de::IgnoredAny>,
+    }
+    let ToolResult::Raw(raw) = result else {
+        return None;
+    };
+    let members: Members = serde_json::from_str(raw.get()).ok()?;
+    if members.meta.is_some() || members.result_type.is_some() {
+        return None;
+    }
+    let mut extra = Value::Object(Map::new());
+    results::complete(&mut extra);
+    let extra = extra.to_string();
+    let extra = extra.strip_prefix('{')?.strip_suffix('}')?;
+    let text = raw.get().trim_end().strip_suffix('}')?;
+    let sep = if text.trim_end().ends_with('{') {
+        ""
+    } else {
+        ","
+    };
+    let joined = format!("{text}{sep}{extra}}}");
+    serde_json::value::RawValue::from_string(joined)
+        .ok()
+        .map(ToolResult::Raw)
+}
+
+/// The params of a relayed progress notification: the upstream's
+/// `progress` (a number), `total` (a number) and `message` (a string) under
+/// the caller's `token`; `None` when the upstream's has no numeric
+/// `progress`. Nothing else of the upstream's notification is relayed.
+fn relayed_progress(note: &Value, token: &Value) -> Option<Value> {
+    let progress = note.get("progress").filter(|p| p.is_number())?;
+    let mut params = Map::new();
+    params.insert("progressToken".into(), token.clone());
+    params.insert("progress".into(), progress.clone());
+    if let Some(total) = note.get("total").filter(|t| t.is_number()) {
+        params.insert("total".into(), total.clone());
+    }
+    if let Some(message) = note.get("message").filter(|m| m.is_string()) {
+        params.insert("message".into(), message.clone());
+    }
+    Some(Value::Object(params))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn passed(text: &str, modern: bool) -> PassedOn {
-        let mut extra = Value::Object(Map::new());
-        if modern {
-            results::complete(&mut extra);
-        }
-        let Value::Object(modern) = extra else {
-            unreachable!()
-        };
-        PassedOn {
-            output: RawValue::from_string(text.into()).unwrap(),
-            modern,
-        }
-    }
+    use serde_json::value::RawValue;
 
     #[test]
-    fn a_passed_on_output_is_written_as_tool_result_owned_writes_it() {
-        let text = r#"{"items":[{"id":1,"name":"a \"b\"\n"}],"n":-3}"#;
-        let value: Value = serde_json::from_str(text).unwrap();
-        let id = json!("r-1");
-        let ours = Answer::PassedOn(passed(text, false)).into_response(&id);
-        let theirs = jsonrpc::response(&id, tools::tool_result_owned(value.clone(), false));
-        assert_eq!(
-            serde_json::to_string(&ours).unwrap(),
-            serde_json::to_string(&theirs).unwrap()
-        );
-        // Modern: the same members `results::complete` adds, after them.
-        let ours = Answer::PassedOn(passed(text, true)).into_response(&id);
-        let mut result = tools::tool_result_owned(value, false);
-        results::complete(&mut result);
-        let theirs = jsonrpc::response(&id, result);
-        assert_eq!(
-            serde_json::to_string(&ours).unwrap(),
-            serde_json::to_string(&theirs).unwrap()
-        );
-    }
-
-    #[test]
-    fn the_upstreams_text_is_passed_on_as_it_is() {
-        // Its spacing kept: the bytes that were checked, not a rewrite.
-        let text = "{ \"a\" : [1, 2] }";
+    fn an_upstreams_result_is_passed_on_as_it_came() {
+        // Its spacing, its blocks, their annotations and `_meta` kept.
+        let text = r#"{ "content" : [{"type":"image","data":"AA==","mimeType":"image/png","annotations":{"priority":0.5}},{"type":"text","text":"a","_meta":{"k":1}}], "isError": false }"#;
+        let result = ToolResult::Raw(RawValue::from_string(text.into()).unwrap());
         let out =
-            serde_json::to_string(&Answer::PassedOn(passed(text, false)).into_response(&json!(7)))
+            serde_json::to_string(&Answer::PassedOn(PassedOn { result }).into_response(&json!(7)))
                 .unwrap();
-        let msg: Value = serde_json::from_str(&out).unwrap();
-        assert!(
-            out.contains(r#""structuredContent":{ "a" : [1, 2] }"#),
-            "{out}"
+        assert_eq!(
+            out,
+            format!(r#"{{"jsonrpc":"2.0","id":7,"result":{text}}}"#)
         );
-        assert_eq!(msg["result"]["content"][0]["text"], json!(text));
-        assert_eq!(msg["result"]["structuredContent"], json!({"a": [1, 2]}));
+    }
+
+    #[test]
+    fn a_modern_caller_gets_the_upstreams_bytes_with_the_members_added() {
+        let text = r#"{ "content" : [] }"#;
+        let result = ToolResult::Raw(RawValue::from_string(text.into()).unwrap());
+        let Some(ToolResult::Raw(done)) = completed_raw(&result) else {
+            panic!("not raw")
+        };
+        assert!(
+            done.get()
+                .starts_with(r#"{ "content" : [] ,"resultType":"complete""#),
+            "{}",
+            done.get()
+        );
+        let mut expected = json!({"content": []});
+        results::complete(&mut expected);
+        assert_eq!(serde_json::from_str::<Value>(done.get()).unwrap(), expected);
+        // An empty result, and one with its own `_meta` (written anew).
+        let empty = ToolResult::Raw(RawValue::from_string("{}".into()).unwrap());
+        let Some(ToolResult::Raw(done)) = completed_raw(&empty) else {
+            panic!("not raw")
+        };
+        assert!(done.get().starts_with(r#"{"resultType""#), "{}", done.get());
+        let own = ToolResult::Raw(RawValue::from_string(r#"{"_meta":{"a":1}}"#.into()).unwrap());
+        assert!(completed_raw(&own).is_none());
+    }
+
+    #[test]
+    fn relayed_progress_keeps_the_numbers_and_message_under_the_callers_token() {
+        let note = json!({"progressToken": "temper-hub-3", "progress": 2, "total": 5, "message": "step 2", "extra": 1});
+        assert_eq!(
+            relayed_progress(&note, &json!("tok")),
+            Some(json!({"progressToken": "tok", "progress": 2, "total": 5, "message": "step 2"}))
+        );
+        assert_eq!(relayed_progress(&json!({"progress": "x"}), &json!(1)), None);
+        assert_eq!(
+            relayed_progress(
+                &json!({"progress": 1, "total": "x", "message": 3}),
+                &json!(1)
+            ),
+            Some(json!({"progressToken": 1, "progress": 1}))
+        );
     }
 }

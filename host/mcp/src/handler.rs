@@ -30,6 +30,10 @@ pub mod run_code;
 // for the same checks `invoke` makes.
 #[path = "answer.rs"]
 pub mod answer;
+// The hub's upstream resources and prompts: a child module, for the
+// caller's narrowing.
+#[path = "hub_features.rs"]
+pub mod hub_features;
 use run_code::{DESCRIBE_TOOLS, RUN_CODE};
 
 /// The legacy (handshake) MCP revisions this server speaks, newest first:
@@ -79,6 +83,10 @@ pub struct Handler {
     /// Whether `ctx` is a modern session ([`crate::protocol::modern_context`]):
     /// then `forge_tool`'s result names it in `_meta`.
     modern_session: bool,
+    /// The caller's narrowing of the hub's resources (a token's `resources`).
+    resources_allow: Option<temper_policy::ToolAllow>,
+    /// The caller's narrowing of the hub's prompts (a token's `prompts`).
+    prompts_allow: Option<temper_policy::ToolAllow>,
 }
 
 impl Handler {
@@ -93,6 +101,8 @@ impl Handler {
             watch,
             hub_allow: None,
             modern_session: false,
+            resources_allow: None,
+            prompts_allow: None,
         }
     }
 
@@ -101,6 +111,20 @@ impl Handler {
     /// learns which (its principal's default session) and can pin it.
     pub fn in_modern_session(mut self) -> Self {
         self.modern_session = true;
+        self
+    }
+
+    /// Narrows the hub's resources and prompts this caller may list, read
+    /// and get to those `resources` and `prompts` allow (on top of the host
+    /// policy's `[resources] allow` and `[prompts] allow`); `None` leaves
+    /// the policy's.
+    pub fn with_features(
+        mut self,
+        resources: Option<temper_policy::ToolAllow>,
+        prompts: Option<temper_policy::ToolAllow>,
+    ) -> Self {
+        self.resources_allow = resources;
+        self.prompts_allow = prompts;
         self
     }
 
@@ -154,7 +178,10 @@ impl Handler {
             "logging/setLevel" => set_level(params),
             "tools/list" => self.list_tools(None).await,
             "tools/call" => self.call_tool(params, notes).await,
-            _ => Err(RpcError::method_not_found(method)),
+            _ => match self.hub_feature(method, params).await {
+                Some(answer) => answer,
+                None => Err(RpcError::method_not_found(method)),
+            },
         }
     }
 
@@ -173,7 +200,10 @@ impl Handler {
             "server/discover" => return Ok(encode(&results::discover())),
             "tools/list" => self.list_tools(Some(results::TOOLS_LIST_CACHE)).await?,
             "tools/call" => self.call_tool(params, notes).await?,
-            _ => return Err(RpcError::method_not_found(method)),
+            _ => match self.hub_feature(method, params).await {
+                Some(answer) => answer?,
+                None => return Err(RpcError::method_not_found(method)),
+            },
         };
         results::complete(&mut result);
         let forged = method == "tools/call"
@@ -242,7 +272,11 @@ impl Handler {
             .collect();
         hub.sort_by(|a, b| a.name.cmp(&b.name));
         list.extend(visible.iter().map(tools::registered_tool_definition));
-        list.extend(hub.iter().map(tools::hub_tool_definition));
+        let listed = self.forge.hub_definitions();
+        list.extend(
+            hub.iter()
+                .map(|h| tools::hub_tool_definition(h, listed.get(&h.name))),
+        );
         Ok(encode(&results::ListToolsResult { tools: list, cache }))
     }
 
@@ -452,17 +486,12 @@ impl Handler {
         )
     }
 
-    /// Calls a hub tool (Temper as a gateway): the answer is a tool result,
-    /// structured content when the output is an object.
+    /// Calls a hub tool (Temper as a gateway): the upstream's result passed
+    /// on, a built-in's output as a tool result (`answer.rs`).
     async fn call_hub(&self, name: &str, arguments: &Value, progress: &Progress<'_>) -> Value {
-        progress.report(0, 1, format!("calling {name}"));
-        let outcome = self.forge.call_native(name, arguments).await;
-        progress.report(1, 1, format!("{name}: done"));
-        match outcome {
-            Some(Ok(output)) => tools::tool_result_owned(output, false),
-            Some(Err(e)) => tools::tool_error("invoke", &e),
-            None => tools::tool_error("invoke", &self.not_found(name)),
-        }
+        self.hub_answer(name, arguments, progress, false)
+            .await
+            .into_value()
     }
 
     /// The answer for a tool this caller cannot see, whether it does not

@@ -11,6 +11,9 @@
 //! tiers = ["session", "agent", "shared"] # optional; default: all three
 //! calls_per_minute = 120               # optional tools/call quota; default: none
 //! max_concurrent = 8                   # optional; default: the server's --max-concurrent
+//! tools = ["github.*"]                 # optional; narrows the policy's [tools] allow
+//! resources = ["docs.*"]               # optional; narrows the policy's [resources] allow
+//! prompts = ["docs.*"]                 # optional; narrows the policy's [prompts] allow
 //! ```
 //!
 //! Make a hash with `printf %s "$TOKEN" | sha256sum` (or `b3sum`). A
@@ -153,6 +156,12 @@ pub struct TokenEntry {
     /// The hub tools it may use, narrowing the host policy's `[tools]
     /// allow` (a hub tool must be allowed by both); `None`: the policy's.
     pub tools: Option<temper_policy::ToolAllow>,
+    /// The hub's resources it may list and read (exposed URIs and URI
+    /// templates), narrowing the host policy's `[resources] allow`.
+    pub resources: Option<temper_policy::ToolAllow>,
+    /// The hub's prompts it may list and get (exposed names), narrowing
+    /// the host policy's `[prompts] allow`.
+    pub prompts: Option<temper_policy::ToolAllow>,
 }
 
 /// A parsed tokens file.
@@ -176,6 +185,8 @@ struct RawEntry {
     calls_per_minute: Option<u32>,
     max_concurrent: Option<u32>,
     tools: Option<Vec<String>>,
+    resources: Option<Vec<String>>,
+    prompts: Option<Vec<String>>,
 }
 
 impl Tokens {
@@ -223,6 +234,16 @@ impl Tokens {
                     key: key.clone(),
                     reason: e.to_string(),
                 })?;
+            let narrowing = |field: &str, list: Option<Vec<String>>| {
+                list.map(|l| temper_policy::ToolAllow::for_key(field, "a name", l))
+                    .transpose()
+                    .map_err(|e| TokensError::BadTools {
+                        key: key.clone(),
+                        reason: e.to_string(),
+                    })
+            };
+            let resources = narrowing("resources", entry.resources)?;
+            let prompts = narrowing("prompts", entry.prompts)?;
             let grant = TokenEntry {
                 key: key.clone(),
                 agent: entry.agent,
@@ -230,6 +251,8 @@ impl Tokens {
                 calls_per_minute: entry.calls_per_minute,
                 max_concurrent: entry.max_concurrent,
                 tools,
+                resources,
+                prompts,
             };
             if by_hash.insert((algo, digest), grant).is_some() {
                 return Err(TokensError::Duplicate { key });
@@ -427,6 +450,28 @@ mod tests {
     #[test]
     fn empty_file_has_no_tokens() {
         assert!(Tokens::parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn tokens_may_narrow_hub_resources_and_prompts() {
+        let hash = HashAlgo::Sha256.key_of("t");
+        let t = Tokens::parse(&format!(
+            "[tokens.\"{hash}\"]\nagent = \"a\"\nresources = [\"docs.demo://*\"]\nprompts = [\"docs.simple-*\"]\n"
+        ))
+        .unwrap();
+        let entry = t.authenticate("t").unwrap();
+        let resources = entry.resources.clone().unwrap();
+        assert!(resources.allows("docs.demo://resource/static/a.md"));
+        assert!(!resources.allows("other.demo://x"));
+        let prompts = entry.prompts.clone().unwrap();
+        assert!(prompts.allows("docs.simple-prompt"));
+        assert!(!prompts.allows("docs.args-prompt"));
+        assert_eq!(entry.tools, None);
+        let err = Tokens::parse(&format!(
+            "[tokens.\"{hash}\"]\nagent = \"a\"\nprompts = [\"a b\"]\n"
+        ))
+        .unwrap_err();
+        assert!(matches!(err, TokensError::BadTools { .. }), "{err}");
     }
 
     #[test]

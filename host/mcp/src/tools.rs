@@ -169,9 +169,18 @@ pub fn registered_tool_definition(info: &ToolInfo) -> Value {
     def
 }
 
-/// The `tools/list` entry of a hub tool (an upstream's or a built-in):
-/// its own name, description and schemas, as the upstream declared them.
-pub fn hub_tool_definition(spec: &temper_forge::NativeToolSpec) -> Value {
+/// The `tools/list` entry of a hub tool: an upstream's as its upstream
+/// listed it (`listed`: every member, `title`, `annotations`, `execution`,
+/// `icons`, `outputSchema` and `_meta` included, with the exposed name and
+/// the tools file's annotation overrides), a built-in's from its own name,
+/// description and schemas.
+pub fn hub_tool_definition(
+    spec: &temper_forge::NativeToolSpec,
+    listed: Option<&serde_json::Map<String, Value>>,
+) -> Value {
+    if let Some(listed) = listed {
+        return Value::Object(listed.clone());
+    }
     let mut def = json!({
         "name": spec.name,
         "description": spec.description,

@@ -38,6 +38,12 @@
 //! [tools]              # hub tools agents may use (see temper-hub); default none
 //! allow = ["web_search", "github.*", "http_request"]
 //!
+//! [resources]          # upstream resources a gateway serves (exposed URIs); default none
+//! allow = ["docs.*"]
+//!
+//! [prompts]            # upstream prompts a gateway serves (exposed names); default none
+//! allow = ["docs.*"]
+//!
 //! [run_code]           # capabilities code-mode runs (`run_code`) get; default none
 //! allow = ["crypto"]   # each must also be in the top-level `allow`
 //!
@@ -308,6 +314,13 @@ pub struct HostPolicy {
     /// Which hub tools (upstream MCP tools, built-ins) agents may use:
     /// `[tools] allow`. Empty by default: none.
     pub tools: ToolAllow,
+    /// Which upstream resources and resource templates (by their exposed
+    /// URI and URI template) a gateway serves: `[resources] allow`. Empty
+    /// by default: none.
+    pub resources: ToolAllow,
+    /// Which upstream prompts (by their exposed name) a gateway serves:
+    /// `[prompts] allow`. Empty by default: none.
+    pub prompts: ToolAllow,
     /// The capabilities code-mode runs (`run_code`) are granted:
     /// `[run_code] allow`, each one the host allows. Empty by default:
     /// none (a run calls tools, and nothing else).
@@ -325,13 +338,19 @@ pub struct ToolAllow {
 impl ToolAllow {
     /// A list of globs; an empty glob is refused.
     pub fn new(globs: Vec<String>) -> Result<Self, PolicyError> {
+        Self::for_key("tools.allow", "a tool name", globs)
+    }
+
+    /// A list of globs for `key` (`resources.allow`), each `what` or a
+    /// glob of them; an empty glob, or one with white space, is refused.
+    pub fn for_key(key: &str, what: &str, globs: Vec<String>) -> Result<Self, PolicyError> {
         if let Some(bad) = globs
             .iter()
             .find(|g| g.is_empty() || g.contains(char::is_whitespace))
         {
             return Err(PolicyError::BadValue {
-                key: "tools.allow".into(),
-                reason: format!("{bad:?} is not a tool name or glob"),
+                key: key.into(),
+                reason: format!("{bad:?} is not {what} or glob"),
             });
         }
         Ok(Self { globs })
@@ -390,6 +409,8 @@ struct RawPolicy {
     limits: LimitsConfig,
     determinism: Option<RawDeterminism>,
     tools: Option<RawTools>,
+    resources: Option<RawTools>,
+    prompts: Option<RawTools>,
     run_code: Option<RawTools>,
 }
 
@@ -440,6 +461,8 @@ impl HostPolicy {
             limits: LimitsConfig::default(),
             determinism: None,
             tools: ToolAllow::default(),
+            resources: ToolAllow::default(),
+            prompts: ToolAllow::default(),
             run_code: Vec::new(),
         }
     }
@@ -503,6 +526,13 @@ impl HostPolicy {
         policy.limits = raw.limits;
         if let Some(tools) = raw.tools {
             policy.tools = ToolAllow::new(tools.allow)?;
+        }
+        if let Some(resources) = raw.resources {
+            policy.resources =
+                ToolAllow::for_key("resources.allow", "a resource URI", resources.allow)?;
+        }
+        if let Some(prompts) = raw.prompts {
+            policy.prompts = ToolAllow::for_key("prompts.allow", "a prompt name", prompts.allow)?;
         }
         if let Some(run_code) = raw.run_code {
             // Checked now: a capability the host does not allow is an error

@@ -102,9 +102,17 @@ fn good_full_fixture() {
             "http_request".into(),
         ])
         .unwrap(),
+        resources: ToolAllow::new(vec!["everything.demo://*".into()]).unwrap(),
+        prompts: ToolAllow::new(vec!["everything.*".into()]).unwrap(),
         run_code: Vec::new(),
     };
     assert_eq!(p, expected);
+    assert!(
+        p.resources
+            .allows("everything.demo://resource/static/document/a.md")
+    );
+    assert!(!p.resources.allows("demo://resource/static/document/a.md"));
+    assert!(!HostPolicy::deny_all().prompts.allows("x"));
 }
 
 #[test]

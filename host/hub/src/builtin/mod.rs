@@ -123,6 +123,7 @@ impl Builtin {
             timeout: self.timeout(),
             checks_output: false,
             checks_input: false,
+            definition: None,
         }
     }
 

@@ -388,3 +388,38 @@ fn every_bad_fixture_is_tested() {
         }
     }
 }
+
+#[test]
+fn annotation_overrides_are_read_by_their_mcp_names() {
+    let f = ToolsFile::parse(
+        Path::new("t.toml"),
+        "[upstream.fs]\ncommand = [\"x\"]\ntools = [\"*\"]\n\n[upstream.fs.annotations.write_file]\ndestructiveHint = true\ntitle = \"Write a file\"\n",
+        |_| None,
+    )
+    .unwrap();
+    let up = &f.upstreams["fs"];
+    assert_eq!(
+        serde_json::Value::Object(up.annotations["write_file"].clone()),
+        serde_json::json!({"title": "Write a file", "destructiveHint": true})
+    );
+    // An unknown hint, and a hint of the wrong type, are refused.
+    let err = ToolsFile::parse(
+        Path::new("t.toml"),
+        "[upstream.fs]\ncommand = [\"x\"]\n[upstream.fs.annotations.write_file]\ndangerous = true\n",
+        |_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("[upstream.fs.annotations.write_file] `dangerous`"),
+        "{err}"
+    );
+    let err = ToolsFile::parse(
+        Path::new("t.toml"),
+        "[upstream.fs]\ncommand = [\"x\"]\n[upstream.fs.annotations.write_file]\nreadOnlyHint = \"yes\"\n",
+        |_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("readOnlyHint"), "{err}");
+}

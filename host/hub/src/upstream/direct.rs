@@ -1,29 +1,31 @@
-//! `tools/call` on a stdio upstream without rmcp's service in between (the
-//! direct path). rmcp keeps everything else: the handshake, `tools/list`,
-//! `ping`, `list_changed` and the Streamable HTTP transport.
+//! Requests to a stdio upstream without rmcp's service in between (the
+//! direct path): `tools/call`, `tools/list`, and the resources and prompts
+//! methods. rmcp keeps the handshake, `ping`, `list_changed` and the
+//! Streamable HTTP transport.
 //!
 //! Why (measured with `cargo bench -p temper-cli --bench hub` and `perf`):
 //! rmcp reads every incoming message as its `ServerResult`, an untagged
 //! union of twenty result types behind a JSON-RPC message that is itself
 //! read through serde's buffered `flatten`. A tool result is therefore
 //! copied into serde's intermediate `Content` tree twice and matched
-//! against each result type in turn, its text (the same output again, as
-//! SDK servers send it) is copied into a `String`, and every request and
-//! answer passes through rmcp's service task. That was most of what
-//! Temper added to a call (see the hub chapter of the book for figures).
-//! On this path the request is written by the caller and the answer's
-//! line is read once by the connection's reader: a plain result's
-//! `structuredContent` is borrowed as raw JSON text (its text content
-//! skipped), then read strictly into the value that is checked
-//! (`strict.rs`), its text kept when exact so a gateway can pass it on;
-//! any other line is read into a `serde_json::Value`.
+//! against each result type in turn, and every request and answer passes
+//! through rmcp's service task. That was most of what Temper added to a
+//! call (see the hub chapter of the book for figures). rmcp's types also
+//! drop what they do not model (a tool's `execution`, say), where a
+//! gateway must pass the upstream's own answer on. On this path the
+//! request is written by the caller and the answer's line is read once by
+//! the connection's reader, which borrows its `result` as the upstream's
+//! text and hands a copy of that text to the caller: the caller reads what
+//! it needs of it (`output.rs`), off the reader.
 //!
-//! Direct calls carry string ids (`"temper-hub-7"`); rmcp numbers its own
-//! requests, so the two never collide. A line that carries such an id is
-//! routed here; every other line goes to rmcp as before. A request carries
-//! the `_meta` rmcp would give it: on a revision without the `initialize`
-//! handshake (2026-07-28), the protocol version, client info and
-//! capabilities; before it, none.
+//! Direct requests carry string ids (`"temper-hub-7"`); rmcp numbers its
+//! own requests, so the two never collide. A line that carries such an id
+//! is routed here; every other line goes to rmcp as before. A request that
+//! asks for progress carries its id as its progress token, so the
+//! upstream's `notifications/progress` for it are routed here too. A
+//! request carries the `_meta` rmcp would give it: on a revision without
+//! the `initialize` handshake (2026-07-28), the protocol version, client
+//! info and capabilities; before it, none.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -35,27 +37,21 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
-use tokio::sync::oneshot;
-
-use super::output::CallOutput;
-use super::strict;
+use tokio::sync::{mpsc, oneshot};
 
 /// The ids of direct calls start with this.
 const ID_PREFIX: &str = "temper-hub-";
 /// How a direct call's id starts on the wire.
 const ID_NEEDLE: &[u8] = b"\"temper-hub-";
+/// Progress notifications kept for a request whose caller has not read
+/// them yet; later ones are dropped (progress is advisory).
+pub(super) const PROGRESS_QUEUE: usize = 64;
 
-/// The answer to a direct call: the response's `result`, or its `error`.
+/// The answer to a direct request: the response's `result`, or its `error`.
 #[derive(Debug)]
 pub(super) enum Reply {
-    /// The `structuredContent` of a result that is not an error: the
-    /// tool's output, with its text when that is exact (`strict.rs`).
-    Output(CallOutput),
-    /// A `structuredContent` that `strict.rs` refuses (a duplicate key,
-    /// a bad string, too deep): what is wrong with it.
-    Refused(String),
-    /// The `result` member (any other result).
-    Result(Value),
+    /// The `result` member, as the upstream wrote it.
+    Result(Box<RawValue>),
     /// The `error` member (`{code, message}`), or the description of a
     /// response that has neither.
     Error(String),
@@ -71,11 +67,19 @@ pub(super) enum NoReply {
     Gone(Option<String>),
 }
 
-/// The calls waiting for their answer, by number; `None` once the
+/// A request waiting for its answer: where the answer goes, and where its
+/// progress notifications go when the caller asked for them.
+struct Waiter {
+    answer: oneshot::Sender<Reply>,
+    progress: Option<mpsc::Sender<Value>>,
+}
+
+/// The requests waiting for their answer, by number; `None` once the
 /// connection has ended (their senders dropped, so each fails at once).
-/// Bounded by the calls in flight: an entry leaves when its answer comes,
-/// when its call ends (timeout, or the caller gone), or with the connection.
-type Waiting = Mutex<Option<HashMap<u64, oneshot::Sender<Reply>>>>;
+/// Bounded by the requests in flight: an entry leaves when its answer
+/// comes, when its request ends (timeout, or the caller gone), or with the
+/// connection.
+type Waiting = Mutex<Option<HashMap<u64, Waiter>>>;
 
 /// The direct path of one stdio connection: shared by the callers (which
 /// write) and the connection's reader (which routes the answers).
@@ -117,91 +121,99 @@ impl Direct {
         crate::lock(&self.waiting).take();
     }
 
-    /// Hands `line` to the direct call it answers; false when it answers
-    /// none (it is rmcp's). An answer to a call that is no longer waiting
-    /// (timed out) is dropped.
+    /// Hands `line` to the direct request it answers (or whose progress it
+    /// reports); false when it is for none (it is rmcp's). An answer to a
+    /// request that is no longer waiting (timed out) is dropped.
     pub(super) fn route(&self, line: &[u8]) -> bool {
         if memchr::memmem::find(line, ID_NEEDLE).is_none() {
             return false;
         }
-        // First the common case, a result with structured content: its
-        // text content (SDKs repeat the output there, as an escaped JSON
-        // string) is skipped, not copied out, and the structured content
-        // is kept as its own text, read into a value below (once it is
-        // known to answer a call of ours).
-        let lean = serde_json::from_slice::<Line<Lean<'_>>>(line)
-            .ok()
-            .filter(|l| l.error.is_none())
-            .and_then(|l| Some((l.result.as_ref()?.structured()?, l.id, l.method)));
-        let (id, method, reply) = match lean {
-            Some((raw, id, method)) => (id, method, Pending::Structured(raw)),
-            // Anything else is read whole.
-            None => match serde_json::from_slice::<Line<Value>>(line) {
-                Ok(msg) => {
-                    let reply = match (msg.result, msg.error) {
-                        (_, Some(error)) => Reply::Error(error_text(&error)),
-                        (Some(result), None) => Reply::Result(result),
-                        (None, None) => {
-                            Reply::Error("sent a response with neither result nor error".into())
-                        }
-                    };
-                    (msg.id, msg.method, Pending::Read(reply))
-                }
-                Err(_) => return false, // rmcp's parse names what is wrong with it
-            },
+        // The result is borrowed as the upstream's text, not read: the
+        // caller reads what it needs of it, off the reader.
+        let Ok(msg) = serde_json::from_slice::<Line<'_>>(line) else {
+            return false; // rmcp's parse names what is wrong with it
         };
-        let Some(n) = id
-            .as_ref()
-            .and_then(Value::as_str)
-            .and_then(|s| s.strip_prefix(ID_PREFIX))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
+        if let Some(method) = msg.method.as_deref() {
+            return method == "notifications/progress" && self.progress(msg.params);
+        }
+        let Some(n) = msg.id.as_ref().and_then(Value::as_str).and_then(number_of) else {
             return false;
         };
-        if method.is_some() {
-            return false; // a request from the upstream, not an answer
-        }
-        let tx = crate::lock(&self.waiting)
+        let waiter = crate::lock(&self.waiting)
             .as_mut()
             .and_then(|w| w.remove(&n));
-        match tx {
-            Some(tx) => {
-                let reply = match reply {
-                    Pending::Read(reply) => reply,
-                    Pending::Structured(raw) => match strict::read(raw) {
-                        Ok(output) => Reply::Output(output),
-                        Err(e) => Reply::Refused(format!(
-                            "structuredContent is not JSON Temper passes on: {e}"
-                        )),
-                    },
+        match waiter {
+            Some(waiter) => {
+                let reply = match (msg.result, msg.error) {
+                    (_, Some(error)) => Reply::Error(error_text(&error)),
+                    (Some(result), None) => Reply::Result(result.to_owned()),
+                    (None, None) => {
+                        Reply::Error("sent a response with neither result nor error".into())
+                    }
                 };
-                let _ = tx.send(reply);
+                let _ = waiter.answer.send(reply);
             }
             None => tracing::debug!(id = n, "answer to a call that no longer waits (dropped)"),
         }
         true
     }
 
-    /// Calls `tool` with `arguments`: writes the request, waits for its
-    /// answer up to `timeout`. On a timeout the upstream is told that the
-    /// request is cancelled.
-    pub(super) async fn call(
+    /// Hands a progress notification to the request whose token it carries
+    /// (one of ours); false when the token is not ours.
+    fn progress(&self, params: Option<&RawValue>) -> bool {
+        let Some(params) =
+            params.and_then(|p| serde_json::from_str::<Map<String, Value>>(p.get()).ok())
+        else {
+            return false;
+        };
+        let Some(n) = params
+            .get("progressToken")
+            .and_then(Value::as_str)
+            .and_then(number_of)
+        else {
+            return false;
+        };
+        let to = crate::lock(&self.waiting)
+            .as_ref()
+            .and_then(|w| w.get(&n))
+            .and_then(|w| w.progress.clone());
+        if let Some(to) = to {
+            // Full: dropped (progress is advisory, and the reader never waits).
+            let _ = to.try_send(Value::Object(params));
+        }
+        true
+    }
+
+    /// Sends the request `method` whose params are `params`' members (a
+    /// JSON object's text; `_meta` is added), waits for its answer up to
+    /// `timeout`. With `progress`, the request asks for progress (its id
+    /// as the token) and the upstream's notifications go there. On a
+    /// timeout the upstream is told that the request is cancelled.
+    pub(super) async fn request(
         &self,
-        tool: &str,
-        arguments: &Map<String, Value>,
+        method: &str,
+        params: &Map<String, Value>,
+        progress: Option<mpsc::Sender<Value>>,
         timeout: std::time::Duration,
     ) -> Result<Reply, NoReply> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
+        let asks_progress = progress.is_some();
         {
             let mut waiting = crate::lock(&self.waiting);
             let Some(waiting) = waiting.as_mut() else {
                 return Err(NoReply::Gone(None));
             };
-            waiting.insert(n, tx);
+            waiting.insert(
+                n,
+                Waiter {
+                    answer: tx,
+                    progress,
+                },
+            );
         }
         let guard = Registered { direct: self, n };
-        let request = self.request(n, tool, arguments);
+        let request = self.request_line(n, method, params, asks_progress);
         let exchange = async {
             self.write(request)
                 .await
@@ -233,24 +245,56 @@ impl Direct {
         }
     }
 
-    /// The request line of call `n` (id `temper-hub-{n}`), `_meta`
-    /// included when the revision wants one, with room for its line end.
-    fn request(&self, n: u64, tool: &str, arguments: &Map<String, Value>) -> Vec<u8> {
+    /// The line of request `n` (id `temper-hub-{n}`): `params`' members
+    /// after a `_meta` holding the revision's members and, when
+    /// `progress`, the progress token (the id).
+    fn request_line(
+        &self,
+        n: u64,
+        method: &str,
+        params: &Map<String, Value>,
+        progress: bool,
+    ) -> Vec<u8> {
         let mut line = Vec::with_capacity(256);
-        let _ = write!(
-            line,
-            r#"{{"jsonrpc":"2.0","id":"{ID_PREFIX}{n}","method":"tools/call","params":{{"#
-        );
-        if let Some(Some(meta)) = self.meta.get() {
-            line.extend_from_slice(b"\"_meta\":");
-            line.extend_from_slice(meta.as_bytes());
-            line.push(b',');
+        let _ = write!(line, r#"{{"jsonrpc":"2.0","id":"{ID_PREFIX}{n}","method":"#);
+        // Strings and maps of JSON values: serializing cannot fail.
+        let _ = serde_json::to_writer(&mut line, method);
+        line.extend_from_slice(br#","params":{"#);
+        let meta = self.meta.get().and_then(Option::as_deref);
+        let mut first = true;
+        if progress || meta.is_some() {
+            line.extend_from_slice(b"\"_meta\":{");
+            if progress {
+                let _ = write!(line, r#""progressToken":"{ID_PREFIX}{n}""#);
+            }
+            if let Some(meta) = meta {
+                // `meta` is an object's text: its members go in as they are.
+                let inner = meta
+                    .strip_prefix('{')
+                    .and_then(|m| m.strip_suffix('}'))
+                    .unwrap_or_default();
+                if !inner.is_empty() {
+                    if progress {
+                        line.push(b',');
+                    }
+                    line.extend_from_slice(inner.as_bytes());
+                }
+            }
+            line.push(b'}');
+            first = false;
         }
-        line.extend_from_slice(b"\"name\":");
-        // A string and a map of JSON values: serializing cannot fail.
-        let _ = serde_json::to_writer(&mut line, tool);
-        line.extend_from_slice(b",\"arguments\":");
-        let _ = serde_json::to_writer(&mut line, arguments);
+        for (k, v) in params {
+            if k == "_meta" {
+                continue;
+            }
+            if !first {
+                line.push(b',');
+            }
+            first = false;
+            let _ = serde_json::to_writer(&mut line, k);
+            line.push(b':');
+            let _ = serde_json::to_writer(&mut line, v);
+        }
         line.extend_from_slice(b"}}");
         line
     }
@@ -264,52 +308,25 @@ impl Direct {
     }
 }
 
-/// A JSON-RPC message as the direct path reads it, with its `result` as `R`.
+/// The number of one of our ids (`temper-hub-7` → 7).
+fn number_of(id: &str) -> Option<u64> {
+    id.strip_prefix(ID_PREFIX)?.parse().ok()
+}
+
+/// A JSON-RPC message as the direct path reads it: its `result` and
+/// `params` borrowed as the upstream's text.
 #[derive(serde::Deserialize)]
-struct Line<R> {
+struct Line<'a> {
     #[serde(default)]
     id: Option<Value>,
-    #[serde(default)]
-    method: Option<serde::de::IgnoredAny>,
-    #[serde(default = "none")]
-    result: Option<R>,
+    #[serde(default, borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<Value>,
-}
-
-fn none<R>() -> Option<R> {
-    None
-}
-
-/// A `tools/call` result as the lean read sees it: its `structuredContent`
-/// as text borrowed from the line (`None` when absent or `null`), and what
-/// says whether it is the output. Every other member (the text content) is
-/// skipped.
-#[derive(serde::Deserialize)]
-struct Lean<'a> {
-    #[serde(rename = "structuredContent", default, borrow)]
-    structured: Option<&'a RawValue>,
-    #[serde(rename = "isError", default)]
-    is_error: Option<bool>,
-    #[serde(rename = "resultType", default, borrow)]
-    result_type: Option<std::borrow::Cow<'a, str>>,
-}
-
-impl<'a> Lean<'a> {
-    /// The structured content when the result is a plain one: not
-    /// `isError`, and `complete` (or saying nothing of its kind).
-    fn structured(&self) -> Option<&'a RawValue> {
-        let plain = self.is_error != Some(true)
-            && self.result_type.as_deref().is_none_or(|t| t == "complete");
-        self.structured.filter(|_| plain)
-    }
-}
-
-/// A routed line's answer, before it is known to be awaited: the
-/// structured content is read into a value only then.
-enum Pending<'a> {
-    Structured(&'a RawValue),
-    Read(Reply),
 }
 
 /// Longest wait for the cancellation notice of a timed-out call to be written.
@@ -386,11 +403,16 @@ mod tests {
         (d, child)
     }
 
-    /// Starts a call and waits until it is registered.
-    async fn pending(d: &Arc<Direct>) -> tokio::task::JoinHandle<Result<Reply, NoReply>> {
+    /// Starts a request and waits until it is registered.
+    async fn pending(
+        d: &Arc<Direct>,
+        progress: Option<mpsc::Sender<Value>>,
+    ) -> tokio::task::JoinHandle<Result<Reply, NoReply>> {
         let d2 = d.clone();
-        let call =
-            tokio::spawn(async move { d2.call("t", &Map::new(), Duration::from_secs(10)).await });
+        let call = tokio::spawn(async move {
+            d2.request("tools/call", &Map::new(), progress, Duration::from_secs(10))
+                .await
+        });
         while crate::lock(&d.waiting)
             .as_ref()
             .is_none_or(HashMap::is_empty)
@@ -400,104 +422,80 @@ mod tests {
         call
     }
 
-    #[test]
-    fn only_a_plain_result_with_structured_content_is_read_lean() {
-        let lean = |line: Value| {
-            let text = line.to_string();
-            serde_json::from_slice::<Line<Lean<'_>>>(text.as_bytes())
-                .ok()
-                .and_then(|l| l.result)
-                .and_then(|l| {
-                    l.structured()
-                        .map(|r| serde_json::from_str::<Value>(r.get()))
-                })
-                .map(Result::unwrap)
-        };
-        let text = json!([{"type": "text", "text": "{\"a\": 1}"}]);
-        let r = |result: Value| json!({"jsonrpc": "2.0", "id": "temper-hub-1", "result": result});
-        assert_eq!(
-            lean(r(json!({"content": text, "structuredContent": {"a": 1}}))),
-            Some(json!({"a": 1}))
-        );
-        assert_eq!(
-            lean(r(
-                json!({"structuredContent": {"a": 1}, "resultType": "complete"})
-            )),
-            Some(json!({"a": 1}))
-        );
-        for other in [
-            json!({"content": text}),
-            json!({"content": text, "structuredContent": null}),
-            json!({"content": text, "structuredContent": {"a": 1}, "isError": true}),
-            json!({"structuredContent": {"a": 1}, "resultType": "input_required"}),
-            json!(5),
-        ] {
-            assert_eq!(lean(r(other.clone())), None, "{other}");
-        }
-    }
-
     #[tokio::test]
     async fn answers_are_routed_by_id_and_others_left_to_rmcp() {
         let (d, _child) = direct();
-        let call = pending(&d).await;
+        let call = pending(&d, None).await;
         // Not ours: rmcp's numeric ids, a request from the upstream, a
         // line that only mentions the prefix.
         assert!(!d.route(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
         assert!(!d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-1","method":"ping"}"#));
         assert!(!d.route(br#"{"jsonrpc":"2.0","method":"x","params":{"a":"\"temper-hub-1"}}"#));
-        assert!(d.route(
-            br#"{"jsonrpc":"2.0","id":"temper-hub-1","result":{"content":[],"structuredContent":{"a":1}}}"#
-        ));
+        let text = r#"{ "content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"structuredContent":{"a":1}}"#;
+        let line = format!(r#"{{"jsonrpc":"2.0","id":"temper-hub-1","result":{text}}}"#);
+        assert!(d.route(line.as_bytes()));
         match call.await.unwrap() {
-            Ok(Reply::Output(out)) => {
-                assert_eq!(out.value, json!({"a": 1}));
-                assert_eq!(out.raw.as_deref().map(RawValue::get), Some(r#"{"a":1}"#));
-            }
-            other => panic!("{other:?}"),
-        }
-        // Structured content Temper does not pass on: refused, named.
-        let call = pending(&d).await;
-        assert!(d.route(
-            br#"{"jsonrpc":"2.0","id":"temper-hub-2","result":{"structuredContent":{"a":1,"a":2}}}"#
-        ));
-        match call.await.unwrap() {
-            Ok(Reply::Refused(m)) => assert!(m.contains("duplicate key \"a\""), "{m}"),
+            // The upstream's text, as it came.
+            Ok(Reply::Result(raw)) => assert_eq!(raw.get(), text),
             other => panic!("{other:?}"),
         }
         // A late answer (no call waits for it) is dropped, not given to rmcp.
         assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-9","result":{}}"#));
 
-        let call = pending(&d).await;
+        let call = pending(&d, None).await;
         assert!(d.route(
-            br#"{"jsonrpc":"2.0","id":"temper-hub-3","error":{"code":-32602,"message":"bad"}}"#
+            br#"{"jsonrpc":"2.0","id":"temper-hub-2","error":{"code":-32602,"message":"bad"}}"#
         ));
         match call.await.unwrap() {
             Ok(Reply::Error(m)) => assert_eq!(m, "error -32602: bad"),
-            other => panic!("{other:?}"),
-        }
-        let call = pending(&d).await;
-        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-4","result":{"content":[]}}"#));
-        match call.await.unwrap() {
-            Ok(Reply::Result(v)) => assert_eq!(v, json!({"content": []})),
             other => panic!("{other:?}"),
         }
         assert!(crate::lock(&d.waiting).as_ref().unwrap().is_empty());
     }
 
     #[tokio::test]
+    async fn progress_goes_to_the_request_that_asked_for_it() {
+        let (d, _child) = direct();
+        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
+        let call = pending(&d, Some(tx)).await;
+        assert!(d.route(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"temper-hub-1","progress":1,"total":2}}"#
+        ));
+        // Another token of ours, not waiting: taken, dropped.
+        assert!(d.route(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"temper-hub-77","progress":1}}"#
+        ));
+        // A token not ours: rmcp's.
+        assert!(!d.route(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":1,"note":"temper-hub-1\""}}"#
+        ));
+        let note = rx.recv().await.unwrap();
+        assert_eq!(
+            note,
+            json!({"progressToken": "temper-hub-1", "progress": 1, "total": 2})
+        );
+        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-1","result":{}}"#));
+        assert!(matches!(call.await.unwrap(), Ok(Reply::Result(_))));
+    }
+
+    #[tokio::test]
     async fn closing_fails_the_waiting_calls_and_later_ones() {
         let (d, _child) = direct();
-        let call = pending(&d).await;
+        let call = pending(&d, None).await;
         d.close();
         assert!(matches!(call.await.unwrap(), Err(NoReply::Gone(None))));
-        let later = d.call("t", &Map::new(), Duration::from_secs(10)).await;
+        let later = d
+            .request("tools/call", &Map::new(), None, Duration::from_secs(10))
+            .await;
         assert!(matches!(later, Err(NoReply::Gone(None))));
     }
 
     #[tokio::test]
     async fn a_call_without_answer_times_out_and_leaves_no_entry() {
         let (d, _child) = direct();
-        let r = d.call("t", &Map::new(), Duration::from_millis(50)).await;
+        let r = d
+            .request("tools/call", &Map::new(), None, Duration::from_millis(50))
+            .await;
         assert!(matches!(r, Err(NoReply::Timeout)));
         assert!(crate::lock(&d.waiting).as_ref().unwrap().is_empty());
     }
@@ -510,11 +508,19 @@ mod tests {
             .unwrap();
         let _guard = rt.enter();
         let (d, _child) = direct();
-        let args: Map<String, Value> = serde_json::from_value(json!({"q": "x"})).unwrap();
-        let line: Value = serde_json::from_slice(&d.request(4, "t", &args)).unwrap();
+        let params: Map<String, Value> =
+            serde_json::from_value(json!({"name": "t", "arguments": {"q": "x"}})).unwrap();
+        let line: Value =
+            serde_json::from_slice(&d.request_line(4, "tools/call", &params, false)).unwrap();
         assert_eq!(
             line,
             json!({"jsonrpc": "2.0", "id": "temper-hub-4", "method": "tools/call", "params": {"name": "t", "arguments": {"q": "x"}}})
+        );
+        let line: Value =
+            serde_json::from_slice(&d.request_line(5, "tools/call", &params, true)).unwrap();
+        assert_eq!(
+            line["params"]["_meta"],
+            json!({"progressToken": "temper-hub-5"})
         );
         let (modern, _child2) = {
             let mut child = tokio::process::Command::new("cat")
@@ -529,11 +535,20 @@ mod tests {
         modern.enable(Some(
             json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
         ));
-        let line: Value = serde_json::from_slice(&modern.request(5, "t", &args)).unwrap();
-        assert_eq!(
-            line["params"]["_meta"],
-            json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"})
-        );
-        assert_eq!(line["params"]["name"], json!("t"));
+        for progress in [false, true] {
+            let line: Value = serde_json::from_slice(&modern.request_line(
+                6,
+                "tools/list",
+                &Map::new(),
+                progress,
+            ))
+            .unwrap();
+            let mut meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+            if progress {
+                meta["progressToken"] = json!("temper-hub-6");
+            }
+            assert_eq!(line["params"], json!({"_meta": meta}));
+            assert_eq!(line["method"], json!("tools/list"));
+        }
     }
 }

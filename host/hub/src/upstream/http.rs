@@ -77,13 +77,13 @@ impl Shared {
             list_changed: self.list_changed.clone(),
         };
         let service =
-            match tokio::time::timeout(self.config.timeout, handler.serve(transport)).await {
+            match tokio::time::timeout(self.config.start_timeout, handler.serve(transport)).await {
                 Ok(Ok(service)) => service,
                 Ok(Err(e)) => return Err(start_error(init_reason(&e))),
                 Err(_) => {
                     return Err(start_error(format!(
-                        "no MCP handshake within {} ms",
-                        self.config.timeout.as_millis()
+                        "no MCP handshake within {} ms (start_timeout_ms)",
+                        self.config.start_timeout.as_millis()
                     )));
                 }
             };

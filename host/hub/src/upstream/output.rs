@@ -1,108 +1,221 @@
-//! What an upstream's tool call returns, as Temper sees it: the output value
-//! (`structuredContent`, else the text parsed as JSON when it is JSON, else
-//! `{"text": ...}`), the upstream's error text, and the schema checks.
+//! What an upstream's tool call returns, as Temper sees it: the upstream's
+//! result as it came (a gateway passes it on), the value compose steps and
+//! code mode use, the upstream's error text, and the schema checks.
+//!
+//! The value (documented in the hub chapter of the book):
+//! - `structuredContent` when the upstream sent it (read strictly,
+//!   `strict.rs`: what the output schema is checked against);
+//! - else, when every content block is text: the texts (joined with a line
+//!   break when there are several) parsed as JSON when they are JSON,
+//!   else the text as a string;
+//! - else (an image, audio, a resource or a resource link among the
+//!   blocks, or no block at all): `{"content": [the blocks as they came]}`.
 
-use rmcp::model::CallToolResult;
+use serde::ser::{Serialize, Serializer};
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
-/// A tool call's output, with the upstream's own JSON text of it when that
-/// can be passed on as it is (a gateway writes it once, not anew).
+use super::strict;
+
+/// An upstream's `CallToolResult` as a gateway passes it on.
 #[derive(Debug, Clone)]
-pub struct CallOutput {
-    /// The output: what the output schema was checked against.
-    pub value: Value,
-    /// The upstream's text of exactly `value` (`structuredContent`, read
-    /// strictly: no duplicate key, no number `serde_json` would change,
-    /// see `strict.rs`); `None` when the output must be written anew (it
-    /// came from the text content, holds such a number, or the call did
-    /// not take the direct path).
-    pub raw: Option<Box<RawValue>>,
+pub enum ToolResult {
+    /// The upstream's own text, as it came: its `structuredContent`, when
+    /// it has one, is exactly the value that was checked.
+    Raw(Box<RawValue>),
+    /// The upstream's result read as a value, its `structuredContent`
+    /// replaced by the value that was checked (a number `serde_json` reads
+    /// as an `f64`: the client gets the number that was checked, never
+    /// other digits).
+    Value(Map<String, Value>),
 }
 
-impl CallOutput {
-    /// An output without text of its own to pass on.
-    pub fn value(value: Value) -> Self {
-        Self { value, raw: None }
+impl ToolResult {
+    /// The result as a JSON object (copied out of the text when raw).
+    pub fn to_map(&self) -> Map<String, Value> {
+        match self {
+            Self::Raw(raw) => serde_json::from_str(raw.get()).unwrap_or_default(),
+            Self::Value(map) => map.clone(),
+        }
+    }
+
+    /// The result as a JSON object, moved when it is one already.
+    pub fn into_map(self) -> Map<String, Value> {
+        match self {
+            Self::Raw(_) => self.to_map(),
+            Self::Value(map) => map,
+        }
     }
 }
 
-/// The output of a tool call, or the upstream's error text when `isError`.
-pub(super) fn output_of(result: CallToolResult) -> Result<Value, String> {
-    if result.is_error == Some(true) {
-        let text = text_of(&result);
+impl Serialize for ToolResult {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Raw(raw) => raw.serialize(s),
+            Self::Value(map) => map.serialize(s),
+        }
+    }
+}
+
+/// A tool call's outcome: its value, the upstream's result to pass on, and
+/// whether the upstream reported an error (`isError`).
+#[derive(Debug, Clone)]
+pub struct CallOutput {
+    /// The output: what the output schema was checked against, and what
+    /// compose steps and code mode get (see the module docs). `Null` when
+    /// `error` is set.
+    pub value: Value,
+    /// The upstream's result, for a gateway to pass on; `None` for a
+    /// built-in's output (a gateway writes the value).
+    pub result: Option<ToolResult>,
+    /// `Some(the upstream's text)` when the result is an `isError` one:
+    /// a gateway passes `result` on as it is, a compose step fails with
+    /// this text.
+    pub error: Option<String>,
+}
+
+impl CallOutput {
+    /// An output without a result of its own to pass on (a built-in's).
+    pub fn value(value: Value) -> Self {
+        Self {
+            value,
+            result: None,
+            error: None,
+        }
+    }
+}
+
+/// The members of a `tools/call` result that say what it is; every other
+/// member (the content) is skipped. Duplicate members are refused (by
+/// serde), so what is read here is what any reader reads.
+#[derive(serde::Deserialize)]
+struct Lean<'a> {
+    #[serde(rename = "structuredContent", default, borrow)]
+    structured: Option<&'a RawValue>,
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
+    #[serde(rename = "resultType", default, borrow)]
+    result_type: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The content blocks of a result.
+#[derive(serde::Deserialize)]
+struct Blocks {
+    #[serde(default)]
+    content: Vec<Value>,
+}
+
+/// Why a result is not taken.
+#[derive(Debug)]
+pub(super) enum Bad {
+    /// Not a `CallToolResult` Temper reads: what is wrong with it.
+    Result(String),
+    /// Its `structuredContent` is refused by the strict reading.
+    Structured(String),
+}
+
+/// Reads an upstream's `tools/call` result (its text, as it came): the
+/// output value, the result to pass on, the error text of an `isError`
+/// result. Refuses a result that is not an object, has a member twice, is
+/// of a kind Temper does not handle (`resultType` other than `complete`),
+/// or whose `structuredContent` the strict reading refuses.
+pub(super) fn read_result(raw: Box<RawValue>) -> Result<CallOutput, Bad> {
+    let lean: Lean<'_> = serde_json::from_str(raw.get()).map_err(|e| {
+        Bad::Result(format!(
+            "sent a tools/call result Temper does not read: {e}"
+        ))
+    })?;
+    // A later revision's other kinds of result (input required, a task)
+    // are not a tool's output.
+    if let Some(kind) = lean.result_type.as_deref()
+        && kind != "complete"
+    {
+        return Err(Bad::Result(format!(
+            "answered with a {kind:?} result, which Temper does not handle"
+        )));
+    }
+    if lean.is_error == Some(true) {
+        let text = text_of(&blocks(&raw)?);
         let text = if text.is_empty() {
             "the tool reported an error".to_string()
         } else {
             shorten(&text, 2000)
         };
-        return Err(text);
-    }
-    // The text (SDKs repeat the structured output there) is only read when
-    // there is no structured output.
-    if let Some(structured) = result.structured_content {
-        return Ok(structured);
-    }
-    let text = text_of(&result);
-    Ok(serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text })))
-}
-
-/// [`output_of`] for a `tools/call` result read as a JSON value (the
-/// direct path): `structuredContent` is moved out, not copied; the text
-/// content is only read when there is none, or on `isError`.
-pub(super) fn output_of_value(result: Value) -> Result<Value, String> {
-    let Value::Object(mut result) = result else {
-        return Err(format!(
-            "sent a tools/call result that is not an object: {}",
-            shorten(&result.to_string(), 200)
-        ));
-    };
-    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-    let text = |result: &serde_json::Map<String, Value>| -> String {
-        result
-            .get("content")
-            .and_then(Value::as_array)
-            .map(|items| {
-                items
-                    .iter()
-                    .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
-                    .filter_map(|c| c.get("text").and_then(Value::as_str))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    if is_error {
-        let text = text(&result);
-        return Err(if text.is_empty() {
-            "the tool reported an error".to_string()
-        } else {
-            shorten(&text, 2000)
+        return Ok(CallOutput {
+            value: Value::Null,
+            result: Some(ToolResult::Raw(raw)),
+            error: Some(text),
         });
     }
-    // A later revision's other kinds of result (input required, a task)
-    // are not a tool's output.
-    if let Some(kind) = result.get("resultType").and_then(Value::as_str)
-        && kind != "complete"
-    {
-        return Err(format!(
-            "answered with a {kind:?} result, which Temper does not handle"
-        ));
+    match lean.structured.filter(|s| s.get() != "null") {
+        Some(structured) => {
+            let checked = strict::read(structured).map_err(|e| {
+                Bad::Structured(format!(
+                    "structuredContent is not JSON Temper passes on: {e}"
+                ))
+            })?;
+            if checked.exact {
+                return Ok(CallOutput {
+                    value: checked.value,
+                    result: Some(ToolResult::Raw(raw)),
+                    error: None,
+                });
+            }
+            // Written anew around the value that was checked.
+            let mut map: Map<String, Value> = serde_json::from_str(raw.get())
+                .map_err(|e| Bad::Result(format!("sent a tools/call result: {e}")))?;
+            map.insert("structuredContent".into(), checked.value.clone());
+            Ok(CallOutput {
+                value: checked.value,
+                result: Some(ToolResult::Value(map)),
+                error: None,
+            })
+        }
+        None => {
+            let value = value_of_content(blocks(&raw)?.content);
+            Ok(CallOutput {
+                value,
+                result: Some(ToolResult::Raw(raw)),
+                error: None,
+            })
+        }
     }
-    match result.swap_remove("structuredContent") {
-        Some(Value::Null) | None => {}
-        Some(structured) => return Ok(structured),
-    }
-    let text = text(&result);
-    Ok(serde_json::from_str(&text).unwrap_or_else(|_| json!({ "text": text })))
 }
 
-/// The text content, joined.
-fn text_of(result: &CallToolResult) -> String {
-    result
+/// The content blocks of `raw`.
+fn blocks(raw: &RawValue) -> Result<Blocks, Bad> {
+    serde_json::from_str(raw.get()).map_err(|e| {
+        Bad::Result(format!(
+            "sent a tools/call result whose content is not a list of blocks: {e}"
+        ))
+    })
+}
+
+/// The value of a result without `structuredContent` (see the module
+/// docs).
+pub fn value_of_content(content: Vec<Value>) -> Value {
+    let all_text = !content.is_empty()
+        && content
+            .iter()
+            .all(|c| c.get("type").and_then(Value::as_str) == Some("text"));
+    if !all_text {
+        let mut map = Map::new();
+        map.insert("content".into(), Value::Array(content));
+        return Value::Object(map);
+    }
+    let text = text_of(&Blocks { content });
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+/// The text blocks' texts, joined with line breaks.
+fn text_of(blocks: &Blocks) -> String {
+    let texts: Vec<&str> = blocks
         .content
         .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect()
+        .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect();
+    texts.join("\n")
 }
 
 /// `s` cut to at most `max` bytes (on a character boundary), marked with `...`.

@@ -130,7 +130,8 @@ impl Shared {
             list_changed: self.list_changed.clone(),
         };
         let client = rmcp::ClientHandler::get_info(&handler);
-        let started = tokio::time::timeout(self.config.timeout, handler.serve(transport)).await;
+        let started =
+            tokio::time::timeout(self.config.start_timeout, handler.serve(transport)).await;
         let service = match started {
             Ok(Ok(service)) => service,
             Ok(Err(e)) => {
@@ -148,8 +149,8 @@ impl Shared {
             Err(_) => {
                 return Err(self.stdio_start_error(
                     format!(
-                        "no MCP handshake within {} ms",
-                        self.config.timeout.as_millis()
+                        "no MCP handshake within {} ms (start_timeout_ms)",
+                        self.config.start_timeout.as_millis()
                     ),
                     &tail,
                 ));

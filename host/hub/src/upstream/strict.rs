@@ -8,7 +8,7 @@
 //! - a number `serde_json` would change is not passed on as text: every
 //!   number with a fraction or an exponent, and every integer beyond 64
 //!   bits, is read as an `f64`, so then the value is written anew
-//!   (`raw: None`) and the client gets the number that was checked;
+//!   (`exact: false`) and the client gets the number that was checked;
 //! - a string with an unpaired surrogate escape or invalid UTF-8, a value
 //!   nested deeper than `serde_json`'s limit (128), or trailing text, is
 //!   refused, as `serde_json` refuses it.
@@ -24,20 +24,29 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 
-use super::output::CallOutput;
+/// A `structuredContent` read strictly.
+#[derive(Debug)]
+pub(super) struct Checked {
+    /// The value.
+    pub(super) value: Value,
+    /// Whether the text means exactly `value` for every reader (see the
+    /// module docs): it may then be passed on as it came.
+    pub(super) exact: bool,
+}
 
 /// Reads `raw` (the `structuredContent` of an upstream's result) as a
-/// value; `Err` says what is wrong with it. The output carries `raw` when
-/// its text is exact (see the module docs).
-pub(super) fn read(raw: &RawValue) -> Result<CallOutput, String> {
+/// value; `Err` says what is wrong with it.
+pub(super) fn read(raw: &RawValue) -> Result<Checked, String> {
     let exact = Cell::new(true);
     let mut de = serde_json::Deserializer::from_str(raw.get());
     let value = Strict { exact: &exact }
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v))
         .map_err(|e| e.to_string())?;
-    let raw = exact.get().then(|| raw.to_owned());
-    Ok(CallOutput { value, raw })
+    Ok(Checked {
+        value,
+        exact: exact.get(),
+    })
 }
 
 /// Builds a [`Value`], refusing duplicate keys and noting in `exact`
@@ -141,7 +150,7 @@ mod tests {
             out.value,
             json!({"items": [{"id": 1, "name": "ab", "neg": -5, "big": 18446744073709551615u64, "t": [true, null]}]})
         );
-        assert_eq!(out.raw.as_deref().map(RawValue::get), Some(text));
+        assert!(out.exact);
     }
 
     #[test]
@@ -174,7 +183,7 @@ mod tests {
         ] {
             let out = read(&raw(text)).unwrap();
             assert_eq!(out.value, value, "{text}");
-            assert!(out.raw.is_none(), "{text} passed on as text");
+            assert!(!out.exact, "{text} passed on as text");
         }
         // Out of the f64 range: refused, as serde_json refuses it.
         assert!(read(&raw(r#"{"n": 1e400}"#)).is_err());
@@ -189,7 +198,7 @@ mod tests {
         // A pair is one character.
         let out = read(&raw(r#"{"s": "\ud83d\ude00"}"#)).unwrap();
         assert_eq!(out.value, json!({"s": "\u{1F600}"}));
-        assert!(out.raw.is_some());
+        assert!(out.exact);
         // Deeper than serde_json's recursion limit.
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let e = read(&raw(&deep)).unwrap_err();

@@ -95,12 +95,27 @@ async fn lists_selected_tools_and_calls_them() {
         out,
         json!({"query": "wasm", "results": [{"title": "wasm #0", "url": "https://example.com/0"}]})
     );
-    // Text that is not JSON becomes {"text": ...}.
+    // Text that is not JSON is the value as a string.
     let out = up
         .call("s.plain_text", json!({"word": "hub"}))
         .await
         .unwrap();
-    assert_eq!(out, json!({"text": "hello hub"}));
+    assert_eq!(out, json!("hello hub"));
+    // A gateway gets the upstream's result as it came.
+    let out = up
+        .call_output("s.plain_text", json!({"word": "hub"}), None)
+        .await
+        .unwrap();
+    let result = serde_json::to_value(out.result.unwrap()).unwrap();
+    assert_eq!(
+        result["content"],
+        json!([{"type": "text", "text": "hello hub"}])
+    );
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    // The listing keeps the upstream's own members, with the exposed name.
+    assert_eq!(ws.definition["name"], json!("s.web_search"));
+    assert_eq!(ws.definition["inputSchema"], ws.input_schema);
+    assert!(ws.definition.contains_key("outputSchema"));
     // Text that is JSON is parsed; the child's environment is cleared
     // except for the configured env.
     let out = up
@@ -161,6 +176,26 @@ async fn input_and_output_are_checked() {
     assert!(
         err.to_string().contains("does not match outputSchema"),
         "{err}"
+    );
+    // isError: for a gateway, the upstream's result as it came.
+    let out = up
+        .call_output("fail", json!({"reason": "r1"}), None)
+        .await
+        .unwrap();
+    assert!(
+        out.error
+            .as_deref()
+            .unwrap()
+            .contains("failed on purpose: r1")
+    );
+    let result = serde_json::to_value(out.result.unwrap()).unwrap();
+    assert_eq!(result["isError"], json!(true));
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("failed on purpose: r1"),
+        "{result}"
     );
     // isError: the upstream's message, naming upstream and tool.
     let err = up.call("fail", json!({"reason": "r1"})).await.unwrap_err();
@@ -261,7 +296,7 @@ async fn oversized_result_is_an_error() {
     };
     // Under the cap: fine.
     let out = up.call("big", json!({"n": 1000})).await.unwrap();
-    assert_eq!(out["text"].as_str().unwrap().len(), 1000);
+    assert_eq!(out.as_str().unwrap().len(), 1000);
     let err = up.call("big", json!({"n": 200000})).await.unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -291,6 +326,70 @@ async fn start_failure_shows_stderr_tail_without_secrets() {
         !msg.contains(SECRET) && !debug.contains(SECRET),
         "secret leaked: {debug}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_start_is_bounded_by_start_timeout_not_timeout() {
+    let Some(python) = python() else { return };
+    // Slower to start (4 s) than a call may take (2 s), within the start's
+    // limit (30 s): served.
+    let cfg = config(
+        &python,
+        Some("slow-start=4"),
+        "tools = [\"web_search\"]\ntimeout_ms = 2000\nstart_timeout_ms = 30000",
+    );
+    assert_eq!(cfg.start_timeout, Duration::from_secs(30));
+    let t = Instant::now();
+    let up = Upstream::start(cfg).await.unwrap();
+    assert!(t.elapsed() >= Duration::from_secs(4), "{:?}", t.elapsed());
+    let out = up
+        .call("web_search", json!({"query": "slow"}))
+        .await
+        .unwrap();
+    assert_eq!(out["query"], json!("slow"));
+    drop(up);
+    // Past its start limit: a start error naming the upstream and the key.
+    let t = Instant::now();
+    let err = Upstream::start(config(
+        &python,
+        Some("slow-start=30"),
+        "tools = [\"*\"]\ntimeout_ms = 60000\nstart_timeout_ms = 1500",
+    ))
+    .await
+    .unwrap_err();
+    assert!(matches!(err, UpstreamError::Start { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "upstream \"search\": start: no MCP handshake within 1500 ms (start_timeout_ms)"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+#[test]
+fn start_timeout_defaults_to_a_minute() {
+    let file = ToolsFile::parse(
+        Path::new("t.toml"),
+        "[upstream.a]\ncommand = [\"x\"]\ntimeout_ms = 1000\n",
+        |_| None,
+    )
+    .unwrap();
+    assert_eq!(file.upstreams["a"].start_timeout, Duration::from_secs(60));
+    assert_eq!(file.upstreams["a"].timeout, Duration::from_secs(1));
+    for (bad, why) in [
+        ("0", "must be at least 1"),
+        ("600001", "must be at most 600000"),
+    ] {
+        let err = ToolsFile::parse(
+            Path::new("t.toml"),
+            &format!("[upstream.a]\ncommand = [\"x\"]\nstart_timeout_ms = {bad}\n"),
+            |_| None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("tools file t.toml: [upstream.a] `start_timeout_ms`: {why}")
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

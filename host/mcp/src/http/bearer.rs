@@ -29,6 +29,7 @@ impl State {
                 calls_per_minute: None,
                 max_concurrent: self.config.max_concurrent,
                 tools: None,
+                features: (None, None),
             });
         }
         let token = bearer(headers).ok_or(Refusal::Missing)?;
@@ -45,6 +46,7 @@ impl State {
                 calls_per_minute: entry.calls_per_minute,
                 max_concurrent: entry.max_concurrent.unwrap_or(self.config.max_concurrent),
                 tools: entry.tools,
+                features: (entry.resources, entry.prompts),
             });
         }
         let Some(jwt) = &self.jwt else {
@@ -58,6 +60,7 @@ impl State {
                 calls_per_minute: g.calls_per_minute,
                 max_concurrent: g.max_concurrent.unwrap_or(self.config.max_concurrent),
                 tools: g.tools,
+                features: (None, None),
             }),
             Err(refusal) => {
                 tracing::info!("bearer token refused: {refusal}");

@@ -415,6 +415,7 @@ pub(super) async fn post(
     let notes_ctx = ctx.clone();
     let handler = Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone())
         .with_tools(p.tools.clone())
+        .with_features(p.features.0.clone(), p.features.1.clone())
         .in_modern_session();
     let progress = params
         .as_ref()

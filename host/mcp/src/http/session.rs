@@ -37,6 +37,11 @@ pub(super) struct Principal {
     pub(super) max_concurrent: u32,
     /// The token's narrowing of the hub tools, if any.
     pub(super) tools: Option<temper_policy::ToolAllow>,
+    /// The token's narrowing of the hub's resources and prompts, if any.
+    pub(super) features: (
+        Option<temper_policy::ToolAllow>,
+        Option<temper_policy::ToolAllow>,
+    ),
 }
 
 /// The tokens file, re-read when its content changes.
@@ -259,7 +264,8 @@ pub(super) fn new_session(state: &State, sid: &str, p: &Principal) -> Arc<Sessio
             p.access,
             state.watch.clone(),
         )
-        .with_tools(p.tools.clone()),
+        .with_tools(p.tools.clone())
+        .with_features(p.features.0.clone(), p.features.1.clone()),
         stream: Mutex::new(None),
         last_active: Mutex::new(Instant::now()),
         in_flight: AtomicUsize::new(0),

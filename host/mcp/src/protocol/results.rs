@@ -37,16 +37,29 @@ pub struct ToolsCapability {
     pub list_changed: bool,
 }
 
-/// What this server offers: tools, whose list changes.
+/// What this server offers: tools, whose list changes; resources and
+/// prompts (its tool hub's upstreams', when the tools file and the policy
+/// select some; the lists are empty otherwise).
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerCapabilities {
     /// Tools.
     pub tools: ToolsCapability,
+    /// Resources (`resources/list`, `resources/templates/list`,
+    /// `resources/read`).
+    pub resources: Empty,
+    /// Prompts (`prompts/list`, `prompts/get`).
+    pub prompts: Empty,
 }
+
+/// A capability without options (`{}`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Empty {}
 
 /// This server's capabilities, in every revision.
 pub const CAPABILITIES: ServerCapabilities = ServerCapabilities {
     tools: ToolsCapability { list_changed: true },
+    resources: Empty {},
+    prompts: Empty {},
 };
 
 /// The legacy `initialize` result.
