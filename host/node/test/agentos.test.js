@@ -97,6 +97,7 @@ test('the hostile cases are contained by the drop-in and the host serves the nex
       timeoutMs: 2000,
       fetchDomainAllowlist: [`localhost:${servers.outerPort}`],
       allowPrivateNetwork: true,
+      fsReadRoots: [servers.root],
     })
     for (const c of CASES) {
       const { result, after, contained, rssMB } = await runCase(sandbox, c, servers)
@@ -120,6 +121,10 @@ test('the hostile cases are contained by the drop-in and the host serves the nex
     // the tool's fetch throws.
     assert.equal(codes['fetch redirect to loopback'], 'ETOOL')
     assert.match(errors['fetch redirect to loopback'], /not allowed: 127\.0\.0\.1/)
+    // The read root itself is readable; the symlink out of it is not.
+    const inside = await sandbox.execute({ code: "async function execute(input) { return String(await fs.readFile(input.path, 'utf8')) }", input: { path: `${servers.root}/inside.txt` }, allowlist: ['fs.readFile'], memoryMB: 128, timeoutMs: 2000 })
+    assert.equal(inside.output, 'inside')
+    assert.equal(codes['symlink in the read root to a file outside it'], 'ETOOL')
   } finally {
     servers.close()
   }
