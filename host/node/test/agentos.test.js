@@ -163,3 +163,12 @@ test('the build cache is bounded', async () => {
   assert.equal(s.capacity, 2)
   assert.equal(s.builds, 4)
 })
+
+test('examples/agentos-engine.js wires the engine with the drop-in and runs', async () => {
+  const { execFileSync } = await import('node:child_process')
+  const { fileURLToPath } = await import('node:url')
+  const example = fileURLToPath(new URL('../examples/agentos-engine.js', import.meta.url))
+  const out = execFileSync(process.execPath, [example], { encoding: 'utf8' })
+  assert.match(out, /forged: true emergent_/)
+  assert.match(out, /output: \{ slug: 'agentos-on-temper' \}/)
+})
