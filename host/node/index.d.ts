@@ -76,8 +76,7 @@ export declare class Forge {
    * Calls the tool `name` with `input` (default `{}`): a forged tool the
    * caller sees, else a hub tool. Resolves to its output. (The addon
    * takes and returns JSON text: `index.cjs` stringifies the input and
-   * parses the output, which costs less than building the values
-   * through napi one property at a time.)
+   * parses the output.)
    */
   call(name: string, input?: unknown, options?: { signal?: AbortSignal }): Promise<any>
   /**
