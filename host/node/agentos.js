@@ -16,11 +16,14 @@
 //   loopback/private addresses are refused unless `allowPrivateNetwork`
 //   (AgentOS: no such check); every redirect hop is checked (AgentOS: only
 //   the first URL).
-// - `fsReadRoots`: each directory is readable by `fs.readFile` at the same
-//   absolute path. Default: none (AgentOS: the working directory).
+// - `fsReadRoots`: each directory (resolved from the working directory) is
+//   readable by `fs.readFile` at the same absolute path. Default: none
+//   (AgentOS: the working directory). A symlink out of a root is not
+//   followed (AgentOS checks the path's text, then follows it).
 // - `memoryMB`, `timeoutMs`: the runtime's caps (default 128 MiB, 5000 ms);
 //   a request may shorten the timeout, not raise it, and its `memoryMB` is
 //   reported, not applied (the constructor's cap holds).
+import { resolve } from 'node:path'
 import { Runtime, TemperError } from './index.js'
 
 const DEFAULT_MEMORY_MB = 128
@@ -29,7 +32,7 @@ const DEFAULT_TIMEOUT_MS = 5000
 /** The Temper host policy for AgentOS-style settings. */
 export function policyFor (config = {}) {
   const domains = (config.fetchDomainAllowlist ?? []).map((d) => String(d).toLowerCase())
-  const roots = config.fsReadRoots ?? []
+  const roots = (config.fsReadRoots ?? []).map((root) => resolve(root))
   const policy = { allow: ['fetch', 'fs.readFile', 'crypto'] }
   policy.fetch = { domains, allow_private: config.allowPrivateNetwork === true }
   if (roots.length > 0) {

@@ -37,10 +37,27 @@ function translate (e) {
 
 let lastId = 0
 
+/** `value` as the JSON text the addon takes (`undefined`: `{}`). */
+function toJson (value) {
+  if (value === undefined) return '{}'
+  let text
+  try {
+    text = JSON.stringify(value)
+  } catch (e) {
+    throw new TemperError({ code: 'EINPUT', message: `the input is not JSON: ${e.message}`, schema: null, at: null, logs: [] })
+  }
+  if (text === undefined) {
+    throw new TemperError({ code: 'EINPUT', message: 'the input is not JSON', schema: null, at: null, logs: [] })
+  }
+  return text
+}
+
+const rethrow = (e) => { throw translate(e) }
+
 /** Runs `start(cancelId)`; `signal` aborting rejects with its reason and
  * cancels the call in the addon. */
 function withSignal (signal, start) {
-  if (signal == null) return start(undefined).catch((e) => { throw translate(e) })
+  if (signal == null) return start(undefined).catch(rethrow)
   if (signal.aborted) return Promise.reject(signal.reason)
   lastId = lastId >= 0xfffffffe ? 1 : lastId + 1
   const id = lastId
@@ -100,10 +117,19 @@ class Runtime extends native.Runtime {
 for (const name of ['forge', 'tools', 'promote', 'importAgentos', 'exportAgentos', 'timeCalls']) translated(native.Forge.prototype, name)
 translated(native.Runtime.prototype, 'validate')
 
+// Values cross as JSON text: stringified here, parsed in Rust once; the
+// output comes back as the guest's JSON text and is parsed here.
 const call = native.Forge.prototype.call
 native.Forge.prototype.call = function (name, input, options) {
-  const { signal, ...rest } = options || {}
-  return withSignal(signal, (cancelId) => call.call(this, name, input, { ...rest, cancelId }))
+  let text
+  try {
+    text = toJson(input)
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  const signal = options == null ? undefined : options.signal
+  if (signal == null) return call.call(this, name, text).then(JSON.parse, rethrow)
+  return withSignal(signal, (cancelId) => call.call(this, name, text, { cancelId })).then(JSON.parse)
 }
 const runCode = native.Forge.prototype.runCode
 native.Forge.prototype.runCode = function (code, options) {
@@ -112,8 +138,14 @@ native.Forge.prototype.runCode = function (code, options) {
 }
 const execute = native.Runtime.prototype.execute
 native.Runtime.prototype.execute = function (code, input, allowlist, options) {
+  let text
+  try {
+    text = toJson(input)
+  } catch (e) {
+    return Promise.reject(e)
+  }
   const { signal, ...rest } = options || {}
-  return withSignal(signal, (cancelId) => execute.call(this, code, input, allowlist, { ...rest, cancelId }))
+  return withSignal(signal, (cancelId) => execute.call(this, code, text, allowlist, { ...rest, cancelId })).then(JSON.parse)
 }
 
 module.exports = { Forge, Runtime, TemperError, cancel: native.cancel }

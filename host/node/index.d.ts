@@ -74,7 +74,9 @@ export declare class Forge {
   forge(request: Record<string, unknown> | string): Promise<ForgeResult>
   /**
    * Calls the tool `name` with `input` (default `{}`): a forged tool the
-   * caller sees, else a hub tool. Resolves to its output.
+   * caller sees, else a hub tool. Resolves to its output. (The addon
+   * takes and returns JSON text: `index.cjs` stringifies the input and
+   * parses the output.)
    */
   call(name: string, input?: unknown, options?: { signal?: AbortSignal }): Promise<any>
   /**
@@ -123,7 +125,9 @@ export declare class Runtime {
   /**
    * Runs `code` (defining `execute(input)`, or AgentOS's `run(input)`)
    * with `input`, granted `allowlist` ∩ the policy, in a fresh instance.
-   * Resolves to the output.
+   * Resolves to the output. (The addon takes the input and returns the
+   * output as JSON text, as the guest does: `index.cjs` stringifies and
+   * parses.)
    */
   execute(code: string, input: unknown, allowlist: string[], options?: { timeoutMs?: number, signal?: AbortSignal }): Promise<any>
   /**

@@ -174,18 +174,44 @@ fn export_writes_a_package_that_imports_elsewhere_with_its_tests() {
     assert!(ok, "{doc} {err}");
     let out = dir.path().join("slugify.agentos.json");
     let out_s = out.to_str().unwrap();
-    let (ok, doc, err) = run(
+    // Another process: the forging one's in-memory source is gone, and the
+    // store keeps none (persistSandboxSource is off), so the export needs
+    // it given (checked against the recorded blake3).
+    let (ok, _, err) = run(
         dir.path(),
         &a,
         &["export", "slugify", "-o", out_s, "--format", "agentos"],
     );
+    assert!(!ok);
+    assert!(err.contains("stored without its source"), "{err}");
+    let request: Value = serde_json::from_str(&std::fs::read_to_string(&seed).unwrap()).unwrap();
+    let source = dir.path().join("slugify.js");
+    std::fs::write(&source, request["implementation"]["code"].as_str().unwrap()).unwrap();
+    let wrong = dir.path().join("wrong.js");
+    std::fs::write(&wrong, "function execute(input) { return input; }").unwrap();
+    let export = |src: &Path| {
+        run(
+            dir.path(),
+            &a,
+            &[
+                "export",
+                "slugify",
+                "-o",
+                out_s,
+                "--format",
+                "agentos",
+                "--source",
+                src.to_str().unwrap(),
+            ],
+        )
+    };
+    let (ok, _, err) = export(&wrong);
+    assert!(!ok);
+    assert!(err.contains("hashes to"), "{err}");
+    let (ok, doc, err) = export(&source);
     assert!(ok, "{doc} {err}");
     let first = std::fs::read(&out).unwrap();
-    let (ok, _, _) = run(
-        dir.path(),
-        &a,
-        &["export", "slugify", "-o", out_s, "--format", "agentos"],
-    );
+    let (ok, _, _) = export(&source);
     assert!(ok);
     assert_eq!(
         std::fs::read(&out).unwrap(),

@@ -14,7 +14,7 @@ async function sandboxFor (kind, servers) {
   if (kind === 'agentos') {
     const { SandboxedToolForge } = await import('@framers/agentos')
     // AgentOS's own defaults, the fetch allowlist naming the one host.
-    return new SandboxedToolForge({ timeoutMs: 2000, fetchDomainAllowlist: ['localhost'] })
+    return new SandboxedToolForge({ timeoutMs: 2000, fetchDomainAllowlist: ['localhost'], fsReadRoots: [servers.root] })
   }
   const { TemperSandboxForge } = await import('../agentos.js')
   return new TemperSandboxForge({
@@ -23,6 +23,7 @@ async function sandboxFor (kind, servers) {
     // allowPrivateNetwork, off by default).
     fetchDomainAllowlist: [`localhost:${servers.outerPort}`],
     allowPrivateNetwork: true,
+    fsReadRoots: [servers.root],
   })
 }
 
@@ -63,7 +64,7 @@ function runChild (kind, index) {
 function verdict (r) {
   if (r.hung) return { contained: false, text: `host hung (killed after ${HANG_MS / 1000} s)` }
   let what = r.report
-    ? (r.report.result.success ? `ran: ${JSON.stringify(r.report.result.output).slice(0, 60)}` : `refused: ${String(r.report.result.error).slice(0, 70)}`)
+    ? (r.report.result.success ? `ran: ${JSON.stringify(r.report.result.output).slice(0, 80)}` : `refused: ${String(r.report.result.error).slice(0, 120)}`)
     : 'no result'
   if (r.report) what += ` (peak RSS ${r.report.rssMB} MiB)`
   if (r.code !== 0 || r.signal) {

@@ -66,6 +66,30 @@ pub fn policy_of(value: Option<&Value>) -> napi::Result<HostPolicy> {
     }
 }
 
+/// A runtime as `temper` builds one: `policy` ([`policy_of`]), its
+/// `[limits]` overridden by `timeout_ms` and `memory_mb`, the compile cache
+/// in `cache_dir` (default: the platform's).
+pub fn build_runtime(
+    policy: Option<&Value>,
+    timeout_ms: Option<u32>,
+    memory_mb: Option<u32>,
+    cache_dir: Option<String>,
+) -> napi::Result<temper_runtime::Runtime> {
+    RuntimeOptions {
+        policy: policy_of(policy)?,
+        limits: LimitsConfig {
+            timeout_ms: timeout_ms.map(u64::from),
+            memory_mb: memory_mb.map(u64::from),
+            max_output_bytes: None,
+        },
+        cache_dir: cache_dir.map(PathBuf::from),
+        promote_after: None,
+    }
+    .builder()
+    .build()
+    .map_err(|e| to_napi(Failure::from(e)))
+}
+
 /// A forge on a store, for one agent and session.
 #[napi]
 pub struct Forge {
@@ -97,20 +121,7 @@ impl Forge {
     #[napi(ts_args_type = "options?: OpenOptions")]
     pub async fn open(options: Option<OpenOptions>) -> napi::Result<Forge> {
         let o = options.unwrap_or_default();
-        let policy = policy_of(o.policy.as_ref())?;
-        let runtime = RuntimeOptions {
-            policy,
-            limits: LimitsConfig {
-                timeout_ms: o.timeout_ms.map(u64::from),
-                memory_mb: o.memory_mb.map(u64::from),
-                max_output_bytes: None,
-            },
-            cache_dir: o.cache_dir.map(PathBuf::from),
-            promote_after: None,
-        }
-        .builder()
-        .build()
-        .map_err(|e| to_napi(Failure::from(e)))?;
+        let runtime = build_runtime(o.policy.as_ref(), o.timeout_ms, o.memory_mb, o.cache_dir)?;
         let judge = JudgeChoice::from_name(o.judge.as_deref()).map_err(|e| to_napi(e.into()))?;
         let options = ForgeOptions {
             store: o.store,
@@ -154,7 +165,9 @@ impl Forge {
     }
 
     /// Calls the tool `name` with `input` (default `{}`): a forged tool the
-    /// caller sees, else a hub tool. Resolves to its output.
+    /// caller sees, else a hub tool. Resolves to its output. (The addon
+    /// takes and returns JSON text: `index.cjs` stringifies the input and
+    /// parses the output.)
     #[napi(
         ts_args_type = "name: string, input?: unknown, options?: { signal?: AbortSignal }",
         ts_return_type = "Promise<any>"
@@ -162,14 +175,15 @@ impl Forge {
     pub async fn call(
         &self,
         name: String,
-        input: Option<Value>,
+        input: String,
         options: Option<CallOptions>,
-    ) -> napi::Result<Value> {
-        let input = input.unwrap_or_else(|| json!({}));
+    ) -> napi::Result<String> {
+        let input: Value = serde_json::from_str(&input)
+            .map_err(|e| errors::input(format!("the input is not JSON: {e}")))?;
         let id = options.and_then(|o| o.cancel_id);
         let opened = &self.opened;
         match cancel::run(id, opened.call(&name, &input)).await {
-            Ok(Ok(called)) => Ok(called.into_output()),
+            Ok(Ok(called)) => serde_json::to_string(called.output()).map_err(errors::host),
             Ok(Err(failure)) => Err(to_napi(failure)),
             Err(cancel::Cancelled) => Err(cancelled()),
         }

@@ -4,7 +4,6 @@
 //! snapshot) and kept in a bounded LRU cache keyed by the blake3 of both;
 //! every call runs in a fresh instance under the runtime's limits.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,13 +11,12 @@ use std::time::Duration;
 use hashlink::LruCache;
 use napi_derive::napi;
 use serde_json::{Value, json};
-use temper_embed::{ErrorKind, Failure, RuntimeOptions};
-use temper_policy::LimitsConfig;
+use temper_embed::{ErrorKind, Failure};
 use temper_runtime::runtime::Tool;
 
 use crate::cancel;
 use crate::errors::to_napi;
-use crate::forge::policy_of;
+use crate::forge::build_runtime;
 
 /// Built tools kept by default.
 pub const DEFAULT_CACHE_ENTRIES: u32 = 256;
@@ -101,19 +99,7 @@ impl Runtime {
             .cache_entries
             .unwrap_or(DEFAULT_CACHE_ENTRIES)
             .clamp(1, MAX_CACHE_ENTRIES);
-        let runtime = RuntimeOptions {
-            policy: policy_of(o.policy.as_ref())?,
-            limits: LimitsConfig {
-                timeout_ms: o.timeout_ms.map(u64::from),
-                memory_mb: o.memory_mb.map(u64::from),
-                max_output_bytes: None,
-            },
-            cache_dir: o.cache_dir.map(PathBuf::from),
-            promote_after: None,
-        }
-        .builder()
-        .build()
-        .map_err(|e| to_napi(Failure::from(e)))?;
+        let runtime = build_runtime(o.policy.as_ref(), o.timeout_ms, o.memory_mb, o.cache_dir)?;
         Ok(Runtime {
             runtime,
             cache: Mutex::new(LruCache::new(capacity as usize)),
@@ -154,7 +140,9 @@ impl Runtime {
 
     /// Runs `code` (defining `execute(input)`, or AgentOS's `run(input)`)
     /// with `input`, granted `allowlist` ∩ the policy, in a fresh instance.
-    /// Resolves to the output.
+    /// Resolves to the output. (The addon takes the input and returns the
+    /// output as JSON text, as the guest does: `index.cjs` stringifies and
+    /// parses.)
     #[napi(
         ts_args_type = "code: string, input: unknown, allowlist: string[], options?: { timeoutMs?: number, signal?: AbortSignal }",
         ts_return_type = "Promise<any>"
@@ -162,18 +150,17 @@ impl Runtime {
     pub async fn execute(
         &self,
         code: String,
-        input: Value,
+        input: String,
         allowlist: Vec<String>,
         options: Option<ExecuteOptions>,
-    ) -> napi::Result<Value> {
+    ) -> napi::Result<String> {
         let options = options.unwrap_or_default();
         let limit = options
             .timeout_ms
             .map(|ms| Duration::from_millis(ms.into()));
         let run = async {
             let tool = self.tool(&code, &allowlist).await?;
-            let text = input.to_string();
-            let call = self.runtime.call(&tool, &text);
+            let call = self.runtime.call(&tool, &input);
             let out = match limit.filter(|l| *l < self.runtime.limits().timeout) {
                 None => call.await?,
                 Some(l) => match tokio::time::timeout(l, call).await {
@@ -190,8 +177,7 @@ impl Runtime {
                     }
                 },
             };
-            serde_json::from_str::<Value>(&out.output)
-                .map_err(|e| Failure::host(format!("the tool's output is not JSON: {e}")))
+            Ok(out.output)
         };
         match cancel::run(options.cancel_id, run).await {
             Ok(Ok(v)) => Ok(v),

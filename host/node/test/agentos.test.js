@@ -97,6 +97,7 @@ test('the hostile cases are contained by the drop-in and the host serves the nex
       timeoutMs: 2000,
       fetchDomainAllowlist: [`localhost:${servers.outerPort}`],
       allowPrivateNetwork: true,
+      fsReadRoots: [servers.root],
     })
     for (const c of CASES) {
       const { result, after, contained, rssMB } = await runCase(sandbox, c, servers)
@@ -120,6 +121,10 @@ test('the hostile cases are contained by the drop-in and the host serves the nex
     // the tool's fetch throws.
     assert.equal(codes['fetch redirect to loopback'], 'ETOOL')
     assert.match(errors['fetch redirect to loopback'], /not allowed: 127\.0\.0\.1/)
+    // The read root itself is readable; the symlink out of it is not.
+    const inside = await sandbox.execute({ code: "async function execute(input) { return String(await fs.readFile(input.path, 'utf8')) }", input: { path: `${servers.root}/inside.txt` }, allowlist: ['fs.readFile'], memoryMB: 128, timeoutMs: 2000 })
+    assert.equal(inside.output, 'inside')
+    assert.equal(codes['symlink in the read root to a file outside it'], 'ETOOL')
   } finally {
     servers.close()
   }
@@ -157,4 +162,13 @@ test('the build cache is bounded', async () => {
   assert.equal(s.entries, 2)
   assert.equal(s.capacity, 2)
   assert.equal(s.builds, 4)
+})
+
+test('examples/agentos-engine.js wires the engine with the drop-in and runs', async () => {
+  const { execFileSync } = await import('node:child_process')
+  const { fileURLToPath } = await import('node:url')
+  const example = fileURLToPath(new URL('../examples/agentos-engine.js', import.meta.url))
+  const out = execFileSync(process.execPath, [example], { encoding: 'utf8' })
+  assert.match(out, /forged: true emergent_/)
+  assert.match(out, /output: \{ slug: 'agentos-on-temper' \}/)
 })

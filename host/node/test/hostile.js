@@ -6,6 +6,9 @@
 // test/agentos.test.js (all in one process, the host serving a call after
 // each).
 import http from 'node:http'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
 /** A normal call made after each case: the host must still serve it. */
 export const NEXT_CALL = {
@@ -16,7 +19,7 @@ export const NEXT_CALL = {
 }
 
 /**
- * Two loopback servers: `outer` (the host the tool may fetch) answers every
+ * The cases' fixtures. Two loopback servers: `outer` (the host the tool may fetch) answers every
  * request with a redirect to `inner` (a service on 127.0.0.1 the tool may
  * not reach), which answers with a secret.
  */
@@ -30,10 +33,18 @@ export async function redirectServers () {
   })
   await new Promise((resolve) => outer.listen(0, '127.0.0.1', resolve))
   const outerPort = outer.address().port
+  // A read root holding a symlink to a file outside it.
+  const dir = mkdtempSync(join(tmpdir(), 'temper-hostile-'))
+  const root = join(dir, 'root')
+  mkdirSync(root)
+  writeFileSync(join(dir, 'secret.txt'), 'outside-secret-17')
+  writeFileSync(join(root, 'inside.txt'), 'inside')
+  symlinkSync(join(dir, 'secret.txt'), join(root, 'link.txt'))
   return {
     outerPort,
     innerPort,
-    close: () => { inner.close(); outer.close() },
+    root,
+    close: () => { inner.close(); outer.close(); rmSync(dir, { recursive: true, force: true }) },
   }
 }
 
@@ -80,6 +91,13 @@ export const CASES = [
     input: (ctx) => ({ url: `http://localhost:${ctx.outerPort}/go` }),
     allowlist: ['fetch'],
     contained: (r) => !(r.success && JSON.stringify(r.output).includes('internal-secret-42')),
+  },
+  {
+    name: 'symlink in the read root to a file outside it',
+    code: "async function execute(input) { return { text: String(await fs.readFile(input.path, 'utf8')) }; }",
+    input: (ctx) => ({ path: `${ctx.root}/link.txt` }),
+    allowlist: ['fs.readFile'],
+    contained: (r) => !(r.success && JSON.stringify(r.output).includes('outside-secret-17')),
   },
   {
     name: 'Object.prototype pollution, then another call',
