@@ -49,6 +49,13 @@ bash scripts/haproxy.sh ||
 # cargo would otherwise rebuild it for), and pytest tests it.
 cargo test --release --locked --workspace --exclude temper-py --no-run
 
+# The `temper-forge` npm package (host/node): its pinned npm dependencies
+# and the addon, built after the workspace so that only the addon is left
+# to link; its tests run offline below.
+node_pkg_started=$SECONDS
+bash scripts/node-package.sh
+echo "test: scripts/node-package.sh took $((SECONDS - node_pkg_started)) s" >&2
+
 # Lints: clippy over every crate and target (tests, benches, examples),
 # warnings as errors; the workspace's lint levels are in Cargo.toml.
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
@@ -107,6 +114,9 @@ offline cargo run --release --locked --offline --example embed_forge -- "$exampl
 rm -rf "$example_store"
 if command -v node >/dev/null 2>&1; then
   offline node --test guest-js-shim/tests-js/
+  node_tests_started=$SECONDS
+  (cd host/node && offline node --test test/*.test.js)
+  echo "test: the temper-forge package's node tests took $((SECONDS - node_tests_started)) s" >&2
 else
   echo "node not found: skipping the prelude's node tests" >&2
 fi

@@ -178,15 +178,26 @@ pub(crate) enum Command {
         /// imports, listed.
         #[arg(long, conflicts_with_all = ["with_source", "source"])]
         bundle: bool,
+        /// What to write: `wasm` (the artifact) or `agentos` (an
+        /// `agentos.emergent-tool.v1` package, JSON, with the source and
+        /// the test cases).
+        #[arg(long, value_enum, default_value = "wasm", conflicts_with_all = ["bundle", "sidecar"])]
+        format: artifacts::ExportFormat,
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
         common: Common,
     },
-    /// Import a `.wasm` artifact: check it, re-run its tests here, judge, register.
+    /// Import a `.wasm` artifact or an AgentOS package (`.json`, `.yaml`,
+    /// `.yml`): check it, run its tests here, judge, register.
     Import {
-        /// A `.wasm` artifact.
+        /// A `.wasm` artifact, or an `agentos.emergent-tool.v1` package.
         file: PathBuf,
+        /// Test cases for an AgentOS package (a JSON list of `{input,
+        /// expectedOutput}`), replacing the package's own (AgentOS
+        /// packages carry none).
+        #[arg(long, value_name = "FILE")]
+        tests: Option<PathBuf>,
         /// Its detached signature (from `temper sign --detached`).
         #[arg(long, value_name = "FILE")]
         signature: Option<PathBuf>,

@@ -139,30 +139,6 @@ impl<S> Filter<S> for Events {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn third_party_info_is_off_by_default_and_a_spec_turns_it_on() {
-        let d = LogSpec::default_spec();
-        assert!(d.prints("temper_mcp::server", &Level::INFO));
-        assert!(d.prints("temper_hub::upstream", &Level::INFO));
-        assert!(!d.prints("temper_mcp::server", &Level::DEBUG));
-        assert!(
-            !d.prints("rmcp::service", &Level::INFO),
-            "rmcp's INFO lines"
-        );
-        assert!(d.prints("rmcp::service", &Level::WARN));
-        let on = LogSpec::choose(Some("info,rmcp=debug")).unwrap();
-        assert!(on.prints("rmcp::service", &Level::DEBUG));
-        assert!(on.prints("hyper", &Level::INFO));
-        assert!(!on.prints("hyper", &Level::DEBUG));
-        let e = LogSpec::choose(Some("rmcp=loud")).unwrap_err();
-        assert!(e.contains("--log") && e.contains("rmcp=loud"), "{e}");
-    }
-}
-
 /// The exporting layer's filter: Temper's spans, never events (a tool's
 /// console lines are events: they must not reach a trace).
 struct TemperSpans;
@@ -184,5 +160,29 @@ impl<S> Filter<S> for TemperSpans {
         } else {
             Interest::never()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn third_party_info_is_off_by_default_and_a_spec_turns_it_on() {
+        let d = LogSpec::default_spec();
+        assert!(d.prints("temper_mcp::server", &Level::INFO));
+        assert!(d.prints("temper_hub::upstream", &Level::INFO));
+        assert!(!d.prints("temper_mcp::server", &Level::DEBUG));
+        assert!(
+            !d.prints("rmcp::service", &Level::INFO),
+            "rmcp's INFO lines"
+        );
+        assert!(d.prints("rmcp::service", &Level::WARN));
+        let on = LogSpec::choose(Some("info,rmcp=debug")).unwrap();
+        assert!(on.prints("rmcp::service", &Level::DEBUG));
+        assert!(on.prints("hyper", &Level::INFO));
+        assert!(!on.prints("hyper", &Level::DEBUG));
+        let e = LogSpec::choose(Some("rmcp=loud")).unwrap_err();
+        assert!(e.contains("--log") && e.contains("rmcp=loud"), "{e}");
     }
 }

@@ -218,6 +218,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             source,
             sidecar,
             bundle,
+            format,
             registry,
             common,
         } => artifacts::export(
@@ -227,6 +228,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 with_source,
                 source: source.as_deref(),
                 bundle,
+                format,
             },
             sidecar,
             &registry,
@@ -234,6 +236,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         ),
         Command::Import {
             file,
+            tests,
             signature,
             tier,
             registry,
@@ -243,6 +246,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let file = artifacts::ImportFile {
                 path: &file,
                 signature: signature.as_deref(),
+                tests: tests.as_deref(),
             };
             artifacts::import(file, tier, &registry, &judge, &common).await
         }

@@ -11,6 +11,7 @@
 //! - `invoke`: calling a registered tool with its grants, limits and schema
 //!   checks (compose steps linked per call);
 //! - `transfer`: import, export and bundles of `.wasm` artifacts;
+//! - [`agentos`]: import and export of AgentOS tool packages;
 //! - `tiers`: listing, stats, promotion (session → agent → shared) and the
 //!   session tier's lifetime ([`session`]);
 //! - [`native`]: host-native tools the embedder registers;
@@ -40,6 +41,7 @@
 // printing: the `temper` binary is the one that prints.
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod agentos;
 pub mod build;
 mod cache;
 pub mod code_mode;

@@ -14,8 +14,9 @@ use super::session::{CachedTier, SessionSnapshot, SessionTool, TierChange};
 use super::{Forge, ForgeContext};
 use temper_store::{EndedSession, SessionRecord, StoreError, Tier};
 
-/// Runs `f` on tokio's blocking pool (a panic in it is resumed here).
-async fn blocking<T: Send + 'static>(
+/// Runs the store call `f` on tokio's blocking pool, off the async
+/// workers (a panic in it is resumed here).
+pub(crate) async fn blocking<T: Send + 'static>(
     op: &'static str,
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {

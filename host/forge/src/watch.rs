@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 
+use crate::session_tier::blocking;
 use temper_store::{AuditEntry, AuditKind, Registry, StoreError};
 
 /// How often a forge polls the audit trail by default: the staleness bound
@@ -229,21 +230,6 @@ impl LocalChange {
     pub async fn finish(self) -> Result<Changes, StoreError> {
         let Self { watch, mut cursor } = self;
         blocking("audit_entries", move || watch.read(&mut cursor)).await
-    }
-}
-
-/// Runs the store call `f` off the async workers.
-async fn blocking<T: Send + 'static>(
-    op: &'static str,
-    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => Err(StoreError::Blocking {
-            op,
-            detail: format!("the registry watch's read failed: {e}"),
-        }),
     }
 }
 
