@@ -124,6 +124,19 @@ impl Failure {
         )
     }
 
+    /// The failure as one JSON document, what a binding hands its
+    /// language's error factory: `{"kind": {"kind": "timeout", "limit_ms":
+    /// 500}, "message": ..., "logs": [{"level", "message"}], "result": the
+    /// forge result or null}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": self.kind,
+            "message": self.message,
+            "logs": self.logs,
+            "result": self.result,
+        })
+    }
+
     /// Sets the JSON pointer and schema of an input refused by a schema
     /// (see [`crate::first_violation`]).
     pub fn with_input_location(mut self, at: Option<String>) -> Self {

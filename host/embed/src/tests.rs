@@ -1,6 +1,6 @@
 use std::io::Write;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use temper_forge::error::{ForgeError, InvokeError, PromoteError, Stage};
 use temper_runtime::error::{JsLocation, RunError};
 use temper_runtime::runtime::CallFailure;
@@ -94,6 +94,17 @@ fn forge_and_promote_errors_name_their_stage() {
     let result = f.result.expect("a refused forge carries its result");
     assert!(!result.success);
     assert_eq!(result.stage, Some(Stage::Test));
+    let doc = Failure::from(ForgeError::Deadline {
+        limit_ms: 1,
+        done: 0,
+        total: 2,
+    })
+    .to_json();
+    assert_eq!(doc["kind"], json!({"kind": "refused", "stage": "test"}));
+    assert_eq!(doc["result"]["success"], json!(false));
+    let doc = run_failure(RunError::Timeout { limit_ms: 250 }).to_json();
+    assert_eq!(doc["kind"], json!({"kind": "timeout", "limit_ms": 250}));
+    assert_eq!(doc["result"], Value::Null);
     let f = Failure::from(PromoteError::NoApprover);
     assert_eq!(f.kind, ErrorKind::Refused { stage: "approve" });
     let f = Failure::from(InvokeError::NotFound {

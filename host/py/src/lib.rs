@@ -42,12 +42,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 
 /// A failure as the Python exception `temper_forge.errors` makes for it.
 fn to_pyerr(py: Python<'_>, failure: Failure) -> PyErr {
-    let doc = json!({
-        "kind": failure.kind,
-        "message": failure.message,
-        "logs": failure.logs,
-        "result": failure.result,
-    });
+    let doc = failure.to_json();
     let made = py
         .import("temper_forge.errors")
         .and_then(|m| m.getattr("_from_native"))
