@@ -48,8 +48,17 @@ bash scripts/haproxy.sh ||
 
 # Fetch every crate and build every test binary (and the JS shim, which
 # the build scripts of temper-runtime and temper-compose build with their own
-# cargo) while the network is there.
-cargo test --release --locked --workspace --no-run
+# cargo) while the network is there. temper-py (the Python extension) has no
+# Rust tests: maturin builds it below (with its own PyO3 environment, which
+# cargo would otherwise rebuild it for), and pytest tests it.
+cargo test --release --locked --workspace --exclude temper-py --no-run
+
+# The `temper-forge` npm package (host/node): its pinned npm dependencies
+# and the addon, built after the workspace so that only the addon is left
+# to link; its tests run offline below.
+node_pkg_started=$SECONDS
+bash scripts/node-package.sh
+echo "test: scripts/node-package.sh took $((SECONDS - node_pkg_started)) s" >&2
 
 # Lints: clippy over every crate and target (tests, benches, examples),
 # warnings as errors; the workspace's lint levels are in Cargo.toml.
@@ -57,6 +66,11 @@ cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
 # The book (docs/, mdBook) with its internal links and anchors checked.
 bash scripts/book.sh
+
+# The Python package: its wheel (maturin, pinned) into target/wheels/, and a
+# fresh venv with the wheel and the pinned test dependencies from PyPI,
+# while the network is there; its tests run offline below.
+bash scripts/py-package.sh build
 
 # How to enter a namespace with only loopback up, if the machine allows it.
 netns=()
@@ -93,7 +107,10 @@ fi
 # TEMPER_TEST_PG_URL, and stops it when the tests end; required here.
 offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_MCP_SERVERS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
   TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_REQUIRE_HAPROXY=1 bash scripts/with-postgres.sh \
-  cargo test --release --locked --offline --workspace
+  cargo test --release --locked --offline --workspace --exclude temper-py
+# The Python package's stubs (mypy.stubtest) and tests (pytest) against the
+# installed wheel, offline.
+offline bash scripts/py-package.sh test
 # The runnable examples (built with the tests above) run, offline too.
 offline cargo run --release --locked --offline --example embed_runtime
 example_store="$(mktemp -d)"
@@ -101,6 +118,9 @@ offline cargo run --release --locked --offline --example embed_forge -- "$exampl
 rm -rf "$example_store"
 if command -v node >/dev/null 2>&1; then
   offline node --test guest-js-shim/tests-js/
+  node_tests_started=$SECONDS
+  (cd host/node && offline node --test test/*.test.js)
+  echo "test: the temper-forge package's node tests took $((SECONDS - node_tests_started)) s" >&2
 else
   echo "node not found: skipping the prelude's node tests" >&2
 fi

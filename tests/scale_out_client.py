@@ -8,10 +8,9 @@ Run by tests/all/scale_out.rs with the venv from scripts/mcp-venv.sh:
 MODE is the protocol revision the client speaks:
 - `2025-06-18`: the legacy handshake (initialize, then `Mcp-Session-Id` on
   every request), pinned to that revision;
-- `2026-07-28`: the stateless revision (no handshake; the session is a
-  client-chosen id in each request's `_meta["dev.temper/session"]`). Kept
-  ready for when the server speaks it; the scale-out test runs the legacy
-  mode.
+- `2026-07-28`: the stateless revision (no handshake), as a standard
+  client speaks it: no `_meta["dev.temper/session"]`, so every request
+  runs in the token's agent's default session, whichever host serves it.
 
 Flow: forge the slugify seed through the balancer, call it CALLS times
 (8 calls in flight), then end the session (legacy: the SDK's DELETE when
@@ -35,7 +34,6 @@ Exits non-zero (with a traceback) on the first failed check.
 
 import json
 import sys
-import uuid
 
 import anyio
 import httpx2
@@ -104,12 +102,13 @@ class Run:
     def __init__(self, client, mode, stats):
         self.client = client
         self.mode = mode
-        # The 2026-07-28 session id: chosen here, sent in every request.
-        self.session = uuid.uuid4().hex if mode == "2026-07-28" else None
+        # 2026-07-28: no session named (the agent's default session, which
+        # forge_tool's result names).
+        self.session = None
         self.stats = stats
 
     def meta(self):
-        return {SESSION_META_KEY: self.session} if self.session else None
+        return None
 
     async def call(self, name, arguments):
         for attempt in range(RETRIES + 1):
@@ -148,6 +147,9 @@ async def flow(mode, url, token, seed, calls, hold):
             run = Run(c, mode, stats)
             forged = await run.call("forge_tool", seed)
             assert not forged.is_error, forged
+            if mode == "2026-07-28":
+                run.session = (forged.meta or {}).get(SESSION_META_KEY)
+                assert run.session == "default", forged
             assert forged.structured_content["success"] is True, forged
             assert forged.structured_content["tool"]["name"] == "slugify", forged
             done = 0

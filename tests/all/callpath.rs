@@ -454,9 +454,11 @@ async fn slow_store_forge(
         stats_flush_ms: stats_flush_ms.unwrap_or(defaults.stats_flush_ms),
         ..defaults
     };
+    // No registry watch: nothing cached, every lookup reads the store.
     let forge = Forge::builder(runtime, Arc::new(Registry::with_backend(slow.clone())))
         .judge(Arc::new(RulesJudge::standard()))
         .config(config)
+        .registry_poll(None)
         .build();
     let ctx = ForgeContext::new("alice", "s1");
     forge.forge(&request("slugify"), &ctx).await.unwrap();

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod agentos_package;
 mod artifacts;
 mod bounds;
 mod bundle;

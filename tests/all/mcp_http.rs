@@ -424,6 +424,13 @@ pub(crate) fn python() -> Option<PathBuf> {
 /// A server with one token for the SDK clients; returns it and the token.
 pub(crate) fn sdk_server(store: &Path, dir: &Path) -> Server {
     let tokens = dir.join("tokens.toml");
-    std::fs::write(&tokens, token_entry("sdk-token-1", "sdk", "")).unwrap();
+    // Two tokens of agent "sdk" (two clients of one agent) and one of
+    // another agent.
+    let entries = [
+        token_entry("sdk-token-1", "sdk", ""),
+        token_entry("sdk-token-2", "sdk", ""),
+        token_entry("other-token", "other", ""),
+    ];
+    std::fs::write(&tokens, entries.concat()).unwrap();
     Server::start(store, &["--tokens", tokens.to_str().unwrap()])
 }

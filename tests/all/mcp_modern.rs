@@ -325,6 +325,10 @@ async fn discover_headers_versions_and_removed_methods() {
     let ans = a.raw(&future, &h).await;
     let (code, _) = ans.error(400);
     assert_eq!(code, -32022);
+    // The error answers the request's id (conformance check
+    // sep-2575-http-server-error-jsonrpc-id), not null.
+    assert!(future["id"].is_number(), "{future}");
+    assert_eq!(ans.last()["id"], future["id"], "{:?}", ans.last());
     let data = &ans.last()["error"]["data"];
     assert_eq!(data["requested"], "2099-01-01");
     assert_eq!(data["supported"][0], V);
@@ -380,7 +384,7 @@ async fn discover_headers_versions_and_removed_methods() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sessions_one_request_named_and_namespaced_with_listen() {
+async fn sessions_default_named_and_namespaced_with_listen() {
     let (store, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let tokens = two_agents(dir.path());
     let server = Server::start(store.path(), &["--tokens", tokens.to_str().unwrap()]);
@@ -388,15 +392,34 @@ async fn sessions_one_request_named_and_namespaced_with_listen() {
     let mut b = Modern::new(&server, "tok-b");
     let slugify = seed("slugify");
 
-    // No session named: the forge runs in a one-request session, whose
-    // tier is discarded (with its audit entry) when the answer is ready.
-    a.forge(slugify.clone(), None).await;
+    // No session named: the forge runs in alice's default session, which
+    // its result names and which outlives the request: her next requests
+    // list and call the tool. Bob's default session is another.
+    let forged = a.forge(slugify.clone(), None).await;
+    assert_eq!(forged["_meta"][SESSION], "default", "{forged}");
+    assert_eq!(session_deletions(store.path()), []);
     assert_eq!(
-        session_deletions(store.path()),
-        [("alice".to_string(), "slugify".to_string())]
+        a.tool_names(None).await,
+        with_extra(&META_TOOLS, &["slugify"])
     );
-    assert_eq!(a.tool_names(None).await, META_TOOLS);
-    let (code, msg) = a
+    let out = a
+        .rpc(
+            "tools/call",
+            json!({"name": "slugify", "arguments": {"text": "Default Session"}}),
+            None,
+        )
+        .await;
+    assert_eq!(
+        out.result()["structuredContent"],
+        json!({"slug": "default-session"})
+    );
+    assert_eq!(
+        a.tool_names(Some("default")).await,
+        with_extra(&META_TOOLS, &["slugify"]),
+        "naming the default session reaches the same tier"
+    );
+    assert_eq!(b.tool_names(None).await, META_TOOLS);
+    let (code, msg) = b
         .rpc(
             "tools/call",
             json!({"name": "slugify", "arguments": {"text": "x"}}),
@@ -568,7 +591,7 @@ async fn sessions_one_request_named_and_namespaced_with_listen() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn named_sessions_idle_out() {
+async fn named_and_default_sessions_idle_out() {
     let (store, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let tokens = two_agents(dir.path());
     let server = Server::start(
@@ -582,12 +605,44 @@ async fn named_sessions_idle_out() {
     );
     let mut a = Modern::new(&server, "tok-a");
     a.forge(seed("slugify"), Some("short-lived")).await;
+    // The default session (no session named) idles out the same way.
+    let mut b = Modern::new(&server, "tok-b");
+    let mut add = seed("slugify");
+    add["name"] = json!("dflt_slugify");
+    b.forge(add, None).await;
     let path = store.path().to_path_buf();
-    eventually("the idle session's tier is discarded", || {
-        session_deletions(&path) == [("alice".to_string(), "slugify".to_string())]
+    eventually("the idle sessions' tiers are discarded", || {
+        session_deletions(&path)
+            == [
+                ("alice".to_string(), "slugify".to_string()),
+                ("bob".to_string(), "dflt_slugify".to_string()),
+            ]
     })
     .await;
+    // With their audit entries: each says it expired, and in which session.
+    let mut expired: Vec<(String, String)> = temper::store::Registry::open(&path)
+        .unwrap()
+        .audit_entries(0, 100_000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.payload["expired"] == true)
+        .map(|e| {
+            (
+                e.subject,
+                e.payload["session"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    expired.sort();
+    assert_eq!(
+        expired,
+        [
+            ("dflt_slugify".to_string(), "m:default".to_string()),
+            ("slugify".to_string(), "m:short-lived".to_string()),
+        ]
+    );
     assert_eq!(a.tool_names(Some("short-lived")).await, META_TOOLS);
+    assert_eq!(b.tool_names(None).await, META_TOOLS);
 }
 
 /// A `temper mcp` stdio child: lines in, JSON messages out.
@@ -747,13 +802,17 @@ fn official_python_sdk_client_2026() {
     let Some(python) = python() else { return };
     let (store, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let server = sdk_server(store.path(), dir.path());
-    for mode in [V, "auto"] {
+    // The pinned mode, and `Client(url)` with no mode (the SDK's default,
+    // "auto", which probes `server/discover` and stays modern).
+    for mode in [V, "default"] {
         let status = Command::new(&python)
             .arg(root().join("tests/mcp_client_2026.py"))
             .arg(server.url())
             .arg("sdk-token-1")
             .arg(root().join("tests/fixtures/seeds/slugify.json"))
             .arg(mode)
+            .arg("sdk-token-2")
+            .arg("other-token")
             .status()
             .expect("run tests/mcp_client_2026.py");
         assert!(
@@ -761,15 +820,9 @@ fn official_python_sdk_client_2026() {
             "tests/mcp_client_2026.py {mode} failed: {status}"
         );
     }
-    // Each mode's one-request forge was discarded with its request; the
-    // named sessions live on until they idle out.
-    assert_eq!(
-        session_deletions(store.path()),
-        [
-            ("sdk".to_string(), "once_2026_07_28".to_string()),
-            ("sdk".to_string(), "once_auto".to_string()),
-        ]
-    );
+    // What each mode forged without naming a session lives on in the
+    // agent's default session (until it idles out): nothing was discarded.
+    assert_eq!(session_deletions(store.path()), []);
 }
 
 #[test]
@@ -795,6 +848,8 @@ fn official_typescript_client_2026() {
             .arg("sdk-token-1")
             .arg(root().join("tests/fixtures/seeds/slugify.json"))
             .arg(mode)
+            .arg("sdk-token-2")
+            .arg("other-token")
             .status()
             .expect("run node");
         assert!(

@@ -212,10 +212,14 @@ fn host(shared: &Shared, judge: Arc<dyn Judge>, config: ForgeConfig) -> Forge {
         .policy(HostPolicy::deny_all())
         .build()
         .expect("runtime");
+    // No registry watch: these hosts' caches are not trusted, so each
+    // lookup sees the other hosts' changes at once (the cache tests start
+    // a watch of their own, `Forge::start_watch`).
     Forge::builder(runtime, shared.open())
         .judge(judge)
         .panel(rules(), rules())
         .config(config)
+        .registry_poll(None)
         .build()
 }
 

@@ -3,14 +3,17 @@
 // MCP 2026-07-28. Run by `cargo test --test all mcp_modern`
 // (official_typescript_client_2026):
 //
-//   node tests/mcp-ts/client2026.mjs URL TOKEN SEED_JSON MODE
+//   node tests/mcp-ts/client2026.mjs URL TOKEN SEED_JSON MODE [SAME_AGENT_TOKEN OTHER_AGENT_TOKEN]
 //
 // MODE: "pin" (versionNegotiation pinned to 2026-07-28) or "auto" (probes
 // server/discover). In the session `_meta["dev.temper/session"]` = "ts-MODE":
 // list (the meta-tools), listen for tools, forge the seed with progress,
-// list_changed on the subscription, list again, call. Outside the session
-// the tool is unknown (-32602). Exits non-zero on the first failed check;
-// waits for messages, never for a fixed time.
+// list_changed on the subscription, list again, call. Without a session
+// named (the agent's default session) that tool is unknown (-32602); a
+// forge there names the session in its result's `_meta`, and the client
+// calls the new tool next; a second client of the same agent lists and
+// calls it, a client of another agent does not. Exits non-zero on the
+// first failed check; waits for messages, never for a fixed time.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
@@ -22,14 +25,22 @@ setTimeout(() => {
 }, HANG_MS).unref();
 
 const META_TOOLS = ["forge_tool", "promote_tool", "tool_stats", "run_code", "describe_tools"];
-const [url, token, seedPath, mode] = process.argv.slice(2);
+const [url, token, seedPath, mode, sameToken, otherToken] = process.argv.slice(2);
 const seed = JSON.parse(readFileSync(seedPath, "utf8"));
 const session = { "dev.temper/session": `ts-${mode}` };
 
+const negotiation = mode === "auto" ? { mode: "auto" } : { mode: { pin: "2026-07-28" } };
+const connect = async (bearer) => {
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${bearer}` } },
+  });
+  const c = new Client({ name: "temper-ts-2026-test", version: "0.0.0" }, { versionNegotiation: negotiation });
+  await c.connect(transport);
+  return c;
+};
 const transport = new StreamableHTTPClientTransport(new URL(url), {
   requestInit: { headers: { Authorization: `Bearer ${token}` } },
 });
-const negotiation = mode === "auto" ? { mode: "auto" } : { mode: { pin: "2026-07-28" } };
 const client = new Client({ name: "temper-ts-2026-test", version: "0.0.0" }, { versionNegotiation: negotiation });
 
 let changed = 0;
@@ -69,12 +80,42 @@ const out = await client.callTool({ name: seed.name, arguments: { text: "Hello M
 assert.equal(out.isError, false, JSON.stringify(out));
 assert.deepEqual(out.structuredContent, { slug: "hello-mcp-world" });
 
-// Outside the session (a one-request session): unknown.
+// Without a session named (the agent's default session): unknown there.
 await assert.rejects(
   client.callTool({ name: seed.name, arguments: { text: "x" } }),
   (e) => e.code === -32602 && e.message.includes(seed.name),
 );
 
+// Forge, then call, without naming a session: the default session keeps it.
+const name = `dflt_ts_${mode}`;
+const made = await client.callTool({ name: "forge_tool", arguments: { ...seed, name } });
+assert.equal(made.isError, false, JSON.stringify(made));
+assert.equal(made.structuredContent.success, true);
+assert.equal(made._meta?.["dev.temper/session"], "default", JSON.stringify(made));
+listed = await client.listTools({}, { cacheMode: "refresh" });
+assert.ok(listed.tools.some((t) => t.name === name), JSON.stringify(listed.tools.map((t) => t.name)));
+const called = await client.callTool({ name, arguments: { text: "Forged Then Called" } });
+assert.deepEqual(called.structuredContent, { slug: "forged-then-called" });
 await client.close();
+
+if (sameToken && otherToken) {
+  // A second client of the same agent: sees and calls it.
+  const same = await connect(sameToken);
+  const seen = await same.listTools({}, { cacheMode: "refresh" });
+  assert.ok(seen.tools.some((t) => t.name === name));
+  const out2 = await same.callTool({ name, arguments: { text: "Second Client" } });
+  assert.deepEqual(out2.structuredContent, { slug: "second-client" });
+  await same.close();
+  // A client of another agent: neither.
+  const other = await connect(otherToken);
+  const theirs = await other.listTools({}, { cacheMode: "refresh" });
+  assert.ok(!theirs.tools.some((t) => t.name === name));
+  await assert.rejects(
+    other.callTool({ name, arguments: { text: "x" } }),
+    (e) => e.code === -32602 && e.message.includes(name),
+  );
+  await other.close();
+}
+
 console.error(`mcp-ts 2026 (${mode}): passed`);
 process.exit(0);

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use temper::Runtime;
 use temper::forge::judge::Judge;
 use temper::forge::{Forge, ForgeContext};
-use temper::mcp::{DEFAULT_POLL, RegistryWatch};
+use temper::mcp::DEFAULT_POLL;
 use temper::request::ForgeRequest;
 use temper::store::Registry;
 
@@ -101,6 +101,7 @@ async fn main() {
         Arc::new(Registry::open(dir.path()).unwrap()),
     )
     .judge(Arc::new(Approve))
+    .registry_poll(None)
     .build();
     let ctx = ForgeContext::new("bench-agent", "bench-session");
     let mut report = String::from("# Code-mode bench\n\n");
@@ -108,8 +109,7 @@ async fn main() {
     // caches), unless asked to measure without it.
     let watched = std::env::var("CODEMODE_NO_WATCH").as_deref() != Ok("1");
     if watched {
-        let watch = RegistryWatch::start(forge.store_handle()).await.unwrap();
-        tokio::spawn(temper::mcp::watch::poll_loop(watch, DEFAULT_POLL, |_| true));
+        forge.start_watch(DEFAULT_POLL).unwrap();
     }
     report.push_str(&format!(
         "Load average before: {}. Registry watch: {}.\n\n",

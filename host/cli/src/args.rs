@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use temper::Runtime;
 use temper::policy::HostPolicy;
-use temper::{Limits, Runtime};
 
 use crate::registry::{JudgeArgs, Registry};
 use crate::{artifacts, oci, registry, signing};
@@ -19,6 +19,12 @@ use crate::{artifacts, oci, registry, signing};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// Which diagnostics to print on stderr, as `RUST_LOG` takes them
+    /// (`LEVEL`, `TARGET=LEVEL`, comma-separated; e.g. `info,rmcp=debug`).
+    /// Default: Temper's own at INFO and above, other crates' (rmcp,
+    /// hyper, …) at WARN and above. Overrides `RUST_LOG`.
+    #[arg(long, global = true, value_name = "SPEC")]
+    pub(crate) log: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -172,15 +178,26 @@ pub(crate) enum Command {
         /// imports, listed.
         #[arg(long, conflicts_with_all = ["with_source", "source"])]
         bundle: bool,
+        /// What to write: `wasm` (the artifact) or `agentos` (an
+        /// `agentos.emergent-tool.v1` package, JSON, with the source and
+        /// the test cases).
+        #[arg(long, value_enum, default_value = "wasm", conflicts_with_all = ["bundle", "sidecar"])]
+        format: artifacts::ExportFormat,
         #[command(flatten)]
         registry: Registry,
         #[command(flatten)]
         common: Common,
     },
-    /// Import a `.wasm` artifact: check it, re-run its tests here, judge, register.
+    /// Import a `.wasm` artifact or an AgentOS package (`.json`, `.yaml`,
+    /// `.yml`): check it, run its tests here, judge, register.
     Import {
-        /// A `.wasm` artifact.
+        /// A `.wasm` artifact, or an `agentos.emergent-tool.v1` package.
         file: PathBuf,
+        /// Test cases for an AgentOS package (a JSON list of `{input,
+        /// expectedOutput}`), replacing the package's own (AgentOS
+        /// packages carry none).
+        #[arg(long, value_name = "FILE")]
+        tests: Option<PathBuf>,
         /// Its detached signature (from `temper sign --detached`).
         #[arg(long, value_name = "FILE")]
         signature: Option<PathBuf>,
@@ -479,10 +496,8 @@ pub(crate) struct Common {
 
 impl Common {
     pub(crate) fn policy(&self) -> Result<HostPolicy, String> {
-        let mut policy = match &self.policy {
-            Some(path) => HostPolicy::from_file(path).map_err(|e| e.to_string())?,
-            None => HostPolicy::deny_all(),
-        };
+        let mut policy =
+            temper_embed::load_policy(self.policy.as_deref()).map_err(|e| e.to_string())?;
         if let Some(rules) = &self.allow_net {
             policy = policy.with_allow_net(rules).map_err(|e| e.to_string())?;
         }
@@ -508,27 +523,19 @@ impl Common {
     }
 
     pub(crate) fn runtime(&self) -> Result<Runtime, String> {
-        let policy = self.policy()?;
         // The flags override the policy's `[limits]`, which override the
         // defaults (the library applies the policy's part).
-        let flags = temper::policy::LimitsConfig {
-            timeout_ms: self.timeout_ms,
-            memory_mb: self.memory_mb.map(|mb| mb as u64),
-            max_output_bytes: self.max_output_bytes.map(|b| b as u64),
-        };
-        let limits = Limits::default()
-            .with_policy(&policy.limits)
-            .with_policy(&flags);
-        let mut builder = Runtime::builder().limits(limits).policy(policy);
-        if let Some(dir) = &self.cache_dir {
-            builder = builder.cache_dir(Some(dir.clone()));
+        let mut builder = temper_embed::RuntimeOptions {
+            policy: self.policy()?,
+            limits: temper::policy::LimitsConfig {
+                timeout_ms: self.timeout_ms,
+                memory_mb: self.memory_mb.map(|mb| mb as u64),
+                max_output_bytes: self.max_output_bytes.map(|b| b as u64),
+            },
+            cache_dir: self.cache_dir.clone(),
+            promote_after: self.promote_after,
         }
-        if let Some(calls) = self.promote_after {
-            builder = builder.cache_limits(temper::limits::CacheLimits {
-                promote_after_calls: calls,
-                ..Default::default()
-            });
-        }
+        .builder();
         if let Some(path) = &self.record {
             let cassette = temper::capabilities::cassette::Cassette::record(path)
                 .map_err(|e| e.to_string())?;

@@ -81,8 +81,15 @@ pub fn inspect(file: &Path, common: &Common) -> Result<(), String> {
     Ok(())
 }
 
-/// `temper export NAME|ID -o FILE`.
-#[allow(clippy::too_many_arguments)]
+/// The file format `temper export` writes.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// The `.wasm` artifact.
+    Wasm,
+    /// An AgentOS `agentos.emergent-tool.v1` package (JSON).
+    Agentos,
+}
+
 /// What `temper export` writes.
 pub struct ExportKind<'a> {
     /// Include the source.
@@ -91,8 +98,39 @@ pub struct ExportKind<'a> {
     pub source: Option<&'a Path>,
     /// A compose tool's bundle.
     pub bundle: bool,
+    /// The file format.
+    pub format: ExportFormat,
 }
 
+/// `temper export NAME|ID -o FILE --format agentos`.
+fn export_agentos(
+    name: &str,
+    output: &Path,
+    source: Option<&str>,
+    opened: &Opened,
+    common: &Common,
+) -> Result<(), String> {
+    let text = opened
+        .forge
+        .export_agentos(name, &opened.ctx, source)
+        .map_err(|e| e.to_string())?;
+    crate::write_atomically(output, text.as_bytes())?;
+    if common.json {
+        println!(
+            "{}",
+            json!({"ok": true, "format": "agentos", "path": output, "bytes": text.len()})
+        );
+    } else {
+        println!(
+            "exported {name} to {} as an AgentOS package ({} bytes)",
+            output.display(),
+            text.len()
+        );
+    }
+    Ok(())
+}
+
+/// `temper export NAME|ID -o FILE`.
 pub fn export(
     name: &str,
     output: &Path,
@@ -101,8 +139,11 @@ pub fn export(
     registry: &Registry,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = crate::registry::open(registry, common, None)?;
     let source = kind.source.map(crate::read_source).transpose()?;
+    if kind.format == ExportFormat::Agentos {
+        return export_agentos(name, output, source.as_deref(), &opened, common);
+    }
     let exported = if kind.bundle {
         opened.forge.export_bundle(name, &opened.ctx)
     } else {
@@ -167,9 +208,19 @@ pub struct ImportFile<'a> {
     pub path: &'a Path,
     /// Its detached signature, if any.
     pub signature: Option<&'a Path>,
+    /// Test cases for an AgentOS package.
+    pub tests: Option<&'a Path>,
 }
 
-/// `temper import FILE.wasm [--signature FILE.sig]`.
+/// Whether `path` names an AgentOS package (`.json`, `.yaml`, `.yml`).
+fn is_package(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "json" | "yaml" | "yml"))
+}
+
+/// `temper import FILE.wasm [--signature FILE.sig]` or `temper import
+/// PACKAGE.yaml|.json [--tests FILE]`.
 pub async fn import(
     file: ImportFile<'_>,
     tier: TierArg,
@@ -177,13 +228,38 @@ pub async fn import(
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, Some(judge))?;
+    let opened = crate::registry::open(registry, common, Some(judge))?;
     crate::signing::check_tiers(&opened).await?;
-    let bytes = crate::signing::with_signature(read_file(file.path)?, file.signature)?;
+    let package = is_package(file.path);
+    if !package && file.tests.is_some() {
+        return Err(
+            "--tests is for AgentOS packages (.json, .yaml); a .wasm artifact carries its tests"
+                .into(),
+        );
+    }
+    if package && file.signature.is_some() {
+        return Err("--signature is for .wasm artifacts; an AgentOS package is not signed".into());
+    }
+    let outcome = if package {
+        let text = crate::read_source(file.path)?;
+        let tests = match file.tests {
+            None => None,
+            Some(p) => Some(
+                serde_json::from_str(&crate::read_source(p)?)
+                    .map_err(|e| format!("{}: not a list of test cases: {e}", p.display()))?,
+            ),
+        };
+        opened
+            .forge
+            .import_agentos(&text, tests, &opened.ctx, tier.into())
+            .await
+    } else {
+        let bytes = crate::signing::with_signature(read_file(file.path)?, file.signature)?;
+        opened.forge.import(bytes, &opened.ctx, tier.into()).await
+    };
     let file = file.path;
-    let outcome = opened.forge.import(bytes, &opened.ctx, tier.into()).await;
     if outcome.is_ok() {
-        opened.save()?;
+        crate::registry::save(&opened)?;
     }
     let result = ForgeResult::from(&outcome);
     if common.json {

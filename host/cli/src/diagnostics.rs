@@ -1,7 +1,13 @@
 //! What the `temper` binary prints of the libraries' diagnostics: their
-//! `tracing` events at INFO and above, one line each on stderr, as the
-//! server printed them before it used `tracing` (`temper mcp: …`, and a
-//! tool's console lines as `[NAME console.LEVEL] …`).
+//! `tracing` events, one line each on stderr, as the server printed them
+//! before it used `tracing` (`temper mcp: …`, and a tool's console lines as
+//! `[NAME console.LEVEL] …`).
+//!
+//! Which events: by default Temper's own (targets `temper*`) at INFO and
+//! above and other crates' at WARN and above, so that an upstream MCP
+//! client's INFO lines (rmcp prints a server's whole info, instructions
+//! included) never reach the stderr an MCP client shows its user. `--log`
+//! or `RUST_LOG` choose otherwise ([`LogSpec`]).
 
 use std::fmt;
 
@@ -9,6 +15,7 @@ use temper::observe::trace::Traces;
 use tracing::level_filters::LevelFilter;
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::{Context, Filter, Layer as _, SubscriberExt as _};
@@ -51,11 +58,11 @@ where
 /// OTLP export (`OTEL_EXPORTER_OTLP_ENDPOINT`, unless `OTEL_SDK_DISABLED`),
 /// Temper's spans exported from `runtime`. The returned [`Traces`] flushes
 /// the spans still buffered at exit.
-pub fn install(runtime: &tokio::runtime::Handle) -> Option<Traces> {
+pub fn install(runtime: &tokio::runtime::Handle, log: LogSpec) -> Option<Traces> {
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .event_format(CliFormat)
-        .with_filter(EventsUpTo(Level::INFO));
+        .with_filter(Events(log.0));
     let (otel, traces) = match temper::observe::trace::otlp_layer(runtime.clone()) {
         Ok(Some((layer, traces))) => (Some(layer.with_filter(TemperSpans)), Some(traces)),
         Ok(None) => (None, None),
@@ -68,17 +75,59 @@ pub fn install(runtime: &tokio::runtime::Handle) -> Option<Traces> {
     traces
 }
 
-/// The printed layer's filter: events at `.0` and above, never spans (so
-/// that spans cost nothing when traces are off: no layer wants them).
-struct EventsUpTo(Level);
+/// Which events are printed: `RUST_LOG`'s simple directives (`LEVEL`,
+/// `TARGET=LEVEL`, comma-separated; a target matches its own and its
+/// modules' events), parsed by `tracing-subscriber`'s [`Targets`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogSpec(Targets);
 
-impl<S> Filter<S> for EventsUpTo {
+impl LogSpec {
+    /// Temper's events at INFO and above, other crates' at WARN and above.
+    pub fn default_spec() -> Self {
+        Self(
+            Targets::new()
+                .with_target("temper", Level::INFO)
+                .with_default(Level::WARN),
+        )
+    }
+
+    /// `flag` (`--log`) if given, else `RUST_LOG` if set and not empty,
+    /// else [`LogSpec::default_spec`]. A spec that does not parse is an
+    /// error naming where it came from.
+    pub fn choose(flag: Option<&str>) -> Result<Self, String> {
+        let (spec, from) = match flag {
+            Some(f) => (f.to_string(), "--log"),
+            None => match std::env::var("RUST_LOG") {
+                Ok(v) if !v.trim().is_empty() => (v, "RUST_LOG"),
+                _ => return Ok(Self::default_spec()),
+            },
+        };
+        spec.parse::<Targets>().map(Self).map_err(|e| {
+            format!(
+                "{from} {spec:?} is not a log spec (LEVEL or TARGET=LEVEL, comma-separated): {e}"
+            )
+        })
+    }
+
+    /// Whether an event of `target` at `level` is printed.
+    #[cfg(test)]
+    pub fn prints(&self, target: &str, level: &Level) -> bool {
+        self.0.would_enable(target, level)
+    }
+}
+
+/// The printed layer's filter: the events its [`LogSpec`] selects, never
+/// spans (so that spans cost nothing when traces are off: no layer wants
+/// them).
+struct Events(Targets);
+
+impl<S> Filter<S> for Events {
     fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
-        meta.is_event() && *meta.level() <= self.0
+        meta.is_event() && self.0.would_enable(meta.target(), meta.level())
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
-        if meta.is_event() && *meta.level() <= self.0 {
+        if meta.is_event() && self.0.would_enable(meta.target(), meta.level()) {
             Interest::always()
         } else {
             Interest::never()
@@ -86,7 +135,7 @@ impl<S> Filter<S> for EventsUpTo {
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(LevelFilter::from_level(self.0))
+        <Targets as Filter<S>>::max_level_hint(&self.0)
     }
 }
 
@@ -111,5 +160,29 @@ impl<S> Filter<S> for TemperSpans {
         } else {
             Interest::never()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn third_party_info_is_off_by_default_and_a_spec_turns_it_on() {
+        let d = LogSpec::default_spec();
+        assert!(d.prints("temper_mcp::server", &Level::INFO));
+        assert!(d.prints("temper_hub::upstream", &Level::INFO));
+        assert!(!d.prints("temper_mcp::server", &Level::DEBUG));
+        assert!(
+            !d.prints("rmcp::service", &Level::INFO),
+            "rmcp's INFO lines"
+        );
+        assert!(d.prints("rmcp::service", &Level::WARN));
+        let on = LogSpec::choose(Some("info,rmcp=debug")).unwrap();
+        assert!(on.prints("rmcp::service", &Level::DEBUG));
+        assert!(on.prints("hyper", &Level::INFO));
+        assert!(!on.prints("hyper", &Level::DEBUG));
+        let e = LogSpec::choose(Some("rmcp=loud")).unwrap_err();
+        assert!(e.contains("--log") && e.contains("rmcp=loud"), "{e}");
     }
 }

@@ -32,7 +32,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let traces = diagnostics::install(rt.handle());
+    let log = match diagnostics::LogSpec::choose(cli.log.as_deref()) {
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("temper: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let traces = diagnostics::install(rt.handle(), log);
     let result = rt.block_on(run(cli));
     // The spans still buffered go out while the runtime still runs (the
     // exporter's requests run on it).
@@ -211,6 +218,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             source,
             sidecar,
             bundle,
+            format,
             registry,
             common,
         } => artifacts::export(
@@ -220,6 +228,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 with_source,
                 source: source.as_deref(),
                 bundle,
+                format,
             },
             sidecar,
             &registry,
@@ -227,6 +236,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         ),
         Command::Import {
             file,
+            tests,
             signature,
             tier,
             registry,
@@ -236,6 +246,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let file = artifacts::ImportFile {
                 path: &file,
                 signature: signature.as_deref(),
+                tests: tests.as_deref(),
             };
             artifacts::import(file, tier, &registry, &judge, &common).await
         }
@@ -301,11 +312,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             judge,
             common,
         } => {
-            let mut opened = registry::Opened::open_with_idle(
+            let mut opened = registry::open_with_idle(
                 &registry,
                 &common,
                 Some(&judge),
                 http.session_idle_secs,
+                http.registry_poll(),
             )?;
             signing::check_tiers(&opened).await?;
             // An HTTP host serves every agent its tokens name: their agent
@@ -316,7 +328,7 @@ async fn run(cli: Cli) -> Result<(), String> {
                 signing::check_agent_tiers(&opened, &agents).await?;
             }
             let _metrics = metrics::serve(&metrics, &opened.forge).await?;
-            opened.attach_hub(&hub).await?;
+            registry::attach_hub(&mut opened, &hub).await?;
             // The hub's children live until the server ends.
             let _hub = opened.hub.clone();
             let store = opened.forge.store_handle();

@@ -9,7 +9,7 @@ use temper::oci::{self, OciAuth, OciOptions, OciReference};
 
 use crate::Common;
 use crate::artifacts::TierArg;
-use crate::registry::{JudgeArgs, Opened, Registry};
+use crate::registry::{JudgeArgs, Registry};
 
 /// How to reach the OCI registry.
 #[derive(Args)]
@@ -73,7 +73,7 @@ pub async fn push(
     let bytes = if name.ends_with(".wasm") && path.is_file() {
         std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?
     } else {
-        let opened = Opened::open(registry, common, None)?;
+        let opened = crate::registry::open(registry, common, None)?;
         opened
             .forge
             .export(name, &opened.ctx, false, None)
@@ -154,7 +154,7 @@ pub async fn pull(
     let imported = match target.import {
         None => None,
         Some(tier) => {
-            let opened = Opened::open(registry, common, Some(judge))?;
+            let opened = crate::registry::open(registry, common, Some(judge))?;
             crate::signing::check_tiers(&opened).await?;
             let bytes = oci::with_referrer_signatures(&pulled, &options)
                 .await
@@ -165,7 +165,7 @@ pub async fn pull(
                 .import_from(bytes, &opened.ctx, tier.into(), Some(&from))
                 .await;
             if outcome.is_ok() {
-                opened.save()?;
+                crate::registry::save(&opened)?;
             }
             Some(outcome)
         }

@@ -1,20 +1,20 @@
 //! The registry commands: `forge`, `tools`, `call`, `stats`, `promote`,
 //! `approve`, `audit`, `session end`. They open the store and build a
-//! [`Forge`] engine; the session tier (one per `--agent`/`--session`) lives
-//! in the store between invocations. A session tier an older `temper` kept
-//! in `STATE_DIR/sessions/` is moved into the store when the session is
-//! next opened (see [`SessionFile`]).
+//! `Forge` engine through `temper_embed` (as the language bindings do); the
+//! session tier (one per `--agent`/`--session`) lives in the store between
+//! invocations. A session tier an older `temper` kept in
+//! `STATE_DIR/sessions/` is moved into the store when the session is next
+//! opened (`temper_embed::Opened::open`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
-use temper::forge::judge::{Judge, LlmJudge, LlmJudgeConfig, NoJudge, ReviewFocus, RulesJudge};
-use temper::forge::session::SessionSnapshot;
-use temper::forge::{Forge, ForgeConfig, ForgeContext, ForgeResult, ToolInfo};
-use temper::store::StoreLocation;
+use temper::forge::judge::LlmJudgeConfig;
+use temper::forge::{ForgeResult, ToolInfo};
+pub use temper_embed::Opened;
+use temper_embed::{Called, ForgeOptions, JudgeChoice};
 
 use crate::Common;
 
@@ -98,20 +98,12 @@ pub struct JudgeArgs {
     judge_timeout_ms: Option<u64>,
 }
 
-fn rules_judge() -> RulesJudge {
-    RulesJudge::standard()
-}
-
 impl JudgeArgs {
-    /// (creation judge, safety reviewer, correctness reviewer).
-    #[allow(clippy::type_complexity)]
-    fn judges(&self) -> Result<(Arc<dyn Judge>, Arc<dyn Judge>, Arc<dyn Judge>), String> {
+    /// The judge these flags choose.
+    fn choice(&self) -> Result<JudgeChoice, String> {
         Ok(match self.judge {
-            JudgeKind::None => (Arc::new(NoJudge), Arc::new(NoJudge), Arc::new(NoJudge)),
-            JudgeKind::Rules => {
-                let j: Arc<dyn Judge> = Arc::new(rules_judge());
-                (j.clone(), j.clone(), j)
-            }
+            JudgeKind::None => JudgeChoice::None,
+            JudgeKind::Rules => JudgeChoice::Rules,
             JudgeKind::Llm => {
                 let url = self
                     .judge_url
@@ -125,200 +117,63 @@ impl JudgeArgs {
                 if let Some(ms) = self.judge_timeout_ms {
                     cfg.timeout = Duration::from_millis(ms);
                 }
-                let make = |focus| {
-                    LlmJudge::new(cfg.clone())
-                        .map(|j| Arc::new(j.with_focus(focus)) as Arc<dyn Judge>)
-                        .map_err(|e| e.to_string())
-                };
-                (
-                    make(ReviewFocus::Creation)?,
-                    make(ReviewFocus::Safety)?,
-                    make(ReviewFocus::Correctness)?,
-                )
+                JudgeChoice::Llm(cfg)
             }
         })
     }
 }
 
-/// A session tier an older `temper` kept on disk:
-/// `STATE_DIR/sessions/<blake3(agent, session)>.json`. Opening the session
-/// moves its tools into the store (each with a `forge_decision` entry
-/// marked `restored`) and removes the file, under the file's lock
-/// (`<file>.lock`) so that two processes do not both move it.
-struct SessionFile {
-    path: PathBuf,
+/// Opens the store and builds the engine (with the judges, if given), as
+/// [`temper_embed::Opened::open`] does for every embedder. The CLI's
+/// sessions never expire (`temper session end` ends one). A one-shot
+/// command runs no registry watch: it reads the store.
+pub fn open(
+    registry: &Registry,
+    common: &Common,
+    judges: Option<&JudgeArgs>,
+) -> Result<Opened, String> {
+    open_with_idle(registry, common, judges, 0, None)
 }
 
-impl SessionFile {
-    fn new(state_dir: &Path, ctx: &ForgeContext) -> Self {
-        let mut h = blake3::Hasher::new();
-        h.update(ctx.agent_id.as_bytes());
-        h.update(b"\0");
-        h.update(ctx.session_id.as_bytes());
-        let name = format!("{}.json", &h.finalize().to_hex()[..32]);
-        Self {
-            path: state_dir.join("sessions").join(name),
-        }
-    }
-
-    /// The saved snapshot, if there is one.
-    fn read(&self) -> Result<Option<SessionSnapshot>, String> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| format!("session file {} is damaged: {e}", self.path.display()))
-    }
-
-    /// Moves a saved tier into the store, if there is one.
-    fn migrate(&self, forge: &Forge) -> Result<(), String> {
-        if !self.path.exists() {
-            return Ok(());
-        }
-        let _lock = self.lock()?;
-        if let Some(snapshot) = self.read()? {
-            forge
-                .restore_session(snapshot)
-                .map_err(|e| format!("moving {} into the store: {e}", self.path.display()))?;
-        }
-        self.remove_locked()
-    }
-
-    /// Holds the session's lock file, exclusively, until dropped.
-    fn lock(&self) -> Result<std::fs::File, String> {
-        let dir = self.path.parent().expect("has a parent");
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let lock_path = self.path.with_extension("lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
-        file.lock()
-            .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-        Ok(file)
-    }
-
-    fn remove_locked(&self) -> Result<(), String> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(format!("cannot remove {}: {e}", self.path.display())),
-        }
-    }
+/// [`open`] whose implicit sessions (a stdio connection's) expire after
+/// `session_idle_secs` unused (0: never), with the forge's registry watch
+/// polling every `registry_poll` (`None`: no watch; see
+/// `ForgeBuilder::registry_poll`).
+pub fn open_with_idle(
+    registry: &Registry,
+    common: &Common,
+    judges: Option<&JudgeArgs>,
+    session_idle_secs: u64,
+    registry_poll: Option<std::time::Duration>,
+) -> Result<Opened, String> {
+    let options = ForgeOptions {
+        store: registry.store.clone(),
+        state_dir: registry.state_dir.clone(),
+        agent: registry.agent.clone(),
+        session: registry.session.clone(),
+        judge: judges.map(JudgeArgs::choice).transpose()?,
+        forge_config: registry.forge_config.clone(),
+        stats_flush_ms: registry.stats_flush_ms,
+        session_idle_secs,
+        trust: registry.trust.clone(),
+        registry_poll,
+    };
+    Opened::open(&options, common.runtime()?).map_err(|e| e.to_string())
 }
 
-/// An opened registry: the engine and the context.
-pub struct Opened {
-    pub forge: Forge,
-    pub ctx: ForgeContext,
-    /// The started tool hub (its upstream children live as long as it).
-    pub hub: Option<Arc<temper::hub::Hub>>,
+/// Starts the tools file's sources (`--tools`), if given, and registers
+/// the hub tools the host policy allows as host tools.
+pub async fn attach_hub(opened: &mut Opened, args: &HubArgs) -> Result<(), String> {
+    if let Some(path) = &args.tools {
+        opened.attach_hub(path).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
-impl Opened {
-    /// Opens the store and builds the engine (with the judges, if given).
-    /// The CLI's sessions never expire (`temper session end` ends one).
-    pub fn open(
-        registry: &Registry,
-        common: &Common,
-        judges: Option<&JudgeArgs>,
-    ) -> Result<Self, String> {
-        Self::open_with_idle(registry, common, judges, 0)
-    }
-
-    /// [`Opened::open`] whose implicit sessions (a stdio connection's)
-    /// expire after `session_idle_secs` unused (0: never).
-    pub fn open_with_idle(
-        registry: &Registry,
-        common: &Common,
-        judges: Option<&JudgeArgs>,
-        session_idle_secs: u64,
-    ) -> Result<Self, String> {
-        let location =
-            StoreLocation::from_arg(registry.store.as_deref()).map_err(|e| e.to_string())?;
-        let state_dir = match &registry.state_dir {
-            Some(d) => d.clone(),
-            None => location
-                .default_state_dir()
-                .ok_or("no platform data directory for this host's state: pass --state-dir DIR")?,
-        };
-        let store = location.open().map_err(|e| e.to_string())?;
-        let mut config = match &registry.forge_config {
-            None => ForgeConfig::default(),
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                serde_json::from_str(&text)
-                    .map_err(|e| format!("{}: bad forge config: {e}", path.display()))?
-            }
-        };
-        if let Some(ms) = registry.stats_flush_ms {
-            config.stats_flush_ms = ms;
-        }
-        if registry.forge_config.is_none() {
-            config.session_idle_secs = session_idle_secs;
-        }
-        let runtime = common.runtime()?;
-        let trust = crate::signing::trust_policy(registry.trust.as_deref())?;
-        let mut builder = Forge::builder(runtime, Arc::new(store))
-            .config(config)
-            .trust(trust);
-        if let Some(j) = judges {
-            let (creation, safety, correctness) = j.judges()?;
-            builder = builder.judge(creation).panel(safety, correctness);
-        }
-        let forge = builder.build();
-        let ctx = ForgeContext::new(registry.agent.clone(), registry.session.clone());
-        SessionFile::new(&state_dir, &ctx).migrate(&forge)?;
-        Ok(Self {
-            forge,
-            ctx,
-            hub: None,
-        })
-    }
-
-    /// Starts the tools file's sources and registers the hub tools the
-    /// host policy allows as host tools.
-    pub async fn attach_hub(&mut self, args: &HubArgs) -> Result<(), String> {
-        let Some(path) = &args.tools else {
-            return Ok(());
-        };
-        let file = temper::hub::ToolsFile::load(path).map_err(|e| e.to_string())?;
-        let hub = Arc::new(
-            temper::hub::Hub::start(&file)
-                .await
-                .map_err(|e| format!("tools file {}: {e}", path.display()))?,
-        );
-        let registered = self
-            .forge
-            .attach_hub(hub.clone())
-            .map_err(|e| format!("tools file {}: {e}", path.display()))?;
-        let offered = hub.tools().len();
-        if registered.len() < offered {
-            tracing::info!(
-                "tools file {}: {} of {offered} hub tools allowed by the host policy's [tools] allow",
-                path.display(),
-                registered.len()
-            );
-        }
-        self.hub = Some(hub);
-        Ok(())
-    }
-
-    /// Writes the calls counted in memory to the store (the session tier
-    /// itself is stored as it changes).
-    pub fn save(&self) -> Result<(), String> {
-        self.forge
-            .store()
-            .flush_stats()
-            .map_err(|e| format!("stats flush: {e}"))
-    }
+/// Writes the calls counted in memory to the store (the session tier
+/// itself is stored as it changes).
+pub fn save(opened: &Opened) -> Result<(), String> {
+    opened.save().map_err(|e| format!("stats flush: {e}"))
 }
 
 fn print_tool_line(t: &ToolInfo) {
@@ -345,12 +200,12 @@ pub async fn forge(
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let mut opened = Opened::open(registry, common, Some(judge))?;
-    opened.attach_hub(hub).await?;
+    let mut opened = open(registry, common, Some(judge))?;
+    attach_hub(&mut opened, hub).await?;
     let text = crate::read_source(request)?;
     let outcome = opened.forge.forge_json(&text, &opened.ctx).await;
     if outcome.is_ok() {
-        opened.save()?;
+        save(&opened)?;
     }
     let result = ForgeResult::from(&outcome);
     if common.json {
@@ -395,9 +250,9 @@ pub async fn forge(
 
 /// `temper tools`.
 pub async fn tools(registry: &Registry, hub: &HubArgs, common: &Common) -> Result<(), String> {
-    let mut opened = Opened::open(registry, common, None)?;
+    let mut opened = open(registry, common, None)?;
     crate::signing::check_tiers(&opened).await?;
-    opened.attach_hub(hub).await?;
+    attach_hub(&mut opened, hub).await?;
     let tools = opened
         .forge
         .visible_tools(&opened.ctx)
@@ -433,45 +288,23 @@ pub async fn call(
     hub: &HubArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let mut opened = Opened::open(registry, common, None)?;
+    let mut opened = open(registry, common, None)?;
     crate::signing::check_tiers(&opened).await?;
-    opened.attach_hub(hub).await?;
+    attach_hub(&mut opened, hub).await?;
     let input: Value =
         serde_json::from_str(input).map_err(|e| format!("--input is not valid JSON: {e}"))?;
-    // A hub tool, unless a forged tool the caller sees has the name.
-    let forged = opened
-        .forge
-        .visible_tools(&opened.ctx)
-        .map_err(|e| e.to_string())?
-        .iter()
-        .any(|t| t.name == name);
-    if !forged && opened.forge.hub_tools().iter().any(|t| t.name == name) {
-        let outcome = opened
-            .forge
-            .call_native(name, &input)
-            .await
-            .unwrap_or_else(|| Err(format!("no hub tool {name:?}")));
-        return match outcome {
-            Ok(output) => {
-                if common.json {
-                    println!("{}", json!({"ok": true, "output": output, "tier": "hub"}));
-                } else {
-                    println!("{output}");
-                }
-                Ok(())
-            }
-            Err(e) => {
-                if common.json {
-                    println!("{}", json!({"ok": false, "error": e}));
-                }
-                Err(e)
-            }
-        };
-    }
-    let outcome = opened.forge.invoke(name, &input, &opened.ctx).await;
-    opened.save()?;
+    // A forged tool the caller sees, else a hub tool of that name.
+    let outcome = opened.call(name, &input).await;
+    save(&opened)?;
     match &outcome {
-        Ok(inv) => {
+        Ok(Called::Hub(output)) => {
+            if common.json {
+                println!("{}", json!({"ok": true, "output": output, "tier": "hub"}));
+            } else {
+                println!("{output}");
+            }
+        }
+        Ok(Called::Forged(inv)) => {
             if common.json {
                 println!(
                     "{}",
@@ -486,7 +319,7 @@ pub async fn call(
         }
         Err(e) => {
             if common.json {
-                println!("{}", json!({"ok": false, "error": e.to_string()}));
+                println!("{}", json!({"ok": false, "error": e.message}));
             }
         }
     }
@@ -495,7 +328,7 @@ pub async fn call(
 
 /// `temper stats NAME`.
 pub fn stats(name: &str, registry: &Registry, common: &Common) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = open(registry, common, None)?;
     let s = opened
         .forge
         .tool_stats(name, &opened.ctx)
@@ -525,13 +358,13 @@ pub async fn promote(
     judge: &JudgeArgs,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, Some(judge))?;
+    let opened = open(registry, common, Some(judge))?;
     let source = source.map(crate::read_source).transpose()?;
     let outcome = opened
         .forge
         .promote(name, &opened.ctx, source.as_deref())
         .await;
-    opened.save()?;
+    save(&opened)?;
     let t = outcome.map_err(|e| e.to_string())?;
     if common.json {
         println!("{}", json!({"ok": true, "tool": t}));
@@ -552,7 +385,7 @@ pub fn approve(
     registry: &Registry,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = open(registry, common, None)?;
     let t = opened
         .forge
         .approve(name, &opened.ctx.agent_id, by, note)
@@ -567,7 +400,7 @@ pub fn approve(
 
 /// `temper audit verify`.
 pub fn audit_verify(registry: &Registry, common: &Common) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = open(registry, common, None)?;
     match opened.forge.store().verify_audit() {
         Ok(report) => {
             if common.json {
@@ -599,7 +432,7 @@ pub fn audit_log(
     registry: &Registry,
     common: &Common,
 ) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = open(registry, common, None)?;
     let entries = opened
         .forge
         .store()
@@ -624,7 +457,7 @@ pub fn audit_log(
 
 /// `temper session end`.
 pub fn session_end(registry: &Registry, common: &Common) -> Result<(), String> {
-    let opened = Opened::open(registry, common, None)?;
+    let opened = open(registry, common, None)?;
     let n = opened
         .forge
         .cleanup_session(&opened.ctx)

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::Common;
-use crate::registry::{HubArgs, Opened, Registry};
+use crate::registry::{HubArgs, Registry};
 
 /// Runs `file` (see the module docs); prints the body's value (and the
 /// console lines on stderr), or `{ok, output, logs, tools, latencyMs}`
@@ -27,8 +27,8 @@ pub async fn run_code(
     // `--tools ""` names no tool (the code may then call none).
     let tools: Option<Vec<String>> =
         tools.map(|t| t.iter().filter(|n| !n.is_empty()).cloned().collect());
-    let mut opened = Opened::open(registry, common, None)?;
-    opened.attach_hub(hub).await?;
+    let mut opened = crate::registry::open(registry, common, None)?;
+    crate::registry::attach_hub(&mut opened, hub).await?;
     let outcome = opened
         .forge
         .run_code(&body, tools.as_deref(), &opened.ctx)

@@ -83,7 +83,7 @@ pub fn sign_command(args: &SignArgs) -> Result<(), String> {
             std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
         (bytes, None)
     } else {
-        let opened = Opened::open(registry, common, None)?;
+        let opened = crate::registry::open(registry, common, None)?;
         let info = opened
             .forge
             .visible_tools(&opened.ctx)

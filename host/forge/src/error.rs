@@ -256,6 +256,9 @@ pub enum ImportError {
     /// The trust policy refuses it (names the rule and what is missing).
     #[error("import: {0}")]
     Trust(Box<temper_sign::TrustError>),
+    /// An AgentOS package was refused before anything was built.
+    #[error("import: {0}")]
+    Package(#[from] crate::agentos::PackageError),
 }
 
 impl From<temper_sign::TrustError> for ImportError {
@@ -306,6 +309,9 @@ pub enum ExportError {
     /// The store failed.
     #[error("export: {0}")]
     Store(#[from] StoreError),
+    /// The tool cannot be written as an AgentOS package.
+    #[error("export: {0}")]
+    Package(#[from] crate::agentos::PackageError),
 }
 
 impl From<temper_runtime::id::InvalidArtifactId> for ExportError {

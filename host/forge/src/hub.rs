@@ -202,11 +202,11 @@ impl Forge {
             Some(tier) => tier,
             None => self.load_session_async(ctx).await?,
         };
-        if session.tools.contains_key(name) {
+        if session.contains(name) {
             return Ok(Some(Tier::Session));
         }
         let store = &self.inner.store;
-        let leased = store.leased_epoch();
+        let leased = store.leased_name_epoch(name);
         if let Some(epoch) = leased {
             if let Some(target) = self.inner.names.get(&ctx.agent_id, name, epoch) {
                 return Ok(Some(target.tier));
@@ -218,7 +218,7 @@ impl Forge {
                 return Ok(None);
             }
         }
-        let epoch = store.tiers_epoch();
+        let epoch = store.name_epoch(name);
         let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
         match self.with_store("get", move |s| s.get(&key, &agent)).await? {
             Some(record) => Ok(Some(record.tier)),

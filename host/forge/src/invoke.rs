@@ -387,7 +387,7 @@ impl Forge {
 
     /// `name` in `tier` (a session tier as read), if it is there.
     fn session_target(&self, name: &str, tier: &CachedTier) -> Option<Arc<Target>> {
-        tier.tools.get(name).map(|t| {
+        tier.get(name).map(|t| {
             let manifest = self
                 .inner
                 .names
@@ -451,12 +451,12 @@ impl Forge {
     ) -> Result<Arc<Target>, InvokeError> {
         let store = &self.inner.store;
         let names = &self.inner.names;
-        if let Some(epoch) = store.leased_epoch()
+        if let Some(epoch) = store.leased_name_epoch(name)
             && let Some(target) = names.get(&ctx.agent_id, name, epoch)
         {
             return Ok(target);
         }
-        let epoch = store.tiers_epoch();
+        let epoch = store.name_epoch(name);
         let (key, agent) = (name.to_owned(), ctx.agent_id.clone());
         let record = self.with_store("get", move |s| s.get(&key, &agent)).await?;
         let target = Arc::new(Self::target_of(name, ctx, record)?);
@@ -468,7 +468,7 @@ impl Forge {
     /// (for the forge's synchronous checks; [`Forge::invoke`] reads it on
     /// the blocking pool). Never cached: a forge checks the registry.
     pub(super) fn resolve(&self, name: &str, ctx: &ForgeContext) -> Result<Target, InvokeError> {
-        let tier = self.load_session(ctx)?;
+        let tier = self.session_tier(ctx)?;
         if let Some(t) = self.session_target(name, &tier) {
             return Ok(Arc::unwrap_or_clone(t));
         }

@@ -11,6 +11,7 @@
 //! - `invoke`: calling a registered tool with its grants, limits and schema
 //!   checks (compose steps linked per call);
 //! - `transfer`: import, export and bundles of `.wasm` artifacts;
+//! - [`agentos`]: import and export of AgentOS tool packages;
 //! - `tiers`: listing, stats, promotion (session → agent → shared) and the
 //!   session tier's lifetime ([`session`]);
 //! - [`native`]: host-native tools the embedder registers;
@@ -18,9 +19,12 @@
 //!   host-native tools, filtered by the host policy's `[tools] allow`;
 //! - `cache`: the bounded caches of loaded tools, schemas and manifests;
 //! - `names`: the bounded cache of resolved agent- and shared-tier names,
-//!   current within a registry watch's poll interval;
+//!   current within the registry watch's poll interval;
 //! - `listing`: the bounded cache of each agent's persisted tools (a
 //!   `tools/list`), current as the names are;
+//! - [`watch`]: the forge's registry watch, which keeps those caches and
+//!   the session tiers' current when other hosts share the store (a
+//!   thread of its own polling the audit trail, [`ForgeBuilder::registry_poll`]);
 //! - [`verify`]: rebuilding an artifact from its manifest and comparing bytes.
 //!
 //! Errors are typed per stage ([`error`]).
@@ -37,6 +41,7 @@
 // printing: the `temper` binary is the one that prints.
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod agentos;
 pub mod build;
 mod cache;
 pub mod code_mode;
@@ -62,6 +67,7 @@ mod transfer;
 mod trust;
 pub mod validate;
 pub mod verify;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -128,9 +134,22 @@ pub struct ForgeBuilder {
     judge: Arc<dyn Judge>,
     panel: Option<(Arc<dyn Judge>, Arc<dyn Judge>)>,
     trust: temper_sign::TrustPolicy,
+    registry_poll: Option<std::time::Duration>,
 }
 
 impl ForgeBuilder {
+    /// How often the forge's registry watch reads the audit trail
+    /// (default [`watch::DEFAULT_POLL`], 1 s): the staleness bound of its
+    /// caches when other processes or hosts share the store (a change one
+    /// of them commits is seen here within it). `None`: no watch, and no
+    /// cache of the registry is trusted: every call, listing and forge
+    /// reads the tiers it needs from the store (correct on any number of
+    /// hosts, but the cost of reading a session tier grows with its tools).
+    pub fn registry_poll(mut self, every: Option<std::time::Duration>) -> Self {
+        self.registry_poll = every.filter(|d| !d.is_zero());
+        self
+    }
+
     /// Sets the forge configuration.
     pub fn config(mut self, config: ForgeConfig) -> Self {
         self.config = config;
@@ -192,7 +211,7 @@ impl ForgeBuilder {
             self.config.max_in_flight_calls,
             self.config.max_queued,
         );
-        Forge {
+        let forge = Forge {
             inner: Arc::new(Inner {
                 runtime: self.runtime,
                 store: self.store,
@@ -213,8 +232,18 @@ impl ForgeBuilder {
                 hub_unshadowed: hub::Unshadowed::default(),
                 run_code_stats: code_mode::RunCodeCounters::default(),
                 metrics: std::sync::OnceLock::new(),
+                watch: Mutex::new(None),
             }),
+        };
+        if let Some(every) = self.registry_poll
+            && let Err(e) = forge.start_watch(every)
+        {
+            // Without a watch nothing cached is trusted: slower, never stale.
+            tracing::warn!(
+                "the registry watch cannot start ({e}): the forge reads the store for every lookup"
+            );
         }
+        forge
     }
 }
 
@@ -267,6 +296,18 @@ struct Inner {
     run_code_stats: code_mode::RunCodeCounters,
     /// Prometheus metrics, once set (`observe`): off by default.
     metrics: std::sync::OnceLock<Arc<temper_observe::Metrics>>,
+    /// The registry watch and its polling thread, once started.
+    watch: Mutex<Option<Arc<watch::Polling>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The polling thread sees the forge gone at its next wake-up: wake
+        // it now.
+        if let Some(polling) = lock(&self.watch).take() {
+            polling.stop();
+        }
+    }
 }
 
 /// Locks `m`, recovering the data of a poisoned lock (every critical
@@ -286,6 +327,51 @@ impl Forge {
             judge: Arc::new(NoJudge),
             panel: None,
             trust: temper_sign::TrustPolicy::off(),
+            registry_poll: Some(watch::DEFAULT_POLL),
+        }
+    }
+
+    /// Starts the forge's registry watch polling every `every` (see
+    /// [`ForgeBuilder::registry_poll`]) unless it runs already (then its
+    /// own interval stays), and returns it. The watch reads the trail's
+    /// head on this thread (a store read).
+    pub fn start_watch(
+        &self,
+        every: std::time::Duration,
+    ) -> Result<watch::RegistryWatch, StoreError> {
+        let mut slot = lock(&self.inner.watch);
+        if let Some(polling) = slot.as_ref() {
+            return Ok(polling.watch().clone());
+        }
+        let polling = watch::Polling::start(self.inner.store.clone(), every)?;
+        let watch = polling.watch().clone();
+        *slot = Some(polling);
+        Ok(watch)
+    }
+
+    /// The forge's registry watch, if it runs ([`Forge::start_watch`]).
+    pub fn registry_watch(&self) -> Option<watch::RegistryWatch> {
+        lock(&self.inner.watch).as_ref().map(|p| p.watch().clone())
+    }
+
+    /// The registry changes the forge's watch finds made by other
+    /// processes or hosts (whom they concern), as they are found; `None`
+    /// without a watch. A receiver that falls behind gets
+    /// [`tokio::sync::broadcast::error::RecvError::Lagged`]: it should take
+    /// everything as changed.
+    pub fn subscribe_changes(&self) -> Option<tokio::sync::broadcast::Receiver<watch::Changes>> {
+        lock(&self.inner.watch).as_ref().map(|p| p.subscribe())
+    }
+
+    /// Reads the audit trail now, so that every change committed by any
+    /// host before this call is seen by the lookups after it (instead of
+    /// within the poll interval). Without a watch nothing is cached, and
+    /// this does nothing.
+    pub async fn refresh(&self) -> Result<watch::Changes, StoreError> {
+        let polling = lock(&self.inner.watch).clone();
+        match polling {
+            Some(p) => p.refresh().await,
+            None => Ok(watch::Changes::default()),
         }
     }
 

@@ -225,6 +225,7 @@ fn sample(inner: &Inner, m: &Metrics) {
     m.set_cache("step_manifests", inner.cache.manifests.len());
     m.set_cache("schemas", inner.cache.schemas.len());
     m.set_cache("names", inner.names.len());
+    m.set_cache("session_tiers", inner.sessions.len());
 }
 
 #[cfg(test)]

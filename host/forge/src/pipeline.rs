@@ -16,6 +16,7 @@ use super::judge::{TestResultSummary, ToolCandidate};
 use super::manifest::{ToolInfo, ToolManifest};
 use super::outcome::Forged;
 use super::schema::ToolSchemas;
+use super::session::{SessionTool, TierChange};
 use super::validate::{self, Checked, RegistryView, ViewedTool};
 use super::{Forge, ForgeContext, lock};
 use crate::testcase::{CaseResult, run_cases_with};
@@ -362,19 +363,37 @@ impl Forge {
             // Re-checked against the stored tier: a forge that began
             // meanwhile may have taken the name or the last slot (the
             // store's transaction decides between hosts).
-            let session = self.load_session(ctx).map_err(ForgeError::Register)?;
-            self.check_occupancy(&session.tools, &m.name, ctx, tier)?;
+            let session = self.session_tier(ctx).map_err(ForgeError::Register)?;
+            self.check_occupancy(&session, &m.name, ctx, tier)?;
             if tier == Tier::Session {
                 let stored = serde_json::to_value(&manifest).expect("a manifest serializes");
-                // The tool and its forge decision commit together.
-                match inner.store.add_session_tool(
-                    &self.implicit_session(ctx),
-                    &m.name,
-                    &id,
-                    &stored,
-                    &decision,
-                    inner.config.max_session_tools,
-                ) {
+                // The tool and its forge decision commit together; this
+                // host's cached tier gains the tool in place (no re-read).
+                let added = self.change_session(
+                    ctx,
+                    || {
+                        inner.store.add_session_tool(
+                            &self.implicit_session(ctx),
+                            &m.name,
+                            &id,
+                            &stored,
+                            &decision,
+                            inner.config.max_session_tools,
+                        )
+                    },
+                    |_| {
+                        TierChange::Added(
+                            m.name.clone(),
+                            Arc::new(SessionTool {
+                                artifact: id.clone(),
+                                manifest: manifest.clone(),
+                                source_in_memory: a.source.clone(),
+                                counters: Default::default(),
+                            }),
+                        )
+                    },
+                );
+                match added {
                     Ok(_) => {}
                     Err(StoreError::Conflict { .. }) => {
                         return Err(ValidateError::NameTaken {
@@ -525,7 +544,7 @@ impl RegistryView for ForgeView<'_> {
     }
 
     fn occupancy(&self, name: &str) -> Result<validate::Occupancy, StoreError> {
-        let session = self.forge.load_session(self.ctx)?;
-        self.forge.occupancy(&session.tools, name, self.ctx)
+        let session = self.forge.session_tier(self.ctx)?;
+        self.forge.occupancy(&session, name, self.ctx)
     }
 }

@@ -18,7 +18,8 @@
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 use hashlink::LruCache;
 use serde::{Deserialize, Serialize};
@@ -27,13 +28,56 @@ use super::manifest::ToolManifest;
 use temper_store::ArtifactId;
 pub use temper_store::CallCounters;
 
-/// One session's tier as read from the store, and the sessions epoch read
-/// before it.
+/// One session's tier as this host knows it: read from the store under the
+/// session's epoch read before the read, and updated in place by this
+/// host's own changes (a forge adds its tool, a promotion removes one)
+/// without a re-read, so that neither a forge nor the call after it reads
+/// the whole tier.
 pub(super) struct CachedTier {
     agent: String,
     session: String,
-    pub(super) epoch: u64,
-    pub(super) tools: SessionTools,
+    /// The session's epoch the tools are current under.
+    epoch: AtomicU64,
+    /// The tools, by name.
+    tools: RwLock<BTreeMap<String, Arc<SessionTool>>>,
+}
+
+impl CachedTier {
+    fn read(&self) -> RwLockReadGuard<'_, BTreeMap<String, Arc<SessionTool>>> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The tool `name`, if the tier holds it.
+    pub(super) fn get(&self, name: &str) -> Option<Arc<SessionTool>> {
+        self.read().get(name).cloned()
+    }
+
+    /// Whether the tier holds `name`.
+    pub(super) fn contains(&self, name: &str) -> bool {
+        self.read().contains_key(name)
+    }
+
+    /// How many tools the tier holds.
+    pub(super) fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Every tool, by name.
+    pub(super) fn tools(&self) -> Vec<(String, Arc<SessionTool>)> {
+        self.read()
+            .iter()
+            .map(|(n, t)| (n.clone(), t.clone()))
+            .collect()
+    }
+}
+
+/// What a change made on this host does to a cached tier
+/// ([`SessionCache::apply`]).
+pub(super) enum TierChange {
+    /// A tool was added.
+    Added(String, Arc<SessionTool>),
+    /// A tool left the tier.
+    Removed(String),
 }
 
 /// The bounded caches of session tiers read and of source kept in memory
@@ -69,7 +113,11 @@ impl SessionCache {
         let mut tiers = lock(&self.tiers);
         let k = key(agent, session);
         match tiers.get(&k) {
-            Some(t) if t.epoch == epoch && t.agent == agent && t.session == session => {
+            Some(t)
+                if t.epoch.load(Ordering::SeqCst) == epoch
+                    && t.agent == agent
+                    && t.session == session =>
+            {
                 Some(t.clone())
             }
             Some(_) => {
@@ -86,16 +134,58 @@ impl SessionCache {
         agent: &str,
         session: &str,
         epoch: u64,
-        tools: SessionTools,
+        tools: BTreeMap<String, Arc<SessionTool>>,
     ) -> Arc<CachedTier> {
         let tier = Arc::new(CachedTier {
             agent: agent.to_owned(),
             session: session.to_owned(),
-            epoch,
-            tools,
+            epoch: AtomicU64::new(epoch),
+            tools: RwLock::new(tools),
         });
         lock(&self.tiers).insert(key(agent, session), tier.clone());
         tier
+    }
+
+    /// Applies `change`, which this host made between reading the
+    /// session's epoch `before` and reading it again as `after`, to the
+    /// cached tier in place, so it stays current without a re-read. Only
+    /// when nothing else changed the session meanwhile (`after` is
+    /// `before` + 1, the change's own move) and the cached tier was
+    /// current at `before`; otherwise the tier is forgotten (the next use
+    /// reads it). Returns whether it was applied.
+    pub(super) fn apply(
+        &self,
+        agent: &str,
+        session: &str,
+        before: u64,
+        after: u64,
+        change: TierChange,
+    ) -> bool {
+        let mut tiers = lock(&self.tiers);
+        let k = key(agent, session);
+        let Some(tier) = tiers.get(&k).cloned() else {
+            return false;
+        };
+        let mut tools = tier.tools.write().unwrap_or_else(|e| e.into_inner());
+        let current = tier.epoch.load(Ordering::SeqCst) == before
+            && after == before + 1
+            && tier.agent == agent
+            && tier.session == session;
+        if !current {
+            drop(tools);
+            tiers.remove(&k);
+            return false;
+        }
+        match change {
+            TierChange::Added(name, tool) => {
+                tools.insert(name, tool);
+            }
+            TierChange::Removed(name) => {
+                tools.remove(&name);
+            }
+        }
+        tier.epoch.store(after, Ordering::SeqCst);
+        true
     }
 
     /// Forgets the tier of (agent, session).
@@ -111,6 +201,11 @@ impl SessionCache {
     /// The source kept for `artifact`, if this host built it lately.
     pub(super) fn source(&self, artifact: &ArtifactId) -> Option<String> {
         lock(&self.sources).get(artifact).cloned()
+    }
+
+    /// Tiers held now (the metrics' scrape-time gauges, tests).
+    pub(super) fn len(&self) -> usize {
+        lock(&self.tiers).len()
     }
 }
 

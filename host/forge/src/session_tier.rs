@@ -8,12 +8,15 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::manifest::{ToolInfo, ToolManifest};
-use super::session::{CachedTier, SessionSnapshot, SessionTool, SessionTools};
+use std::collections::BTreeMap;
+
+use super::session::{CachedTier, SessionSnapshot, SessionTool, TierChange};
 use super::{Forge, ForgeContext};
 use temper_store::{EndedSession, SessionRecord, StoreError, Tier};
 
-/// Runs `f` on tokio's blocking pool (a panic in it is resumed here).
-async fn blocking<T: Send + 'static>(
+/// Runs the store call `f` on tokio's blocking pool, off the async
+/// workers (a panic in it is resumed here).
+pub(crate) async fn blocking<T: Send + 'static>(
     op: &'static str,
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
@@ -33,19 +36,19 @@ impl Forge {
     pub(super) fn load_session(&self, ctx: &ForgeContext) -> Result<Arc<CachedTier>, StoreError> {
         const OP: &str = "session_tools";
         let store = &self.inner.store;
-        let epoch = store.sessions_epoch();
-        let mut tools = SessionTools::new();
+        let epoch = store.session_epoch(&ctx.agent_id, &ctx.session_id);
+        let mut tools = BTreeMap::new();
         for r in store.session_tools(&ctx.agent_id, &ctx.session_id)? {
             let manifest: ToolManifest = serde_json::from_value(r.manifest)
                 .map_err(|source| StoreError::Json { op: OP, source })?;
             tools.insert(
                 r.name,
-                SessionTool {
+                Arc::new(SessionTool {
                     source_in_memory: self.inner.sessions.source(&r.artifact),
                     artifact: r.artifact,
                     manifest,
                     counters: r.counters,
-                },
+                }),
             );
         }
         Ok(self
@@ -66,10 +69,52 @@ impl Forge {
     /// `ctx`'s session tier as cached, while it is current (the registry's
     /// lease holds and the sessions epoch has not moved since it was read).
     pub(super) fn cached_session(&self, ctx: &ForgeContext) -> Option<Arc<CachedTier>> {
-        let epoch = self.inner.store.leased_sessions_epoch()?;
+        let epoch = self
+            .inner
+            .store
+            .leased_session_epoch(&ctx.agent_id, &ctx.session_id)?;
         self.inner
             .sessions
             .get(&ctx.agent_id, &ctx.session_id, epoch)
+    }
+
+    /// `ctx`'s session tier as cached while current, else read from the
+    /// store on this thread (the forge's synchronous checks).
+    pub(super) fn session_tier(&self, ctx: &ForgeContext) -> Result<Arc<CachedTier>, StoreError> {
+        match self.cached_session(ctx) {
+            Some(tier) => Ok(tier),
+            None => self.load_session(ctx),
+        }
+    }
+
+    /// Makes a change of `ctx`'s session tier in the store (`write`) and
+    /// applies `change` to this host's cached tier in place when nothing
+    /// else changed the session meanwhile ([`SessionCache::apply`]).
+    ///
+    /// [`SessionCache::apply`]: super::session::SessionCache::apply
+    pub(super) fn change_session<T>(
+        &self,
+        ctx: &ForgeContext,
+        write: impl FnOnce() -> Result<T, StoreError>,
+        change: impl FnOnce(&T) -> TierChange,
+    ) -> Result<T, StoreError> {
+        let store = &self.inner.store;
+        let before = store.session_epoch(&ctx.agent_id, &ctx.session_id);
+        let written = write();
+        let after = store.session_epoch(&ctx.agent_id, &ctx.session_id);
+        match &written {
+            Ok(done) => {
+                self.inner.sessions.apply(
+                    &ctx.agent_id,
+                    &ctx.session_id,
+                    before,
+                    after,
+                    change(done),
+                );
+            }
+            Err(_) => self.inner.sessions.forget(&ctx.agent_id, &ctx.session_id),
+        }
+        written
     }
 
     /// What a session made implicitly (by its first tool) is stored as:
@@ -83,7 +128,11 @@ impl Forge {
     /// The tools of `ctx`'s session, by name, read from the store.
     pub fn session_tools(&self, ctx: &ForgeContext) -> Result<Vec<ToolInfo>, StoreError> {
         let tier = self.load_session(ctx)?;
-        Ok(tier.tools.values().map(|t| session_info(t, ctx)).collect())
+        Ok(tier
+            .tools()
+            .iter()
+            .map(|(_, t)| session_info(t, ctx))
+            .collect())
     }
 
     /// Stores `ctx`'s session for `owner` (e.g. an HTTP token's key) with
@@ -156,7 +205,12 @@ impl Forge {
         Ok(SessionSnapshot {
             agent_id: ctx.agent_id.clone(),
             session_id: ctx.session_id.clone(),
-            tools: self.load_session(ctx)?.tools.clone(),
+            tools: self
+                .load_session(ctx)?
+                .tools()
+                .into_iter()
+                .map(|(name, t)| (name, Arc::unwrap_or_clone(t)))
+                .collect(),
         })
     }
 
@@ -180,7 +234,7 @@ impl Forge {
         let held = self.load_session(&ctx)?;
         let session = self.implicit_session(&ctx);
         for (name, t) in &snapshot.tools {
-            if held.tools.contains_key(name) {
+            if held.contains(name) {
                 continue;
             }
             let manifest = serde_json::to_value(&t.manifest).expect("a manifest serializes");

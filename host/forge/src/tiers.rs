@@ -8,9 +8,10 @@ use super::error::{InvokeError, PromoteError, Stage, ValidateError, conflict_tie
 use super::judge::{PanelVerdict, ToolCandidate, panel};
 use super::manifest::{ToolInfo, ToolManifest};
 use super::pipeline::{composition_of, used_apis};
-use super::session::SessionTools;
+use super::session::{CachedTier, TierChange};
 use super::validate::{self, Occupancy};
 use super::{Forge, ForgeContext};
+use std::sync::Arc;
 use temper_runtime::artifact::Mode;
 use temper_runtime::id::blake3_hex;
 use temper_store::{AuditKind, StoreError, Tier, ToolRecord, ToolStats};
@@ -74,15 +75,14 @@ impl Forge {
             None => self.load_session_async(ctx).await?,
         };
         let persisted = self.persisted_listing(&ctx.agent_id).await?;
-        let mut out = Vec::with_capacity(session.tools.len() + persisted.len());
+        let held = session.tools();
+        let mut out = Vec::with_capacity(held.len() + persisted.len());
         out.extend(
-            session
-                .tools
-                .values()
-                .map(|t| crate::session_tier::session_info(t, ctx)),
+            held.iter()
+                .map(|(_, t)| crate::session_tier::session_info(t, ctx)),
         );
         for t in persisted.iter() {
-            if !session.tools.contains_key(&t.name) {
+            if !session.contains(&t.name) {
                 out.push(t.clone());
             }
         }
@@ -96,12 +96,12 @@ impl Forge {
         agent: &str,
     ) -> Result<std::sync::Arc<Vec<ToolInfo>>, StoreError> {
         let store = &self.inner.store;
-        if let Some(epoch) = store.leased_epoch()
+        if let Some(epoch) = store.leased_listing_epoch(agent)
             && let Some(listing) = self.inner.listings.get(agent, epoch)
         {
             return Ok(listing);
         }
-        let epoch = store.tiers_epoch();
+        let epoch = store.listing_epoch(agent);
         let (forge, owner) = (self.clone(), agent.to_owned());
         let listing = self
             .with_store("tools", move |_| forge.agent_tools(&owner))
@@ -174,9 +174,8 @@ impl Forge {
         let mut tool = self
             .load_session(ctx)
             .map_err(store_err)?
-            .tools
             .get(name)
-            .cloned()
+            .map(Arc::unwrap_or_clone)
             .ok_or_else(not_found)?;
         // Every call counted so far, on any host that has flushed.
         if let Some(c) = self
@@ -286,11 +285,16 @@ impl Forge {
         let hooked = before_register.await;
         // The session tool leaves its tier in the registration's
         // transaction, its stored calls carried over.
-        let promoted = self
-            .inner
-            .store
-            .promote_from_session(record, &payload, &ctx.session_id);
-        self.inner.sessions.forget(&ctx.agent_id, &ctx.session_id);
+        // This host's cached tier loses the tool in place.
+        let promoted = self.change_session(
+            ctx,
+            || {
+                self.inner
+                    .store
+                    .promote_from_session(record, &payload, &ctx.session_id)
+            },
+            |_| TierChange::Removed(name.to_string()),
+        );
         let record = match promoted {
             Ok(record) => record,
             // Another host registered the name for this agent first.
@@ -394,6 +398,11 @@ impl Forge {
     ) -> Result<bool, StoreError> {
         let limit = self.inner.config.max_agent_tools;
         let store = &self.inner.store;
+        // Counted first: the tier is read only when it is over the limit
+        // (a race between hosts), not at every registration.
+        if store.agent_tool_count(agent)? <= limit {
+            return Ok(false);
+        }
         let mut tools = store.tools_for_agent(agent)?;
         if tools.len() <= limit {
             return Ok(false);
@@ -415,11 +424,11 @@ impl Forge {
     /// `ctx`'s session tier as read.
     pub(super) fn occupancy(
         &self,
-        session: &SessionTools,
+        session: &CachedTier,
         name: &str,
         ctx: &ForgeContext,
     ) -> Result<Occupancy, StoreError> {
-        let name_taken = if session.contains_key(name) {
+        let name_taken = if session.contains(name) {
             Some(Tier::Session)
         } else {
             self.inner.store.get(name, &ctx.agent_id)?.map(|r| r.tier)
@@ -435,7 +444,7 @@ impl Forge {
     /// the session tier, the agent limit to the session and agent tiers.
     pub(super) fn check_occupancy(
         &self,
-        sessions: &SessionTools,
+        sessions: &CachedTier,
         name: &str,
         ctx: &ForgeContext,
         tier: Tier,

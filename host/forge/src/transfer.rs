@@ -106,8 +106,8 @@ impl Forge {
             }
             temper_runtime::static_check::check(source).map_err(ValidateError::from)?;
         }
-        let session = self.load_session(ctx).map_err(ValidateError::from)?;
-        self.check_occupancy(&session.tools, &manifest.name, ctx, tier)?;
+        let session = self.session_tier(ctx).map_err(ValidateError::from)?;
+        self.check_occupancy(&session, &manifest.name, ctx, tier)?;
         let base = if manifest.mode == Mode::Bundle {
             self.bundle_tool(bytes.clone()).await?
         } else {

@@ -84,6 +84,9 @@ pub struct Handler {
     resources_allow: Option<temper_policy::ToolAllow>,
     /// The caller's narrowing of the hub's prompts (a token's `prompts`).
     prompts_allow: Option<temper_policy::ToolAllow>,
+    /// Whether `ctx` is a modern session ([`crate::protocol::modern_context`]):
+    /// then `forge_tool`'s result names it in `_meta`.
+    modern_session: bool,
 }
 
 impl Handler {
@@ -99,7 +102,16 @@ impl Handler {
             hub_allow: None,
             resources_allow: None,
             prompts_allow: None,
+            modern_session: false,
         }
+    }
+
+    /// Marks `ctx` as a modern session: `forge_tool`'s result names it in
+    /// `_meta["dev.temper/session"]`, so a client that did not name one
+    /// learns which (its principal's default session) and can pin it.
+    pub fn in_modern_session(mut self) -> Self {
+        self.modern_session = true;
+        self
     }
 
     /// Narrows the hub's resources and prompts this caller may list, read
@@ -194,6 +206,20 @@ impl Handler {
             },
         };
         results::complete(&mut result);
+        let forged = method == "tools/call"
+            && params.and_then(|p| p.get("name")).and_then(Value::as_str) == Some(FORGE_TOOL);
+        if forged
+            && self.modern_session
+            && let Some(id) = crate::protocol::client_session_id(&self.ctx)
+            && let Some(result) = result.as_object_mut()
+        {
+            let meta = result
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(crate::protocol::meta::SESSION.into(), Value::from(id));
+            }
+        }
         Ok(result)
     }
 
@@ -415,7 +441,7 @@ impl Handler {
                 });
                 notes.registry_note(
                     &changes,
-                    changes.reaches(&self.ctx.agent_id, self.access),
+                    crate::watch::reach(&changes, &self.ctx.agent_id, self.access),
                     jsonrpc::notification(LIST_CHANGED, json!({})),
                 );
                 match serde_json::to_value(&info) {

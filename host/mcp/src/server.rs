@@ -51,7 +51,7 @@ use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
 use super::protocol::{self, results, results::SubscriptionFilter};
-use super::watch::{self, RegistryWatch};
+use super::watch;
 use temper_forge::{Forge, ForgeContext};
 use temper_store::StoreError;
 
@@ -109,10 +109,11 @@ pub async fn serve_stdio(
 
 /// Serves one connection: reads messages from `input` until it ends, answers
 /// on `output`, then discards `ctx`'s session tier. Returns how many
-/// session tools were discarded. Every `registry_poll` (e.g.
-/// [`watch::DEFAULT_POLL`]; `None`: never) the audit trail is read for
-/// changes other processes made to the caller's agent tier or the shared
-/// tier.
+/// session tools were discarded. The forge's registry watch reads the
+/// audit trail for changes other processes made to the caller's agent tier
+/// or the shared tier, every `registry_poll` (e.g. [`watch::DEFAULT_POLL`])
+/// if the forge's watch does not run yet ([`Forge::start_watch`]); with
+/// `None`, only if the forge's own does.
 pub async fn serve<R, W>(
     forge: Forge,
     ctx: ForgeContext,
@@ -124,9 +125,10 @@ where
     R: Read + Send + 'static,
     W: Write + AsFd + Send + 'static,
 {
-    let watch = RegistryWatch::start(forge.store_handle())
+    let watch = watch::of(&forge, registry_poll)
         .await
         .map_err(McpError::Watch)?;
+    let changes = forge.subscribe_changes();
     let agent = ctx.agent_id.clone();
     let conn = Arc::new(Connection {
         handler: Handler::new(forge, ctx, Access::ALL, watch.clone()),
@@ -154,10 +156,11 @@ where
                 source,
             })?;
     }
-    let poller = registry_poll.map(|every| {
+    let poller = changes.map(|changes| {
         let conn = conn.clone();
-        tokio::spawn(watch::poll_loop(watch, every, move |changes| {
-            if changes.reaches(&agent, Access::ALL) {
+        tokio::spawn(watch::deliver_changes(changes, move |changes| {
+            // `None`: the receiver fell behind; anything may have changed.
+            if changes.is_none_or(|c| watch::reach(&c, &agent, Access::ALL)) {
                 conn.list_changed();
             }
             !conn.out.failed()

@@ -200,7 +200,7 @@ pub struct Registry {
     backend: Arc<dyn RegistryBackend>,
     /// Call counts not yet written, and their flusher.
     calls: Arc<WriteBehind>,
-    /// How current cached name resolutions are ([`Registry::leased_epoch`]).
+    /// How current cached entries are ([`Registry::leased`]).
     tiers: freshness::TierClock,
     codec: OnceLock<Arc<dyn ArtifactCodec>>,
     removed_temp_files: usize,
@@ -422,7 +422,7 @@ impl Registry {
             None,
             Some((&agent, session)),
         );
-        self.tiers.sessions_changed();
+        self.tiers.session_changed(&agent, session);
         promoted
     }
 
@@ -446,6 +446,7 @@ impl Registry {
         from_session: Option<(&str, &str)>,
     ) -> Result<ToolRecord, StoreError> {
         let owner = backend::owner_of("register", &record)?;
+        let first_appended = first.is_some();
         self.flush_stats()?;
         let manifest = canonical_json(&record.manifest);
         let registration = registration_payload(&record, &manifest);
@@ -458,9 +459,20 @@ impl Registry {
             carried,
             from_session,
         });
-        // A new agent-tier tool may shadow a shared one.
-        self.tiers.changed();
+        // A new agent-tier tool may shadow a shared one: the name's epoch
+        // moves with the tier's.
+        let shared = record.tier == Tier::Shared;
+        self.tiers
+            .tool_changed(&record.name, (!shared).then_some(owner.as_str()));
         let created_seq = created_seq?;
+        // The entries this change appended, in one transaction: the
+        // registration and the one before it, if any.
+        let first_seq = if first_appended {
+            created_seq - 1
+        } else {
+            created_seq
+        };
+        self.tiers.own().mark(first_seq..=created_seq);
         Ok(ToolRecord {
             created_seq,
             ..record
@@ -494,7 +506,13 @@ impl Registry {
     pub fn delete(&self, name: &str, agent: &str) -> Result<ToolRecord, StoreError> {
         self.flush_stats()?;
         let deleted = self.backend.delete(name, agent);
-        self.tiers.changed();
+        match &deleted {
+            Ok(r) => self.tiers.tool_changed(
+                name,
+                (r.tier != Tier::Shared).then(|| r.agent_id.as_deref().unwrap_or(agent)),
+            ),
+            Err(_) => self.tiers.changed(),
+        }
         deleted
     }
 
@@ -512,7 +530,8 @@ impl Registry {
         check_promotion(to_tier)?;
         self.flush_stats()?;
         let promoted = self.backend.promote(name, agent, None);
-        self.tiers.changed();
+        self.tiers.tool_changed(name, Some(agent));
+        self.tiers.tool_changed(name, None);
         promoted
     }
 
@@ -528,7 +547,8 @@ impl Registry {
     ) -> Result<ToolRecord, StoreError> {
         self.flush_stats()?;
         let promoted = self.backend.promote(name, agent, Some(payload));
-        self.tiers.changed();
+        self.tiers.tool_changed(name, Some(agent));
+        self.tiers.tool_changed(name, None);
         promoted
     }
 
@@ -612,43 +632,72 @@ impl Registry {
         self.backend.stats(name, agent)
     }
 
-    // ---- how current cached name resolutions are --------------------------
+    // ---- how current cached entries are (see `freshness`) ---------------
 
-    /// The tiers' epoch: a number that moves whenever the agent or shared
-    /// tier changes as far as this process knows (a registration,
-    /// deletion or promotion through this registry, or one made elsewhere
-    /// that a registry watch read back, [`Registry::tiers_changed`]). Read
-    /// it *before* the database read whose result a cache keeps under it.
-    pub fn tiers_epoch(&self) -> u64 {
-        self.tiers.epoch()
+    /// The epoch of what tool `name` resolves to, in any agent's view: it
+    /// moves whenever a tool of that name is registered, deleted or
+    /// promoted, as far as this process knows (through this registry, or
+    /// read back by a registry watch, [`Registry::tool_changed`]). Read it
+    /// *before* the database read whose result a cache keeps under it.
+    pub fn name_epoch(&self, name: &str) -> u64 {
+        self.tiers.name_epoch(name)
     }
 
-    /// The tiers' epoch if a cached name resolution may be used now: while
-    /// the lease a registry watch renews holds ([`Registry::trail_read`]),
-    /// else `None` (no watch, or its reads failed or lag): then resolve
-    /// against the database. An entry cached under another epoch is stale.
+    /// The epoch of `agent`'s listing (its agent tier and the shared
+    /// tier), read as [`Registry::name_epoch`] is.
+    pub fn listing_epoch(&self, agent: &str) -> u64 {
+        self.tiers.listing_epoch(agent)
+    }
+
+    /// Whether cached entries may be used now: while the lease a registry
+    /// watch renews holds ([`Registry::trail_read`]); otherwise (no watch,
+    /// or its reads failed or lag) resolve against the database. An entry
+    /// cached under an epoch other than the current one is stale.
     ///
     /// The bound this gives: a change committed on another host at time T
     /// is seen by the first read of the trail that starts after T, and a
     /// lease ends one poll interval after the start of the read that
-    /// renewed it; so no name resolved here after T + the poll interval
-    /// uses the old resolution (calls that resolved it before run to their
-    /// end).
-    pub fn leased_epoch(&self) -> Option<u64> {
-        self.tiers.leased_epoch()
+    /// renewed it; so no entry used here after T + the poll interval
+    /// predates the change (calls that used it before run to their end).
+    pub fn leased(&self) -> bool {
+        self.tiers.leased()
+    }
+
+    /// [`Registry::name_epoch`] while [`Registry::leased`], else `None`.
+    pub fn leased_name_epoch(&self, name: &str) -> Option<u64> {
+        self.leased().then(|| self.tiers.name_epoch(name))
+    }
+
+    /// [`Registry::listing_epoch`] while [`Registry::leased`], else `None`.
+    pub fn leased_listing_epoch(&self, agent: &str) -> Option<u64> {
+        self.leased().then(|| self.tiers.listing_epoch(agent))
     }
 
     /// The agent or shared tier changed in a way only an audit-trail
-    /// reader knows (another process's registration, deletion or
-    /// promotion): moves the epoch, so every cached resolution is stale.
+    /// reader knows and whose scope it cannot tell: every cached name and
+    /// listing is stale.
     pub fn tiers_changed(&self) {
         self.tiers.changed();
     }
 
+    /// Tool `name` changed in `agent`'s tier (`Some`) or the shared tier
+    /// (`None`), as an audit-trail reader learned: the name's epoch and the
+    /// listings it is in move.
+    pub fn tool_changed(&self, name: &str, agent: Option<&str>) {
+        self.tiers.tool_changed(name, agent);
+    }
+
+    /// Whether the audit entry `seq` records a change this process made
+    /// (its epochs moved when it was made): a registry watch reading it
+    /// back leaves them alone. Each seq answers `true` once.
+    pub fn is_own_entry(&self, seq: i64) -> bool {
+        self.tiers.own().take(seq)
+    }
+
     /// A registry watch that reads the audit trail every `every` completed
     /// a read that started at `started`, having reported what it found
-    /// through [`Registry::tiers_changed`]: cached resolutions may be used
-    /// until `started + every` (see [`Registry::leased_epoch`]).
+    /// through [`Registry::tool_changed`] and the like: cached entries may
+    /// be used until `started + every` (see [`Registry::leased`]).
     pub fn trail_read(&self, started: std::time::Instant, every: Duration) {
         self.tiers.trail_read(started, every);
     }

@@ -18,15 +18,15 @@
 //!   several hosts reap at once exactly one deletes it and audits its tools;
 //! - uses are recorded in memory and written behind with the call counts
 //!   ([`Registry::touch_session`]), so a call writes nothing on its path;
-//! - a change made here moves the registry's sessions epoch
-//!   ([`Registry::sessions_epoch`]); a registry watch moves it when it reads
+//! - a change made here moves the session's epoch
+//!   ([`Registry::session_epoch`]); a registry watch moves it when it reads
 //!   a session-tier entry another host wrote.
 //!
 //! [`Registry::add_session_tool`]: super::Registry::add_session_tool
 //! [`Registry::end_session`]: super::Registry::end_session
 //! [`Registry::reap_expired_sessions`]: super::Registry::reap_expired_sessions
 //! [`Registry::touch_session`]: super::Registry::touch_session
-//! [`Registry::sessions_epoch`]: super::Registry::sessions_epoch
+//! [`Registry::session_epoch`]: super::Registry::session_epoch
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -280,7 +280,10 @@ impl Registry {
             decision,
             max_tools,
         });
-        self.tiers.sessions_changed();
+        self.tiers.session_changed(&session.agent, &session.session);
+        if let Ok(seq) = &added {
+            self.tiers.own().mark([*seq]);
+        }
         added
     }
 
@@ -292,7 +295,7 @@ impl Registry {
         session: &str,
     ) -> Result<Option<EndedSession>, StoreError> {
         let ended = self.backend.end_session(agent, session, SessionEnd::Ended);
-        self.tiers.sessions_changed();
+        self.tiers.session_changed(agent, session);
         ended
     }
 
@@ -313,8 +316,8 @@ impl Registry {
                 out.push(ended);
             }
         }
-        if !out.is_empty() {
-            self.tiers.sessions_changed();
+        for e in &out {
+            self.tiers.session_changed(&e.agent, &e.session);
         }
         Ok(out)
     }
@@ -341,22 +344,30 @@ impl Registry {
             .record_session(agent, session, name, ok, latency_us)
     }
 
-    /// The sessions epoch: moves whenever a session tier changes as far as
-    /// this process knows (a change through this registry, or one a
-    /// registry watch read back, [`Registry::sessions_changed`]). Read it
-    /// before the database read whose result a cache keeps under it.
-    pub fn sessions_epoch(&self) -> u64 {
-        self.tiers.sessions_epoch()
+    /// The epoch of the session tier of (agent, session): it moves whenever
+    /// that tier changes as far as this process knows (a change through
+    /// this registry, or one a registry watch read back,
+    /// [`Registry::session_changed`]). Read it before the database read
+    /// whose result a cache keeps under it.
+    pub fn session_epoch(&self, agent: &str, session: &str) -> u64 {
+        self.tiers.session_epoch(agent, session)
     }
 
-    /// The sessions epoch while the lease of [`Registry::leased_epoch`]
+    /// [`Registry::session_epoch`] while the lease of [`Registry::leased`]
     /// holds, else `None`.
-    pub fn leased_sessions_epoch(&self) -> Option<u64> {
-        self.tiers.leased_sessions_epoch()
+    pub fn leased_session_epoch(&self, agent: &str, session: &str) -> Option<u64> {
+        self.leased()
+            .then(|| self.tiers.session_epoch(agent, session))
     }
 
-    /// A session tier changed in a way only an audit-trail reader knows:
-    /// every cached session tier is stale.
+    /// The session tier of (agent, session) changed in a way only an
+    /// audit-trail reader knows.
+    pub fn session_changed(&self, agent: &str, session: &str) {
+        self.tiers.session_changed(agent, session);
+    }
+
+    /// Some session tier changed in a way only an audit-trail reader knows,
+    /// which it cannot tell: every cached session tier is stale.
     pub fn sessions_changed(&self) {
         self.tiers.sessions_changed();
     }

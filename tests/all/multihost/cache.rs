@@ -18,21 +18,15 @@ use super::{Server, ab, adder, config, host, rules, seed_json, shared_stores};
 /// cache is used), and is seen by the first call after that read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn own_changes_invalidate_cached_names_at_once_and_others_at_the_next_read() {
-    use temper::mcp::watch::{self, RegistryWatch};
     for shared in shared_stores("own_changes_invalidate_cached_names") {
         let label = shared.label;
         let a = host(&shared, rules(), config());
         let b = host(&shared, rules(), config());
-        let watch = RegistryWatch::start(b.store_handle()).await.unwrap();
-        let (polled_tx, mut polled) = tokio::sync::mpsc::unbounded_channel();
-        let poller = tokio::spawn(watch::poll_loop(
-            watch.clone(),
-            Duration::from_secs(3600),
-            move |_| polled_tx.send(()).is_ok(),
-        ));
-        // The loop's first read (at once) gives B its lease for an hour.
+        // B's own watch, polling every hour: its first read (at once)
+        // gives B its lease for an hour.
+        b.start_watch(Duration::from_secs(3600)).unwrap();
         let lease = std::time::Instant::now() + Duration::from_secs(30);
-        while b.store().leased_epoch().is_none() {
+        while !b.store().leased() {
             assert!(std::time::Instant::now() < lease, "{label}: no lease");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -72,16 +66,15 @@ async fn own_changes_invalidate_cached_names_at_once_and_others_at_the_next_read
             (5, Tier::Shared),
             "{label}: served from the cache"
         );
-        // ... until the next read: then the first call is refused.
-        let changes = watch.poll().await.unwrap();
+        // ... until the next read (forced here): then the first call is
+        // refused.
+        let changes = b.refresh().await.unwrap();
         assert!(changes.shared, "{label}: {changes:?}");
         let refused = b.invoke("calc", &ab(2, 3), &bob2).await;
         assert!(
             matches!(refused, Err(InvokeError::NotFound { .. })),
             "{label}: {refused:?}"
         );
-        assert!(polled.try_recv().is_err(), "{label}: the loop did not poll");
-        poller.abort();
     }
 }
 

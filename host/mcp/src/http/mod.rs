@@ -241,7 +241,7 @@ impl HttpServer {
                 addr: config.addr.clone(),
                 source,
             })?;
-        let watch = RegistryWatch::start(forge.store_handle())
+        let watch = watch::of(&forge, config.registry_poll)
             .await
             .map_err(HttpError::Watch)?;
         let state = Arc::new(State {
@@ -270,23 +270,25 @@ impl HttpServer {
         let state = self.state;
         tokio::spawn(reap_idle_sessions(Arc::downgrade(&state)));
         tokio::spawn(modern::reap_idle(Arc::downgrade(&state)));
-        if let Some(every) = state.config.registry_poll {
+        if let Some(changes) = state.forge.subscribe_changes() {
             let weak = Arc::downgrade(&state);
-            tokio::spawn(watch::poll_loop(
-                state.watch.clone(),
-                every,
-                move |changes| {
-                    let Some(state) = weak.upgrade() else {
-                        return false;
-                    };
-                    let note = jsonrpc::notification(LIST_CHANGED, serde_json::json!({}));
-                    for s in state.sessions_reached(&changes) {
-                        s.push(&note);
-                    }
-                    state.modern.registry_changed(&changes);
-                    true
-                },
-            ));
+            tokio::spawn(watch::deliver_changes(changes, move |changes| {
+                let Some(state) = weak.upgrade() else {
+                    return false;
+                };
+                // `None`: the receiver fell behind; anything may have
+                // changed, for everyone.
+                let changes = changes.unwrap_or_else(|| watch::Changes {
+                    shared: true,
+                    agents: Default::default(),
+                });
+                let note = jsonrpc::notification(LIST_CHANGED, serde_json::json!({}));
+                for s in state.sessions_reached(&changes) {
+                    s.push(&note);
+                }
+                state.modern.registry_changed(&changes);
+                true
+            }));
         }
         loop {
             let permit = state
@@ -468,7 +470,7 @@ impl State {
     fn sessions_reached(&self, changes: &watch::Changes) -> Vec<Arc<Session>> {
         lock(&self.sessions)
             .values()
-            .filter(|s| changes.reaches(&s.handler.context().agent_id, s.handler.access()))
+            .filter(|s| watch::reach(changes, &s.handler.context().agent_id, s.handler.access()))
             .cloned()
             .collect()
     }

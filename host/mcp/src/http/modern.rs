@@ -16,14 +16,16 @@
 //! 4. `dev.temper/session`, when given, is well formed (`-32602`).
 //!
 //! Then the token's limits apply as on legacy requests. The request runs in
-//! the session [`protocol::modern_context`] names: a client-chosen one, or
-//! a one-request session whose session tier is discarded when the answer
-//! is ready. A client-chosen session is the stored session tier (as a
-//! legacy `Mcp-Session-Id` is): any host on the store serves it, each use
+//! the session [`protocol::modern_context`] names: a client-chosen one, or,
+//! when it names none, its principal's default session (one per agent,
+//! [`protocol::DEFAULT_SESSION_ID`]), so that what a standard client forges
+//! it can call in its next request. Either is the stored session tier (as
+//! a legacy `Mcp-Session-Id` is): any host on the store serves it, each use
 //! is recorded (written behind), and it ends when it has been idle
 //! ([`HttpConfig::session_idle`](super::HttpConfig)) on every host, judged
 //! in the store by whichever host reaps first. What a host keeps of it is
-//! only its requests in flight (for the per-token cap). Errors get the spec's statuses (`-32601` → 404, invalid
+//! only its requests in flight (for the per-token cap). `forge_tool`'s
+//! result names the session it ran in (`_meta["dev.temper/session"]`). Errors get the spec's statuses (`-32601` → 404, invalid
 //! params and the errors above → 400).
 //!
 //! `subscriptions/listen` answers with an SSE stream: the acknowledgment
@@ -75,7 +77,8 @@ pub(super) struct Modern {
     listeners: Mutex<Vec<Arc<Listener>>>,
 }
 
-/// A client-chosen session (keyed by its context): what keeps it alive.
+/// A modern session (client-chosen, or a principal's default session),
+/// keyed by its context: what keeps it alive.
 struct ModernSession {
     /// The token key that opened it (for the per-token cap).
     owner: String,
@@ -178,7 +181,7 @@ impl Modern {
 
     /// Announces `changes` (a registry change) to the listeners they reach.
     pub(super) fn registry_changed(&self, changes: &Changes) {
-        self.notify(|l| changes.reaches(&l.agent, l.access));
+        self.notify(|l| crate::watch::reach(changes, &l.agent, l.access));
     }
 
     /// Lets go of the handles on client-chosen sessions idle here for
@@ -384,37 +387,36 @@ pub(super) async fn post(
         Ok(permit) => permit,
         Err(r) => return r,
     };
+    // A named session, else the principal's default session (one per
+    // agent): stored, expired and audited alike.
     let ctx = protocol::modern_context(&p.agent, envelope.session.as_deref());
-    let session = if protocol::is_one_request(&ctx) {
-        None
-    } else {
-        match state
-            .modern
-            .enter(
-                &state.forge,
-                &ctx,
-                &p.key,
-                state.config.max_sessions,
-                state.config.session_idle,
-            )
-            .await
-        {
-            Ok(s) => Some(s),
-            Err(e) => {
-                // Over the cap: 429; the store unreachable: 503.
-                let status = if e.code == jsonrpc::INTERNAL_ERROR {
-                    StatusCode::SERVICE_UNAVAILABLE
-                } else {
-                    StatusCode::TOO_MANY_REQUESTS
-                };
-                return json_response(status, &jsonrpc::error_response(&id, &e));
-            }
+    let session = match state
+        .modern
+        .enter(
+            &state.forge,
+            &ctx,
+            &p.key,
+            state.config.max_sessions,
+            state.config.session_idle,
+        )
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            // Over the cap: 429; the store unreachable: 503.
+            let status = if e.code == jsonrpc::INTERNAL_ERROR {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::TOO_MANY_REQUESTS
+            };
+            return json_response(status, &jsonrpc::error_response(&id, &e));
         }
     };
     let notes_ctx = ctx.clone();
     let handler = Handler::new(state.forge.clone(), ctx, p.access, state.watch.clone())
         .with_tools(p.tools.clone())
-        .with_features(p.features.0.clone(), p.features.1.clone());
+        .with_features(p.features.0.clone(), p.features.1.clone())
+        .in_modern_session();
     let progress = params
         .as_ref()
         .and_then(|p| p.pointer("/_meta/progressToken"))
@@ -438,16 +440,8 @@ pub(super) async fn post(
         let result = handler
             .handle_modern(&method, params.as_ref(), &notes)
             .await;
-        let ctx = handler.context();
-        if protocol::is_one_request(ctx)
-            && let Err(e) = handler.forge().cleanup_session(ctx)
-        {
-            tracing::warn!("cannot discard a one-request session tier: {e}");
-        }
-        if let Some(s) = session {
-            *lock(&s.last_active) = Instant::now();
-            s.in_flight.fetch_sub(1, Ordering::SeqCst);
-        }
+        *lock(&session.last_active) = Instant::now();
+        session.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(permit);
         match result {
             Ok(r) => (StatusCode::OK, jsonrpc::response(&id, r)),
@@ -578,12 +572,7 @@ impl Notifier for ModernNotes {
     fn session_note(&self, message: Value) {
         if message.get("method").and_then(Value::as_str) == Some(LIST_CHANGED) {
             // A forge in this session: its subscriptions hear of it, and
-            // so do the agent's subscriptions that named no session. A
-            // one-request session's tools are gone with its answer: no
-            // list changed.
-            if protocol::is_one_request(&self.ctx) {
-                return;
-            }
+            // so do the agent's subscriptions that named no session.
             let ctx = &self.ctx;
             self.state.modern.notify(|l| match &l.session {
                 Some(s) => s == ctx,

@@ -42,9 +42,11 @@ pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Resp
     };
     if let Some(v) = req.headers().get(VERSION_HEADER) {
         let v = v.to_str().unwrap_or("(not visible ASCII)");
-        if !ALL_PROTOCOL_VERSIONS.contains(&v) {
-            // The spec's error, listing what this server speaks, before
-            // the body is read (hence no id).
+        // A POST's is answered once its body is read, with its id
+        // (`unsupported_header_version` in `post`).
+        if !ALL_PROTOCOL_VERSIONS.contains(&v) && req.method() != Method::POST {
+            // The spec's error, listing what this server speaks; a GET or
+            // DELETE has no body, hence no id.
             let error = crate::protocol::unsupported_version(v);
             return json_response(
                 StatusCode::BAD_REQUEST,
@@ -72,6 +74,14 @@ pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Resp
             r
         }
     }
+}
+
+/// The `UnsupportedProtocolVersion` error for an `MCP-Protocol-Version`
+/// header naming a revision this server does not speak, if it does.
+fn unsupported_header_version(headers: &HeaderMap) -> Option<RpcError> {
+    let v = headers.get(VERSION_HEADER)?;
+    let v = v.to_str().unwrap_or("(not visible ASCII)");
+    (!ALL_PROTOCOL_VERSIONS.contains(&v)).then(|| crate::protocol::unsupported_version(v))
 }
 
 pub(super) async fn get(state: &State, p: &Principal, headers: &HeaderMap) -> Response<Body> {
@@ -206,6 +216,18 @@ pub(super) async fn post(
             );
         }
     };
+    if let Some(error) = unsupported_header_version(&headers) {
+        // The spec's error, listing what this server speaks, answering the
+        // request's id whenever it has one (SEP-2575).
+        let id = match &message {
+            Incoming::Request { id, .. } | Incoming::Response { id } => id.clone(),
+            Incoming::Notification { .. } => Value::Null,
+        };
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &jsonrpc::error_response(&id, &error),
+        );
+    }
     let sse_ok = accepts(&headers, "text/event-stream");
     let json_ok = headers.get(header::ACCEPT).is_none() || accepts(&headers, "application/json");
     if !sse_ok && !json_ok {

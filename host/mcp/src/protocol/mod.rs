@@ -18,7 +18,7 @@
 //! `params._meta["dev.temper/session"]` ([`meta::SESSION`]), namespaced by
 //! the caller's agent; [`modern_context`] maps it onto the engine's
 //! [`ForgeContext`] (the one place that mapping lives). Without an id the
-//! request runs in a session of its own, discarded when it ends.
+//! request runs in its principal's default session ([`DEFAULT_SESSION_ID`]).
 //!
 //! [`results`]: the typed results and notifications this layer produces.
 
@@ -185,32 +185,35 @@ pub fn session_id(meta: &Value) -> Result<Option<String>, RpcError> {
     Ok(Some(id.to_string()))
 }
 
-/// Prefix of the engine session of a client-chosen modern session id.
+/// Prefix of the engine session of a modern session id.
 const NAMED_PREFIX: &str = "m:";
-/// Prefix of the engine session of a modern request without one.
-const ONE_REQUEST_PREFIX: &str = "m1:";
+
+/// The `dev.temper/session` id of a principal's **default session**: where
+/// a modern request that names no session runs. One per agent (the static
+/// token's, the JWT's or the default identity's agent), stored and expired
+/// like any named session, so what a client forges without naming a
+/// session it can call in its next request, and so can the agent's other
+/// clients. A client that wants a conversation scope of its own names one
+/// (`forge_tool`'s result says which session it ran in).
+pub const DEFAULT_SESSION_ID: &str = "default";
 
 /// The engine context of a modern request by `agent` whose
 /// `dev.temper/session` is `session`: the agent is the caller's (never taken
 /// from the request), the engine session is `m:` + the id, so that it never
 /// collides with a legacy HTTP session (`mcp-http/…`) or a stdio connection
 /// (`…/mcp-PID-MILLIS`), and two agents' equal ids are two sessions.
-/// Without an id, a fresh one-request session (`m1:` + 128 random bits,
-/// see [`is_one_request`]).
+/// Without an id, the agent's default session ([`DEFAULT_SESSION_ID`]).
 pub fn modern_context(agent: &str, session: Option<&str>) -> ForgeContext {
-    match session {
-        Some(id) => ForgeContext::new(agent, format!("{NAMED_PREFIX}{id}")),
-        None => ForgeContext::new(
-            agent,
-            format!("{ONE_REQUEST_PREFIX}{:032x}", rand::random::<u128>()),
-        ),
-    }
+    ForgeContext::new(
+        agent,
+        format!("{NAMED_PREFIX}{}", session.unwrap_or(DEFAULT_SESSION_ID)),
+    )
 }
 
-/// Whether `ctx` is a one-request session ([`modern_context`] without an
-/// id): its session tier is discarded when the request ends.
-pub fn is_one_request(ctx: &ForgeContext) -> bool {
-    ctx.session_id.starts_with(ONE_REQUEST_PREFIX)
+/// The `dev.temper/session` id a client sends to reach `ctx` (a context
+/// [`modern_context`] made), if it is one.
+pub fn client_session_id(ctx: &ForgeContext) -> Option<&str> {
+    ctx.session_id.strip_prefix(NAMED_PREFIX)
 }
 
 #[cfg(test)]
@@ -305,13 +308,19 @@ mod tests {
             (a.agent_id.as_str(), a.session_id.as_str()),
             ("alice", "m:s1")
         );
-        assert!(!is_one_request(&a));
-        // A client cannot name another request's one-request session.
-        let sneaky = modern_context("alice", Some("1:00"));
-        assert!(!is_one_request(&sneaky));
-        let once = modern_context("alice", None);
-        assert!(is_one_request(&once));
-        assert_ne!(once, modern_context("alice", None));
-        assert_eq!(once.agent_id, "alice");
+        assert_eq!(client_session_id(&a), Some("s1"));
+        // No id: the agent's default session, the same for every request
+        // of the agent, another for another agent.
+        let d = modern_context("alice", None);
+        assert_eq!(d, modern_context("alice", None));
+        assert_eq!(d, modern_context("alice", Some(DEFAULT_SESSION_ID)));
+        assert_eq!(client_session_id(&d), Some(DEFAULT_SESSION_ID));
+        assert_ne!(d, modern_context("bob", None));
+        assert_eq!(modern_context("bob", None).agent_id, "bob");
+        // Never a legacy or stdio session.
+        assert_eq!(
+            client_session_id(&ForgeContext::new("alice", "mcp-http/x")),
+            None
+        );
     }
 }

@@ -1,0 +1,244 @@
+//! `Runtime`: agent code run without a registry (what
+//! `temper-forge/agentos`'s `TemperSandboxForge` runs on). Each distinct
+//! code and allowlist is built once (static check, QuickJS bytecode,
+//! snapshot) and kept in a bounded LRU cache keyed by the blake3 of both;
+//! every call runs in a fresh instance under the runtime's limits.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hashlink::LruCache;
+use napi_derive::napi;
+use serde_json::{Value, json};
+use temper_embed::{ErrorKind, Failure, RuntimeOptions};
+use temper_policy::LimitsConfig;
+use temper_runtime::runtime::Tool;
+
+use crate::cancel;
+use crate::errors::to_napi;
+use crate::forge::policy_of;
+
+/// Built tools kept by default.
+pub const DEFAULT_CACHE_ENTRIES: u32 = 256;
+/// The most built tools a runtime keeps (each holds its bytecode, a few KB
+/// to a few hundred KB).
+pub const MAX_CACHE_ENTRIES: u32 = 65_536;
+
+/// How `Runtime.create` builds a runtime.
+#[napi(object)]
+#[derive(Default)]
+pub struct RuntimeCreateOptions {
+    /// The host policy: a TOML file's path, or an object with its keys.
+    /// Default: everything denied.
+    #[napi(ts_type = "string | Record<string, unknown>")]
+    pub policy: Option<Value>,
+    /// Wall clock per call, ms (default 5000).
+    pub timeout_ms: Option<u32>,
+    /// Linear memory per call, MiB (default 128).
+    pub memory_mb: Option<u32>,
+    /// Built tools kept (default 256, at most 65536).
+    pub cache_entries: Option<u32>,
+    /// The compiled-component cache directory (default: the platform's).
+    pub cache_dir: Option<String>,
+}
+
+/// What `runtime.execute` takes besides code, input and allowlist.
+#[napi(object)]
+#[derive(Default)]
+pub struct ExecuteOptions {
+    /// A wall clock for this call shorter than the runtime's, ms.
+    pub timeout_ms: Option<u32>,
+    /// Set by `index.cjs` from an `AbortSignal`.
+    pub cancel_id: Option<u32>,
+}
+
+/// The build cache's counters.
+#[napi(object)]
+pub struct CacheStats {
+    /// Built tools held.
+    pub entries: u32,
+    /// The bound.
+    pub capacity: u32,
+    /// Calls that found their tool built.
+    pub hits: f64,
+    /// Calls that built it.
+    pub builds: f64,
+}
+
+/// A sandbox runtime with a bounded cache of built tools.
+#[napi]
+pub struct Runtime {
+    runtime: temper_runtime::Runtime,
+    cache: Mutex<LruCache<[u8; 32], Tool>>,
+    capacity: u32,
+    hits: AtomicU64,
+    builds: AtomicU64,
+}
+
+/// The cache key of `code` granted `allowlist`: blake3 over both, each
+/// length-prefixed so that no two pairs share a key.
+pub fn cache_key(code: &str, allowlist: &[String]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(&(code.len() as u64).to_le_bytes());
+    h.update(code.as_bytes());
+    h.update(&(allowlist.len() as u64).to_le_bytes());
+    for a in allowlist {
+        h.update(&(a.len() as u64).to_le_bytes());
+        h.update(a.as_bytes());
+    }
+    *h.finalize().as_bytes()
+}
+
+#[napi]
+impl Runtime {
+    /// A runtime with `options`' policy and limits.
+    #[napi(ts_args_type = "options?: RuntimeCreateOptions")]
+    pub fn create(options: Option<RuntimeCreateOptions>) -> napi::Result<Runtime> {
+        let o = options.unwrap_or_default();
+        let capacity = o
+            .cache_entries
+            .unwrap_or(DEFAULT_CACHE_ENTRIES)
+            .clamp(1, MAX_CACHE_ENTRIES);
+        let runtime = RuntimeOptions {
+            policy: policy_of(o.policy.as_ref())?,
+            limits: LimitsConfig {
+                timeout_ms: o.timeout_ms.map(u64::from),
+                memory_mb: o.memory_mb.map(u64::from),
+                max_output_bytes: None,
+            },
+            cache_dir: o.cache_dir.map(PathBuf::from),
+            promote_after: None,
+        }
+        .builder()
+        .build()
+        .map_err(|e| to_napi(Failure::from(e)))?;
+        Ok(Runtime {
+            runtime,
+            cache: Mutex::new(LruCache::new(capacity as usize)),
+            capacity,
+            hits: AtomicU64::new(0),
+            builds: AtomicU64::new(0),
+        })
+    }
+
+    fn cached(&self, key: &[u8; 32]) -> Option<Tool> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// The built tool of `code` granted `allowlist`, from the cache or
+    /// built now (AgentOS's `run(input)` entry point is adapted).
+    async fn tool(&self, code: &str, allowlist: &[String]) -> Result<Tool, Failure> {
+        let key = cache_key(code, allowlist);
+        if let Some(tool) = self.cached(&key) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(tool);
+        }
+        let source = temper_forge::agentos::temper_source(code);
+        let artifact = self.runtime.build(&source).await?;
+        let tool = self
+            .runtime
+            .grant(&self.runtime.tool(&artifact), allowlist)?;
+        self.builds.fetch_add(1, Ordering::Relaxed);
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, tool.clone());
+        Ok(tool)
+    }
+
+    /// Runs `code` (defining `execute(input)`, or AgentOS's `run(input)`)
+    /// with `input`, granted `allowlist` ∩ the policy, in a fresh instance.
+    /// Resolves to the output.
+    #[napi(
+        ts_args_type = "code: string, input: unknown, allowlist: string[], options?: { timeoutMs?: number, signal?: AbortSignal }",
+        ts_return_type = "Promise<any>"
+    )]
+    pub async fn execute(
+        &self,
+        code: String,
+        input: Value,
+        allowlist: Vec<String>,
+        options: Option<ExecuteOptions>,
+    ) -> napi::Result<Value> {
+        let options = options.unwrap_or_default();
+        let limit = options
+            .timeout_ms
+            .map(|ms| Duration::from_millis(ms.into()));
+        let run = async {
+            let tool = self.tool(&code, &allowlist).await?;
+            let text = input.to_string();
+            let call = self.runtime.call(&tool, &text);
+            let out = match limit.filter(|l| *l < self.runtime.limits().timeout) {
+                None => call.await?,
+                Some(l) => match tokio::time::timeout(l, call).await {
+                    Ok(out) => out?,
+                    Err(_) => {
+                        return Err(Failure {
+                            kind: ErrorKind::Timeout {
+                                limit_ms: l.as_millis() as u64,
+                            },
+                            message: format!("timeout: the call ran past {} ms", l.as_millis()),
+                            logs: Vec::new(),
+                            result: None,
+                        });
+                    }
+                },
+            };
+            serde_json::from_str::<Value>(&out.output)
+                .map_err(|e| Failure::host(format!("the tool's output is not JSON: {e}")))
+        };
+        match cancel::run(options.cancel_id, run).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(f)) => Err(to_napi(f)),
+            Err(cancel::Cancelled) => Err(napi::Error::from_reason("TEMPER_CANCELLED")),
+        }
+    }
+
+    /// Checks `code` without running it: the static check and the compile
+    /// (syntax). Resolves to `{ valid, violations }`, as AgentOS's
+    /// `validateCode` returns.
+    #[napi(ts_return_type = "Promise<{ valid: boolean, violations: string[] }>")]
+    pub async fn validate(&self, code: String) -> napi::Result<Value> {
+        let source = temper_forge::agentos::temper_source(&code);
+        let checked = match temper_runtime::static_check::check(&source) {
+            Ok(()) => self.runtime.compile_on_engine(&source).await.map(|_| ()),
+            Err(e) => Err(e.into()),
+        };
+        Ok(match checked {
+            Ok(()) => json!({"valid": true, "violations": []}),
+            Err(e) => json!({"valid": false, "violations": [e.to_string()]}),
+        })
+    }
+
+    /// The build cache's counters.
+    #[napi]
+    pub fn cache_stats(&self) -> CacheStats {
+        let entries = self.cache.lock().unwrap_or_else(|p| p.into_inner()).len();
+        CacheStats {
+            entries: entries as u32,
+            capacity: self.capacity,
+            hits: self.hits.load(Ordering::Relaxed) as f64,
+            builds: self.builds.load(Ordering::Relaxed) as f64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_key;
+
+    #[test]
+    fn keys_separate_code_and_allowlist() {
+        let a = cache_key("ab", &["c".into()]);
+        assert_eq!(a, cache_key("ab", &["c".into()]));
+        assert_ne!(a, cache_key("a", &["bc".into()]));
+        assert_ne!(a, cache_key("ab", &[]));
+        assert_ne!(a, cache_key("ab", &["c".into(), String::new()]));
+    }
+}
