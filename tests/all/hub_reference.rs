@@ -209,7 +209,7 @@ fn assert_same(report: &Value) {
         !report["tools"].as_array().unwrap().is_empty(),
         "{server}: no tool listed"
     );
-    for name in report["definitions_differ"].as_array().unwrap() {
+    if let Some(name) = report["definitions_differ"].as_array().unwrap().first() {
         let name = name.as_str().unwrap();
         panic!(
             "{server}: tool {name} listed differently:\ndirect:  {}\ngateway: {}",

@@ -337,7 +337,11 @@ fn mcp_over_stdio_pipes() {
     let m = c.recv();
     assert_eq!((error_code(&m), &m["id"]), (-32700, &Value::Null), "{m}");
 
+    // resources/list is served (the hub's upstream resources; none here),
+    // an unknown method is not.
     let (m, _) = c.request("resources/list", json!({}));
+    assert_eq!(m["result"]["resources"], json!([]), "{m}");
+    let (m, _) = c.request("no/such/method", json!({}));
     assert_eq!(error_code(&m), -32601, "{m}");
     let (m, _) = c.request("tools/call", json!({"arguments": {}}));
     assert_eq!(error_code(&m), -32602, "{m}");

@@ -135,7 +135,11 @@ async fn streamable_http_protocol() {
         )
         .await;
     assert_eq!(a.status, 400);
+    // resources/list is served (the hub's upstream resources; none here),
+    // an unknown method is not.
     let a = c.rpc("resources/list", json!({})).await;
+    assert_eq!(a.response()["result"]["resources"], json!([]));
+    let a = c.rpc("no/such/method", json!({})).await;
     assert_eq!(a.response()["error"]["code"], -32601);
 
     // DNS rebinding: a foreign Origin or Host is refused; loopback origins pass.
