@@ -201,8 +201,17 @@ fn gateway_lists_calls_and_composes_a_typescript_http_upstream() {
         out,
         json!({"query": "wasm", "total": 2, "items": [{"id": 1, "title": "wasm #1"}, {"id": 2, "title": "wasm #2"}]})
     );
-    let out = tool_output(&m.call("github.echo_text", json!({"text": "hi"})));
-    assert_eq!(out, json!({"text": "you said: hi"}));
+    // A plain-text answer passes through as plain text (no structuredContent).
+    let echoed = m.call("github.echo_text", json!({"text": "hi"}));
+    assert_eq!(
+        echoed["result"]["content"],
+        json!([{"type": "text", "text": "you said: hi"}]),
+        "{echoed}"
+    );
+    assert!(
+        echoed["result"].get("structuredContent").is_none(),
+        "{echoed}"
+    );
     // The input is checked against the upstream's input schema before it
     // is sent (limit is at most 10 there).
     let bad = error_text(&m.call("github.search_issues", json!({"query": "x", "limit": 50})));
