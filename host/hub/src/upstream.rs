@@ -424,6 +424,9 @@ impl Upstream {
                 message: shared.redact(message),
             },
         })?;
+        let mut output = output;
+        output.error = output.error.map(|e| shared.redact(e));
+        output.result = output.result.map(|r| shared.redact_result(r));
         if let Some(schema) = &entry.output
             && output.error.is_none()
         {
@@ -541,6 +544,38 @@ impl Shared {
             }
             Ok(Ok(result)) => Ok(serde_json::value::to_raw_value(&result)
                 .map_err(|e| format!("cannot write rmcp's result: {e}"))),
+        }
+    }
+
+    /// A result to pass on with every secret value cut out of its text (an
+    /// upstream that echoes the `Authorization` it was sent must not show
+    /// it to Temper's caller); as it is when it holds none.
+    fn redact_result(&self, result: ToolResult) -> ToolResult {
+        if self.secrets.is_empty() {
+            return result;
+        }
+        let text = match &result {
+            ToolResult::Raw(raw) => std::borrow::Cow::Borrowed(raw.get()),
+            ToolResult::Value(map) => match serde_json::to_string(map) {
+                Ok(text) => std::borrow::Cow::Owned(text),
+                Err(_) => return result,
+            },
+        };
+        let holds = self
+            .secrets
+            .iter()
+            .any(|s| memchr::memmem::find(text.as_bytes(), s.as_bytes()).is_some());
+        if !holds {
+            return result;
+        }
+        let redacted = self.redact(text.into_owned());
+        match RawValue::from_string(redacted) {
+            Ok(raw) => ToolResult::Raw(raw),
+            // A secret cut out of an escape: nothing of it is passed on.
+            Err(_) => ToolResult::Value(Map::from_iter([(
+                "content".to_string(),
+                serde_json::json!([{"type": "text", "text": "[redacted]"}]),
+            )])),
         }
     }
 
@@ -731,9 +766,30 @@ impl Shared {
 /// Most pages of a listing read from one upstream.
 const MAX_PAGES: usize = 100;
 
-/// The client handler: notes `list_changed`.
+/// The client handler: notes `list_changed`; refuses the upstream's own
+/// requests for sampling and elicitation (Temper's client declares neither
+/// capability, so a conforming server does not send them), naming the
+/// upstream and what it asked for; notes the upstream's log messages in
+/// Temper's log (their level, not their data; they are not relayed).
 struct Handler {
     list_changed: Arc<Notify>,
+    /// The upstream's table name, for refusals and logs.
+    upstream: String,
+}
+
+impl Handler {
+    /// The refusal of the upstream's request `method`.
+    fn refusal(&self, method: &str) -> rmcp::ErrorData {
+        tracing::warn!(upstream = %self.upstream, %method, "an upstream's request refused: Temper does not relay it to its caller");
+        rmcp::ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "upstream \"{}\" asked for {method}, which Temper does not relay to its caller (its client declares no such capability)",
+                self.upstream
+            ),
+            None,
+        )
+    }
 }
 
 impl ClientHandler for Handler {
@@ -742,6 +798,42 @@ impl ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         self.list_changed.notify_one();
+        std::future::ready(())
+    }
+
+    #[allow(
+        deprecated,
+        reason = "sampling is deprecated by SEP-2577 but servers still send it: refused here"
+    )]
+    fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<rmcp::model::CreateMessageResult, rmcp::ErrorData>> + Send + '_
+    {
+        std::future::ready(Err(self.refusal("sampling/createMessage")))
+    }
+
+    fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<rmcp::model::ElicitResult, rmcp::ErrorData>> + Send + '_ {
+        std::future::ready(Err(self.refusal("elicitation/create")))
+    }
+
+    #[allow(
+        deprecated,
+        reason = "logging is deprecated by SEP-2577 but servers still send it: noted here"
+    )]
+    fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        // Its data is not logged: it may hold what the upstream was given
+        // (a secret of its environment), which only its stderr is cut for.
+        tracing::debug!(target: "temper_hub::upstream_log", upstream = %self.upstream, level = ?params.level, logger = ?params.logger, "upstream log message (not relayed)");
         std::future::ready(())
     }
 

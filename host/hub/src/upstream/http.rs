@@ -75,6 +75,7 @@ impl Shared {
         };
         let handler = Handler {
             list_changed: self.list_changed.clone(),
+            upstream: self.config.name.clone(),
         };
         let service =
             match tokio::time::timeout(self.config.start_timeout, handler.serve(transport)).await {

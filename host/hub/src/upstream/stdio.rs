@@ -128,6 +128,7 @@ impl Shared {
 
         let handler = Handler {
             list_changed: self.list_changed.clone(),
+            upstream: self.config.name.clone(),
         };
         let client = rmcp::ClientHandler::get_info(&handler);
         let started =

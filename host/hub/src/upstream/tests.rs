@@ -428,3 +428,28 @@ async fn follows_list_changed() {
     let out = up.call("late_tool", json!({"x": 41})).await.unwrap();
     assert_eq!(out, json!({"result": 42}));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_elicitation_and_sampling_are_refused_naming_it() {
+    let Some(up) = start("tools = [\"ask\", \"sample\", \"web_search\"]").await else {
+        return;
+    };
+    for (tool, method) in [
+        ("ask", "elicitation/create"),
+        ("sample", "sampling/createMessage"),
+    ] {
+        let out = up.call(tool, json!({})).await.unwrap();
+        let text = out.as_str().unwrap_or_default();
+        assert!(text.starts_with("refused: "), "{tool}: {out}");
+        assert!(
+            text.contains(&format!(
+                "upstream \"search\" asked for {method}, which Temper does not relay"
+            )),
+            "{tool}: {out}"
+        );
+    }
+    // The connection is still up.
+    up.call("web_search", json!({"query": "after"}))
+        .await
+        .unwrap();
+}

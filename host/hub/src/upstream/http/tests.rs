@@ -155,7 +155,7 @@ async fn lists_and_calls(args: &[&str]) {
         .call("github.echo_text", json!({"text": "hi"}))
         .await
         .unwrap();
-    assert_eq!(out, json!({"text": "you said: hi"}));
+    assert_eq!(out, json!("you said: hi"));
     // isError: the upstream's text, naming the upstream and the tool.
     let err = up
         .call("github.fail", json!({"reason": "nope"}))
@@ -292,7 +292,7 @@ async fn http_errors_on_a_call_name_the_upstream_and_keep_the_session() {
         .call("github.echo_text", json!({"text": "still here"}))
         .await
         .unwrap();
-    assert_eq!(out, json!({"text": "you said: still here"}));
+    assert_eq!(out, json!("you said: still here"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -317,7 +317,7 @@ async fn hanging_call_ends_at_timeout_ms() {
         "{took:?}"
     );
     let out = up.call("github.slow", json!({"ms": 1})).await.unwrap();
-    assert_eq!(out, json!({"text": "slept 1 ms"}));
+    assert_eq!(out, json!("slept 1 ms"));
 }
 
 /// Calls `echo_text` until it answers (after a reconnect), at most 20 s.
@@ -326,7 +326,7 @@ async fn until_back(up: &Upstream) {
     loop {
         match up.call("github.echo_text", json!({"text": "back"})).await {
             Ok(out) => {
-                assert_eq!(out, json!({"text": "you said: back"}));
+                assert_eq!(out, json!("you said: back"));
                 return;
             }
             Err(e) if t.elapsed() < Duration::from_secs(20) => {
@@ -346,7 +346,7 @@ async fn oversized(args: &[&str]) {
     let server = TsServer::start(0, args);
     let up = started(&server, "max_result_bytes = 65536").await;
     let out = up.call("github.big", json!({"n": 60000})).await.unwrap();
-    assert_eq!(out["text"].as_str().unwrap().len(), 60000);
+    assert_eq!(out.as_str().unwrap().len(), 60000);
     let err = up
         .call("github.big", json!({"n": 200_000}))
         .await
@@ -441,4 +441,13 @@ async fn header_values_never_show() {
         err.to_string(),
         "upstream \"gh\" tool \"fail\": failed on purpose: [redacted]"
     );
+    // And out of the result a gateway passes on.
+    let out = up
+        .call_output("github.fail", json!({"reason": SECRET}), None)
+        .await
+        .unwrap();
+    assert_eq!(out.error.as_deref(), Some("failed on purpose: [redacted]"));
+    let passed = serde_json::to_string(&out.result.unwrap()).unwrap();
+    assert!(!passed.contains("gh-SECRET-7f3a9c"), "{passed}");
+    assert!(passed.contains("failed on purpose: [redacted]"), "{passed}");
 }
