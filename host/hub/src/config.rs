@@ -33,7 +33,6 @@
 //! their value.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -109,47 +108,6 @@ pub enum ToolsFileError {
         /// What is wrong (never quotes a secret value).
         reason: String,
     },
-}
-
-/// A configured value that may be secret: an `env:` value or a header or
-/// environment value of an upstream. `Debug` and `Display` print where it
-/// came from (`env:NAME` or `<literal>`), never the value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret {
-    origin: String,
-    value: String,
-}
-
-impl Secret {
-    /// A secret with a value and a printable origin.
-    pub fn new(origin: impl Into<String>, value: impl Into<String>) -> Self {
-        Self {
-            origin: origin.into(),
-            value: value.into(),
-        }
-    }
-
-    /// The value, for the one place that must send it.
-    pub fn expose(&self) -> &str {
-        &self.value
-    }
-
-    /// Where it came from: `env:NAME` or `<literal>`.
-    pub fn origin(&self) -> &str {
-        &self.origin
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Secret({}: [redacted])", self.origin)
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} [redacted]", self.origin)
-    }
 }
 
 /// How Temper reaches an upstream.
@@ -818,6 +776,9 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
         })
     }
 }
+
+mod secret;
+pub use secret::Secret;
 
 #[cfg(test)]
 mod tests;
