@@ -5,7 +5,7 @@ probes `server/discover` and speaks 2026-07-28 with Temper).
 Run by `cargo test --test all hub_relay` (tests/all/hub_relay.rs) with the
 venv from scripts/mcp-venv.sh and the servers from scripts/mcp-servers.sh:
 
-    python tests/mcp_relay_client.py URL TOKEN SECRET
+    python tests/mcp_relay_client.py URL TOKEN SECRET [legacy]
     python tests/mcp_relay_client.py --stdio SPEC_JSON SECRET
 
 The gateway fronts the official everything server (`ev.`, `relay =
@@ -22,6 +22,9 @@ Checks, each with the SDK's own callbacks:
   logging callback, the upstream's secret cut out;
 - a client without callbacks (declaring neither capability): the
   everything server hears a refusal, and its tool's error says so.
+
+With `legacy`, the same checks with `Client(url, mode="legacy")`: the
+requests come as server-to-client requests on the call's event stream.
 
 With `--stdio`, the same client in `mode="legacy"` over stdio (SPEC_JSON:
 {"command": ..., "args": [...], "env": {...}} starting `temper mcp`): the
@@ -48,7 +51,7 @@ def texts(result):
     return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-async def flow(url, token, secret):
+async def flow(url, token, secret, mode):
     asked = []
     logs = []
 
@@ -70,8 +73,10 @@ async def flow(url, token, secret):
         logs.append(params)
 
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    legacy = {"mode": "legacy"} if mode == "legacy" else {}
     client = Client(
         streamable_http_client(url, http_client=http),
+        **legacy,
         elicitation_callback=on_elicit,
         sampling_callback=on_sample,
         logging_callback=on_log,
@@ -104,7 +109,7 @@ async def flow(url, token, secret):
 
     # A client that declares neither capability: the upstream is refused.
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    async with http, Client(streamable_http_client(url, http_client=http)) as c:
+    async with http, Client(streamable_http_client(url, http_client=http), **legacy) as c:
         try:
             out = await c.call_tool("ev.trigger-elicitation-request", {})
         except MCPError as e:
@@ -112,8 +117,8 @@ async def flow(url, token, secret):
         else:
             assert out.is_error, out
             message = texts(out)
-        assert "does not declare that capability" in message, message
-    print(f"relayed: {len(asked)} requests, {len(logs)} log messages")
+        assert "declare that capability" in message, message
+    print(f"relayed ({mode}): {len(asked)} requests, {len(logs)} log messages")
 
 
 async def legacy_stdio(spec, secret):
@@ -154,7 +159,8 @@ async def main():
                 spec = json.load(f)
             await legacy_stdio(spec, sys.argv[3])
         else:
-            await flow(sys.argv[1], sys.argv[2], sys.argv[3])
+            mode = sys.argv[4] if len(sys.argv) > 4 else "default"
+            await flow(sys.argv[1], sys.argv[2], sys.argv[3], mode)
 
 
 anyio.run(main)

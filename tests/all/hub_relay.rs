@@ -64,21 +64,33 @@ fn the_official_python_client_answers_an_upstreams_requests_and_hears_its_logs()
         ],
         &[("RELAY_TEST_KEY", SECRET)],
     );
-    let out = std::process::Command::new(&python)
-        .arg(root().join("tests/mcp_relay_client.py"))
-        .arg(server.url())
-        .arg("relay-token")
-        .arg(SECRET)
-        .output()
-        .expect("run tests/mcp_relay_client.py");
+    // The SDK's default mode (2026-07-28: input_required), then its legacy
+    // mode (server-to-client requests on the call's event stream).
+    for mode in ["default", "legacy"] {
+        let out = std::process::Command::new(&python)
+            .arg(root().join("tests/mcp_relay_client.py"))
+            .arg(server.url())
+            .arg("relay-token")
+            .arg(SECRET)
+            .arg(mode)
+            .output()
+            .expect("run tests/mcp_relay_client.py");
+        assert!(
+            out.status.success(),
+            "tests/mcp_relay_client.py {mode} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains(&format!("relayed ({mode}): 2 requests")),
+            "{said}"
+        );
+    }
     assert!(
-        out.status.success(),
-        "tests/mcp_relay_client.py failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        !server.log().contains(SECRET),
+        "the upstream's secret in Temper's log"
     );
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("relayed: 2 requests"), "{said}");
 }
 
 #[test]
@@ -233,7 +245,7 @@ fn resources_and_prompts_of_a_streamable_http_upstream_are_served_as_over_stdio(
         "tools.toml",
         &format!(
             "[upstream.s]\ncommand = [{:?}, {:?}]\nprefix = \"s.\"\nresources = [\"*\"]\nprompts = [\"*\"]\n\n\
-             [upstream.h]\nurl = \"http://127.0.0.1:{}/mcp\"\nprefix = \"h.\"\nresources = [\"*\"]\nprompts = [\"*\"]\n",
+             [upstream.h]\nurl = \"http://127.0.0.1:{}/mcp\"\nprefix = \"h.\"\ntools = [\"trigger-long-running-operation\"]\nresources = [\"*\"]\nprompts = [\"*\"]\n",
             node.display().to_string(),
             index.display().to_string(),
             http.port
@@ -242,7 +254,7 @@ fn resources_and_prompts_of_a_streamable_http_upstream_are_served_as_over_stdio(
     let policy = write_file(
         dir.path(),
         "policy.toml",
-        "[resources]\nallow = [\"*\"]\n[prompts]\nallow = [\"*\"]\n",
+        "[tools]\nallow = [\"h.*\"]\n[resources]\nallow = [\"*\"]\n[prompts]\nallow = [\"*\"]\n",
     );
     let mut m = McpStdio::start(
         &[
@@ -309,6 +321,23 @@ fn resources_and_prompts_of_a_streamable_http_upstream_are_served_as_over_stdio(
         }
         assert_eq!(s, h, "{uri}");
     }
+    // Progress of a call over HTTP is relayed under the caller's token.
+    let (answer, before) = m.request_noting(
+        "tools/call",
+        json!({"name": "h.trigger-long-running-operation", "arguments": {"duration": 0.3, "steps": 3}, "_meta": {"progressToken": "mine"}}),
+    );
+    assert!(answer["result"]["content"].is_array(), "{answer}");
+    let relayed: Vec<&Value> = before
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress" && n["params"]["total"] == json!(3))
+        .collect();
+    assert_eq!(relayed.len(), 3, "{before:?}");
+    assert!(
+        relayed
+            .iter()
+            .all(|n| n["params"]["progressToken"] == json!("mine")),
+        "{relayed:?}"
+    );
     for (name, args) in [
         ("simple-prompt", json!({})),
         ("args-prompt", json!({"city": "Lyon", "state": "Rhone"})),

@@ -452,9 +452,12 @@ pub(super) async fn post(
     // Boxed where it is made (see `routes::post`): the handling future is
     // several kilobytes, copied whole at each move unboxed.
     let task = Box::pin(async move {
+        // `answer`: a hub tool's call relays what its upstream sends (the
+        // caller's request in hand).
         let result = handler
-            .handle_modern(&method, params.as_ref(), &notes)
-            .await;
+            .answer(&method, params.as_ref(), &notes, true)
+            .await
+            .map(crate::handler::answer::Answer::into_value);
         *lock(&session.last_active) = Instant::now();
         session.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(permit);
