@@ -19,7 +19,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 use crate::config::{Transport, UpstreamConfig};
 
@@ -30,27 +30,22 @@ use client_handler::Handler;
 mod http;
 mod http_client;
 mod output;
+mod relay;
 mod stdio;
 mod strict;
 
-pub use features::{Feature, template_matches};
+pub use features::{Feature, ListChange, template_matches};
 use output::{Bad, check, read_result};
 pub use output::{CallOutput, ToolResult, value_of_content};
-
-/// Where the progress notifications of an upstream call go: each is the
-/// upstream's `params` (`progress`, `total`, `message`, and the
-/// `progressToken` Temper gave the upstream, which a relay replaces with
-/// its caller's). Bounded ([`PROGRESS_QUEUE`]); when full, later
-/// notifications are dropped.
-pub type ProgressSink = mpsc::Sender<Value>;
-
-/// How many progress notifications a [`ProgressSink`] should hold.
-pub const PROGRESS_QUEUE: usize = direct::PROGRESS_QUEUE;
+pub use relay::{AskRefused, CallNote, RELAY_QUEUE, Relay, RelayRequests, UpstreamAsk};
 
 /// First restart delay; doubled after each failed start up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest restart delay.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// List changes a subscriber may fall behind by before it hears "lagged"
+/// (then it should take every list as changed).
+pub const LIST_CHANGES: usize = 16;
 /// How long a failed call waits for the connection's end reason.
 const REASON_WAIT: Duration = Duration::from_secs(2);
 
@@ -212,6 +207,8 @@ struct Shared {
     /// Why there is no connection, when there is none.
     down: Mutex<String>,
     list_changed: Arc<Notify>,
+    /// Where its list changes are announced.
+    changes: broadcast::Sender<ListChange>,
 }
 
 /// A connected upstream MCP server. Dropping it stops the child.
@@ -243,6 +240,14 @@ impl Upstream {
     /// upstream's `timeout_ms`. Keeps it connected (restarting the child
     /// when it exits, reconnecting when the server is lost) until dropped.
     pub async fn start(config: UpstreamConfig) -> Result<Self, UpstreamError> {
+        Self::start_reporting(config, broadcast::channel(LIST_CHANGES).0).await
+    }
+
+    /// [`Self::start`], announcing its list changes to `changes`.
+    pub async fn start_reporting(
+        config: UpstreamConfig,
+        changes: broadcast::Sender<ListChange>,
+    ) -> Result<Self, UpstreamError> {
         let secrets = match &config.transport {
             Transport::Stdio { env, .. } => env
                 .values()
@@ -265,6 +270,7 @@ impl Upstream {
             conn: Mutex::new(None),
             down: Mutex::new("not started".into()),
             list_changed: Arc::new(Notify::new()),
+            changes,
         });
         let conn = shared.connect().await?;
         shared.relist(&conn).await?;
@@ -330,14 +336,15 @@ impl Upstream {
 
     /// [`Self::call`] for a gateway: the upstream's result as it came
     /// ([`CallOutput::result`]), an `isError` result included
-    /// ([`CallOutput::error`]). With `progress`, the upstream is asked for
-    /// progress and its notifications go there (stdio upstreams). The
-    /// checks are the same.
+    /// ([`CallOutput::error`]). With a `relay`, what the upstream sends
+    /// for the call (progress, when the caller asked for it; log messages
+    /// and requests, when attributable) goes there (stdio upstreams; see
+    /// [`Relay`]). The checks are the same.
     pub async fn call_output(
         &self,
         name: &str,
         input: Value,
-        progress: Option<ProgressSink>,
+        relay: Option<Relay>,
     ) -> Result<CallOutput, UpstreamError> {
         let shared = &self.shared;
         // The names are copied into an error only (none on a call that
@@ -382,10 +389,7 @@ impl Upstream {
                 let mut params = Map::new();
                 params.insert("name".into(), Value::String(tool.to_string()));
                 params.insert("arguments".into(), Value::Object(arguments));
-                match direct
-                    .request("tools/call", &params, progress, timeout)
-                    .await
-                {
+                match direct.request("tools/call", &params, relay, timeout).await {
                     Ok(direct::Reply::Result(raw)) => Ok(raw),
                     Ok(direct::Reply::Error(message)) => Err(message),
                     Err(direct::NoReply::Timeout) => {
@@ -470,8 +474,11 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
             tokio::select! {
                 reason = wait_ended(&mut ended) => break reason,
                 _ = shared.list_changed.notified() => {
-                    if let Err(e) = shared.relist(&conn).await {
-                        tracing::warn!(upstream = %name, error = %e, "tools/list after list_changed failed");
+                    match shared.relist(&conn).await {
+                        Ok(()) => {
+                            let _ = shared.changes.send(ListChange::Tools);
+                        }
+                        Err(e) => tracing::warn!(upstream = %name, error = %e, "tools/list after list_changed failed"),
                     }
                 }
             }
@@ -505,6 +512,8 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
         };
         tracing::info!(upstream = %name, "upstream restarted");
         *crate::lock(&shared.conn) = Some(conn.clone());
+        // Listed again: it may list other tools now.
+        let _ = shared.changes.send(ListChange::Tools);
     }
 }
 

@@ -34,6 +34,10 @@ pub mod answer;
 // caller's narrowing.
 #[path = "hub_features.rs"]
 pub mod hub_features;
+// What an upstream sends during a hub call, relayed to its caller: a
+// child module, for the caller's identity and transport.
+#[path = "hub_relay.rs"]
+pub(crate) mod hub_relay;
 use run_code::{DESCRIBE_TOOLS, RUN_CODE};
 
 /// The legacy (handshake) MCP revisions this server speaks, newest first:
@@ -54,8 +58,14 @@ pub fn negotiate_version(requested: &str) -> &'static str {
 
 /// Where the notifications a request causes go.
 pub trait Notifier: Send + Sync {
-    /// A notification about this request (`notifications/progress`).
+    /// A notification about this request (`notifications/progress`,
+    /// `notifications/message`).
     fn request_note(&self, message: Value);
+    /// Whether [`Self::request_note`] reaches the caller (over HTTP, only
+    /// when the answer is an event stream).
+    fn carries_notes(&self) -> bool {
+        true
+    }
     /// A notification for the caller's session
     /// (`notifications/tools/list_changed` after a forge).
     fn session_note(&self, message: Value);
@@ -489,7 +499,8 @@ impl Handler {
     /// Calls a hub tool (Temper as a gateway): the upstream's result passed
     /// on, a built-in's output as a tool result (`answer.rs`).
     async fn call_hub(&self, name: &str, arguments: &Value, progress: &Progress<'_>) -> Value {
-        self.hub_answer(name, arguments, progress, false)
+        let answers = hub_relay::Answers::of(None, false);
+        self.hub_answer(name, arguments, progress, answers, false)
             .await
             .into_value()
     }

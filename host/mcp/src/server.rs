@@ -51,7 +51,7 @@ use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
 use super::protocol::{self, results, results::SubscriptionFilter};
-use super::watch;
+use super::watch::{self, deliver_hub_changes};
 use temper_forge::{Forge, ForgeContext};
 use temper_store::StoreError;
 
@@ -166,11 +166,24 @@ where
             !conn.out.failed()
         }))
     });
+    // The hub upstreams' list changes, announced as the same notification.
+    let hub_changes = conn
+        .handler
+        .forge()
+        .hub()
+        .and_then(|hub| hub.subscribe_list_changes())
+        .map(|changes| {
+            let conn = conn.clone();
+            tokio::spawn(deliver_hub_changes(changes, move |method| {
+                conn.list_changed_of(method);
+                !conn.out.failed()
+            }))
+        });
     // The reader thread ended (a panic there drops its sender: the input
     // is taken as ended).
     let ended = end.await.unwrap_or(Ok(()));
     while requests.recv().await.is_some() {}
-    if let Some(poller) = poller {
+    for poller in poller.into_iter().chain(hub_changes) {
         poller.abort();
         let _ = poller.await;
     }
@@ -326,12 +339,18 @@ impl Connection {
     /// revision, which gets change notifications on subscriptions only),
     /// and on every subscription that asked for it, stamped with its id.
     fn list_changed(&self) {
+        self.list_changed_of(LIST_CHANGED);
+    }
+
+    /// Announces the `list_changed` notification `method` (tools,
+    /// resources or prompts) as [`Self::list_changed`] does.
+    fn list_changed_of(&self, method: &str) {
         if self.initialized.load(Ordering::SeqCst) || !self.modern.load(Ordering::SeqCst) {
-            self.send(jsonrpc::notification(LIST_CHANGED, serde_json::json!({})));
+            self.send(jsonrpc::notification(method, serde_json::json!({})));
         }
         for (id, filter) in lock(&self.subscriptions).iter() {
-            if filter.tools() {
-                self.send(results::subscription_note(LIST_CHANGED, id));
+            if filter.wants(method) {
+                self.send(results::subscription_note(method, id));
             }
         }
     }

@@ -16,6 +16,32 @@ use serde_json::{Map, Value};
 use super::{MAX_PAGES, Upstream, UpstreamError, direct, end_reason};
 use crate::config::ToolSelection;
 
+/// A list of an upstream's that changed (its
+/// `notifications/{tools,resources,prompts}/list_changed`), announced to
+/// Temper's callers as the same notification. Tools are announced once
+/// they are listed again; resources and prompts only for an upstream the
+/// tools file selects any of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListChange {
+    /// Its tools.
+    Tools,
+    /// Its resources (or resource templates).
+    Resources,
+    /// Its prompts.
+    Prompts,
+}
+
+impl ListChange {
+    /// The notification a caller hears.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Tools => "notifications/tools/list_changed",
+            Self::Resources => "notifications/resources/list_changed",
+            Self::Prompts => "notifications/prompts/list_changed",
+        }
+    }
+}
+
 /// What an upstream offers besides tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Feature {

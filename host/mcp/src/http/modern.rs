@@ -101,13 +101,16 @@ struct Listener {
 impl Listener {
     /// Sends `list_changed`; false when the client is gone or not reading.
     fn list_changed(&self) -> bool {
-        !self.filter.tools()
+        self.list_changed_of(LIST_CHANGED)
+    }
+
+    /// Sends the `list_changed` notification `method` when its filter
+    /// asked for it; false when the client is gone or not reading.
+    fn list_changed_of(&self, method: &str) -> bool {
+        !self.filter.wants(method)
             || self
                 .tx
-                .try_send(sse_event(&results::subscription_note(
-                    LIST_CHANGED,
-                    &self.id,
-                )))
+                .try_send(sse_event(&results::subscription_note(method, &self.id)))
                 .is_ok()
     }
 }
@@ -177,6 +180,12 @@ impl Modern {
     /// whose client is gone.
     fn notify(&self, reached: impl Fn(&Listener) -> bool) {
         lock(&self.listeners).retain(|l| !reached(l) || l.list_changed());
+    }
+
+    /// Announces a hub upstream's list change (the notification `method`)
+    /// to every listener that asked for it.
+    pub(super) fn hub_list_changed(&self, method: &str) {
+        lock(&self.listeners).retain(|l| l.list_changed_of(method));
     }
 
     /// Announces `changes` (a registry change) to the listeners they reach.
@@ -567,6 +576,10 @@ impl Notifier for ModernNotes {
         if let Some(tx) = &self.post {
             let _ = tx.try_send(sse_event(&message));
         }
+    }
+
+    fn carries_notes(&self) -> bool {
+        self.post.is_some()
     }
 
     fn session_note(&self, message: Value) {

@@ -144,6 +144,10 @@ impl Notifier for HttpNotes {
         }
     }
 
+    fn carries_notes(&self) -> bool {
+        self.post.is_some()
+    }
+
     fn session_note(&self, message: Value) {
         if !self.session.push(&message) {
             self.request_note(message);

@@ -29,11 +29,13 @@ pub const SERVER_INFO: Implementation = Implementation {
 pub const INSTRUCTIONS: &str = "Call forge_tool to create a tool when none of the listed tools fits; \
     once forged it is listed and callable for the rest of this session.";
 
-/// `capabilities.tools`.
+/// `capabilities.tools`, `.resources`, `.prompts`: a list whose changes
+/// clients hear of (forges and promotions, the hub upstreams' own
+/// `list_changed`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolsCapability {
-    /// The tool list changes (forges, promotions): clients hear of it.
+pub struct ListCapability {
+    /// The list changes, and clients hear of it.
     pub list_changed: bool,
 }
 
@@ -43,23 +45,19 @@ pub struct ToolsCapability {
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerCapabilities {
     /// Tools.
-    pub tools: ToolsCapability,
+    pub tools: ListCapability,
     /// Resources (`resources/list`, `resources/templates/list`,
     /// `resources/read`).
-    pub resources: Empty,
+    pub resources: ListCapability,
     /// Prompts (`prompts/list`, `prompts/get`).
-    pub prompts: Empty,
+    pub prompts: ListCapability,
 }
-
-/// A capability without options (`{}`).
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Empty {}
 
 /// This server's capabilities, in every revision.
 pub const CAPABILITIES: ServerCapabilities = ServerCapabilities {
-    tools: ToolsCapability { list_changed: true },
-    resources: Empty {},
-    prompts: Empty {},
+    tools: ListCapability { list_changed: true },
+    resources: ListCapability { list_changed: true },
+    prompts: ListCapability { list_changed: true },
 };
 
 /// The legacy `initialize` result.
@@ -204,32 +202,56 @@ pub fn complete(result: &mut Value) {
 }
 
 /// The notification types a `subscriptions/listen` asks for, or that the
-/// server honors (`SubscriptionFilter`); Temper has tools only.
+/// server honors (`SubscriptionFilter`): the tools, resources and prompts
+/// lists' changes (the last two are the hub upstreams').
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionFilter {
     /// `notifications/tools/list_changed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools_list_changed: Option<bool>,
+    /// `notifications/resources/list_changed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources_list_changed: Option<bool>,
+    /// `notifications/prompts/list_changed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompts_list_changed: Option<bool>,
 }
 
 impl SubscriptionFilter {
-    /// What this server honors of a request's `params.notifications`: tools
-    /// `list_changed` when asked for; prompts and resources are omitted
-    /// (this server has none).
+    /// What this server honors of a request's `params.notifications`: the
+    /// tools, resources and prompts `list_changed` asked for (resource
+    /// subscriptions are not honored).
     pub fn honored(params: Option<&Value>) -> Self {
-        let tools = params
-            .and_then(|p| p.pointer("/notifications/toolsListChanged"))
-            .and_then(Value::as_bool)
-            == Some(true);
+        let asked = |key: &str| {
+            (params
+                .and_then(|p| p.get("notifications"))
+                .and_then(|n| n.get(key))
+                .and_then(Value::as_bool)
+                == Some(true))
+            .then_some(true)
+        };
         Self {
-            tools_list_changed: tools.then_some(true),
+            tools_list_changed: asked("toolsListChanged"),
+            resources_list_changed: asked("resourcesListChanged"),
+            prompts_list_changed: asked("promptsListChanged"),
         }
     }
 
     /// Whether tools `list_changed` is honored.
     pub fn tools(&self) -> bool {
         self.tools_list_changed == Some(true)
+    }
+
+    /// Whether the `list_changed` notification `method` is honored.
+    pub fn wants(&self, method: &str) -> bool {
+        let flag = match method {
+            "notifications/tools/list_changed" => self.tools_list_changed,
+            "notifications/resources/list_changed" => self.resources_list_changed,
+            "notifications/prompts/list_changed" => self.prompts_list_changed,
+            _ => None,
+        };
+        flag == Some(true)
     }
 }
 
