@@ -126,7 +126,10 @@ def run_scenario(suite: Path, url: str, scenario: str, revision: str, out: Path)
         "-o",
         str(out),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=suite)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=suite)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "pass": 0, "fail": 1, "warn": 0, "errors": ["the suite ran over 60 s"], "warnings": []}
     found = list(out.glob("*/checks.json"))
     if len(found) != 1:
         output = (proc.stdout + proc.stderr)[-1000:]
