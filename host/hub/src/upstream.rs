@@ -19,7 +19,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tokio::sync::{Notify, broadcast, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 
 use crate::config::{Transport, UpstreamConfig};
 
@@ -209,7 +209,15 @@ struct Shared {
     list_changed: Arc<Notify>,
     /// Where its list changes are announced.
     changes: broadcast::Sender<ListChange>,
+    /// The progress tokens of the calls in flight through rmcp (Streamable
+    /// HTTP) whose callers asked for progress, and where it goes.
+    http_progress: ProgressRoutes,
 }
+
+/// Progress tokens of calls in flight → their relays (bounded by the calls
+/// in flight: an entry leaves when its call ends).
+pub(super) type ProgressRoutes =
+    Arc<Mutex<std::collections::HashMap<String, mpsc::Sender<CallNote>>>>;
 
 /// A connected upstream MCP server. Dropping it stops the child.
 pub struct Upstream {
@@ -271,6 +279,7 @@ impl Upstream {
             down: Mutex::new("not started".into()),
             list_changed: Arc::new(Notify::new()),
             changes,
+            http_progress: ProgressRoutes::default(),
         });
         let conn = shared.connect().await?;
         shared.relist(&conn).await?;
@@ -410,7 +419,7 @@ impl Upstream {
                     }
                 }
             }
-            None => shared.call_rmcp(&conn, tool, arguments).await?,
+            None => shared.call_rmcp(&conn, tool, arguments, relay).await?,
         };
         let raw = raw.map_err(|message| UpstreamError::Call {
             upstream: up(),
@@ -443,6 +452,24 @@ impl Upstream {
         }
         Ok(output)
     }
+}
+
+/// A call's entry in [`Shared::http_progress`], removed when the call ends.
+struct ProgressRoute<'a> {
+    routes: &'a ProgressRoutes,
+    token: String,
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        crate::lock(self.routes).remove(&self.token);
+    }
+}
+
+/// A number for a progress token, unique in this process.
+fn rand_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The reason the connection ended, waiting briefly for it; `fallback` when
@@ -526,9 +553,25 @@ impl Shared {
         conn: &Conn,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
+        relay: Option<Relay>,
     ) -> Result<Result<Box<RawValue>, String>, UpstreamError> {
         let up = || self.config.name.clone();
-        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        // A caller that asked for progress: the upstream is asked too, with
+        // a token of Temper's, and its notifications go to the relay.
+        let _route = match relay.filter(|r| r.progress) {
+            Some(relay) => {
+                let token = format!("temper-hub-http-{}", rand_token());
+                params.meta =
+                    serde_json::from_value(serde_json::json!({"progressToken": token})).ok();
+                crate::lock(&self.http_progress).insert(token.clone(), relay.notes);
+                Some(ProgressRoute {
+                    routes: &self.http_progress,
+                    token,
+                })
+            }
+            None => None,
+        };
         let timeout = self.config.timeout;
         match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
             Err(_) => Err(UpstreamError::Timeout {

@@ -174,7 +174,8 @@ impl Handler {
         if META_TOOLS.contains(&name) || !self.goes_to_hub(name).await? {
             return Ok(None);
         }
-        let progress = Progress::of(params, notes);
+        let mut progress = Progress::of(params, notes);
+        progress.log_level = hub_relay::log_level(Some(params), modern);
         let answers = Answers::of(Some(params), modern);
         if let Some(state) = params.get("requestState") {
             let Some(state) = state.as_str().filter(|_| modern) else {
@@ -219,7 +220,8 @@ impl Handler {
         answers: Answers,
         modern: bool,
     ) -> Answer {
-        let relays = progress.token.is_some() || progress.notes.carries_notes() || answers.any();
+        let logs = progress.log_level.is_some() && progress.notes.carries_notes();
+        let relays = progress.token.is_some() || logs || answers.any();
         if !relays {
             let outcome = self.forge.call_native_output(name, arguments, None).await;
             return self.hub_result(name, outcome, modern);
@@ -250,6 +252,7 @@ impl Handler {
             notes: progress.notes,
             token: progress.token.as_ref(),
             carries: progress.notes.carries_notes(),
+            log_level: progress.log_level,
         };
         let (driven, relayed) =
             hub_relay::drive(call, notes, &sink, answers, &self.owner(name)).await;

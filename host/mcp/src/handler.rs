@@ -66,6 +66,14 @@ pub trait Notifier: Send + Sync {
     fn carries_notes(&self) -> bool {
         true
     }
+    /// Sends the request `method` with `params` to a legacy caller that
+    /// declared its capability (an upstream's elicitation or sampling,
+    /// relayed): its answer comes on the receiver. `None` when this
+    /// caller cannot be asked (the default).
+    fn ask(&self, method: &str, params: Value) -> Option<hub_relay::AskReceiver> {
+        let _ = (method, params);
+        None
+    }
     /// A notification for the caller's session
     /// (`notifications/tools/list_changed` after a forge).
     fn session_note(&self, message: Value);
@@ -630,6 +638,9 @@ const FORGE_STEPS: u32 = 5;
 struct Progress<'n> {
     notes: &'n dyn Notifier,
     token: Option<Value>,
+    /// The lowest level of the upstream log messages relayed to the
+    /// caller of a hub call (`hub_relay::log_level`); `None`: none.
+    log_level: Option<usize>,
 }
 
 impl<'n> Progress<'n> {
@@ -642,6 +653,7 @@ impl<'n> Progress<'n> {
                 .pointer("/_meta/progressToken")
                 .filter(|t| t.is_string() || t.is_number())
                 .cloned(),
+            log_level: None,
         }
     }
 
@@ -671,8 +683,8 @@ pub fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
     }))
 }
 
-/// The syslog levels `logging/setLevel` takes.
-const LOG_LEVELS: &[&str] = &[
+/// The syslog levels `logging/setLevel` takes, lowest first.
+pub(crate) const LOG_LEVELS: &[&str] = &[
     "debug",
     "info",
     "notice",

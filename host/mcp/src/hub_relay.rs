@@ -164,6 +164,69 @@ pub(crate) enum Driven {
     InputRequired(Value),
 }
 
+/// Where a legacy caller's answer to a relayed request comes.
+pub type AskReceiver = oneshot::Receiver<Result<Value, AskRefused>>;
+
+/// The capability a caller declares for the request `method`.
+pub(crate) fn capability_of(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        _ => None,
+    }
+}
+
+/// The requests a legacy connection sent its client and waits on, by id
+/// (`temper-ask-N`): at most [`MAX_ASKS`] at once.
+#[derive(Default)]
+pub(crate) struct ClientAsks {
+    next: std::sync::atomic::AtomicU64,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Result<Value, AskRefused>>>>,
+}
+
+/// Requests a connection's client may owe answers to at once.
+pub const MAX_ASKS: usize = 64;
+
+impl ClientAsks {
+    /// A new request's id and where its answer will come; `None` when
+    /// [`MAX_ASKS`] wait already.
+    pub fn register(&self) -> Option<(String, AskReceiver)> {
+        let mut waiting = lock(&self.waiting);
+        if waiting.len() >= MAX_ASKS {
+            return None;
+        }
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("temper-ask-{n}");
+        let (tx, rx) = oneshot::channel();
+        // A receiver dropped (its call ended): its entry goes now.
+        waiting.retain(|_, tx| !tx.is_closed());
+        waiting.insert(id.clone(), tx);
+        Some((id, rx))
+    }
+
+    /// Hands the client's answer (`result`, or its `error` object) to the
+    /// request `id`; false when no request of ours waits for it.
+    pub fn answer(&self, id: &Value, outcome: Result<Value, Value>) -> bool {
+        let Some(tx) = id.as_str().and_then(|id| lock(&self.waiting).remove(id)) else {
+            return false;
+        };
+        let answer = outcome.map_err(|error| AskRefused {
+            code: error
+                .get("code")
+                .and_then(Value::as_i64)
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(-32603),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the client's error")
+                .to_string(),
+        });
+        let _ = tx.send(answer);
+        true
+    }
+}
+
 /// Why a retry carrying `requestState` was refused.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ResumeError {
@@ -175,6 +238,18 @@ pub(crate) enum ResumeError {
     NotYours,
 }
 
+/// Drops the parked calls older than [`PARK_TTL`] (their tasks stopped,
+/// their upstream requests refused as their reply senders drop).
+fn drop_expired(map: &mut HashMap<String, Parked>) {
+    map.retain(|_, p| {
+        let keep = p.since.elapsed() < PARK_TTL;
+        if !keep {
+            p.call.abort();
+        }
+        keep
+    });
+}
+
 /// Takes the call parked under `state` for `owner`, handing the caller's
 /// `responses` to the upstream's request (a missing one refuses it).
 pub(crate) fn resume(
@@ -184,6 +259,7 @@ pub(crate) fn resume(
 ) -> Result<(Call, mpsc::Receiver<CallNote>), ResumeError> {
     let p = {
         let mut map = lock(parked());
+        drop_expired(&mut map);
         let Some(p) = map.get(state) else {
             return Err(ResumeError::Unknown);
         };
@@ -212,6 +288,30 @@ pub(crate) struct Sink<'a> {
     pub token: Option<&'a Value>,
     /// Whether its transport carries request notes.
     pub carries: bool,
+    /// The lowest level of log message the caller takes (an index into
+    /// `LOG_LEVELS`); `None`: none.
+    pub log_level: Option<usize>,
+}
+
+/// The lowest log level the caller of a request with `params` takes: a
+/// 2026-07-28 request opts in with `_meta["io.modelcontextprotocol/logLevel"]`
+/// (none without it); a legacy caller takes every level (Temper keeps no
+/// `logging/setLevel` state).
+pub(crate) fn log_level(params: Option<&Value>, modern: bool) -> Option<usize> {
+    if !modern {
+        return Some(0);
+    }
+    let level = params?.get("_meta")?.get(meta::LOG_LEVEL)?.as_str()?;
+    super::LOG_LEVELS.iter().position(|l| *l == level)
+}
+
+/// Whether a log message with `params` is at or above `min`.
+fn at_least(params: &Value, min: usize) -> bool {
+    let level = params.get("level").and_then(Value::as_str).unwrap_or("");
+    super::LOG_LEVELS
+        .iter()
+        .position(|l| *l == level)
+        .is_some_and(|l| l >= min)
 }
 
 /// Runs `call` to its end, relaying its notes to `sink`; parks it and
@@ -241,6 +341,7 @@ pub(crate) async fn drive(
             }
         };
         match note {
+            CallNote::Ask(ask) if !answers.modern => relay_to_legacy(ask, sink),
             CallNote::Ask(ask) => {
                 if let Err(why) = answers.takes(ask.method) {
                     let _ = ask
@@ -258,6 +359,39 @@ pub(crate) async fn drive(
     }
 }
 
+/// Sends the upstream's request to a legacy caller that declared its
+/// capability (its answer goes back to the upstream when it comes), or
+/// refuses it naming why.
+fn relay_to_legacy(ask: UpstreamAsk, sink: &Sink<'_>) {
+    let UpstreamAsk {
+        upstream,
+        method,
+        params,
+        reply,
+    } = ask;
+    match sink.notes.ask(method, params) {
+        Some(answer) => {
+            tokio::spawn(async move {
+                let answer = answer.await.unwrap_or_else(|_| {
+                    Err(AskRefused::new(
+                        &upstream,
+                        method,
+                        "the caller's connection ended before it answered",
+                    ))
+                });
+                let _ = reply.send(answer);
+            });
+        }
+        None => {
+            let _ = reply.send(Err(AskRefused::new(
+                &upstream,
+                method,
+                "this caller (an older revision) did not declare that capability, or its transport cannot carry requests",
+            )));
+        }
+    }
+}
+
 /// Sends a progress or log note to the caller; true for a progress
 /// notification relayed.
 fn pass_on(note: CallNote, sink: &Sink<'_>) -> bool {
@@ -271,7 +405,7 @@ fn pass_on(note: CallNote, sink: &Sink<'_>) -> bool {
             true
         }
         CallNote::Log(params) => {
-            if sink.carries {
+            if sink.carries && sink.log_level.is_some_and(|min| at_least(&params, min)) {
                 sink.notes
                     .request_note(jsonrpc::notification("notifications/message", params));
             }
@@ -291,15 +425,7 @@ fn park(
     owner: &Owner,
 ) -> Result<Value, (Call, mpsc::Receiver<CallNote>)> {
     let mut map = lock(parked());
-    if map.len() >= MAX_PARKED {
-        map.retain(|_, p| {
-            let keep = p.since.elapsed() < PARK_TTL;
-            if !keep {
-                p.call.abort();
-            }
-            keep
-        });
-    }
+    drop_expired(&mut map);
     if map.len() >= MAX_PARKED {
         drop(map);
         let _ = ask.reply.send(Err(AskRefused::new(
@@ -352,6 +478,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn log_messages_follow_the_callers_opt_in() {
+        let asked = json!({"_meta": {meta::LOG_LEVEL: "warning"}});
+        let min = log_level(Some(&asked), true).unwrap();
+        assert!(at_least(&json!({"level": "error"}), min));
+        assert!(at_least(&json!({"level": "warning"}), min));
+        assert!(!at_least(&json!({"level": "info"}), min));
+        assert!(!at_least(&json!({"level": "loud"}), min));
+        // A modern request without the opt-in takes none; a legacy one all.
+        assert_eq!(log_level(Some(&json!({})), true), None);
+        assert_eq!(log_level(None, false), Some(0));
+    }
+
+    #[test]
     fn answers_follow_the_revision_and_the_declared_capabilities() {
         let params = json!({"_meta": {meta::CLIENT_CAPABILITIES: {"elicitation": {}}}});
         let modern = Answers::of(Some(&params), true);
@@ -361,6 +500,32 @@ mod tests {
         let legacy = Answers::of(Some(&params), false);
         assert!(!legacy.any());
         assert!(legacy.takes("elicitation/create").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_legacy_clients_answers_go_to_the_requests_that_wait_for_them() {
+        let asks = ClientAsks::default();
+        let (id, answer) = asks.register().unwrap();
+        assert!(id.starts_with("temper-ask-"));
+        // Not ours: left alone.
+        assert!(!asks.answer(&json!("temper-ask-99"), Ok(json!({}))));
+        assert!(!asks.answer(&json!(1), Ok(json!({}))));
+        assert!(asks.answer(&json!(id), Err(json!({"code": -1, "message": "no"}))));
+        assert_eq!(
+            answer.await.unwrap(),
+            Err(AskRefused {
+                code: -1,
+                message: "no".into()
+            })
+        );
+        // Answered once only.
+        assert!(!asks.answer(&json!(id), Ok(json!({}))));
+        // Bounded: the receivers kept, no more than MAX_ASKS wait.
+        let kept: Vec<_> = (0..MAX_ASKS).map(|_| asks.register().unwrap()).collect();
+        assert!(asks.register().is_none());
+        drop(kept);
+        // Their callers gone: room again.
+        assert!(asks.register().is_some());
     }
 
     fn owner(agent: &str) -> Owner {

@@ -33,6 +33,8 @@ pub(super) struct Handler {
     /// Whether it is a stdio connection (requests are relayed from those
     /// only, by their direct path).
     pub(super) stdio: bool,
+    /// Where the progress of calls made through rmcp goes, by token.
+    pub(super) progress: super::ProgressRoutes,
 }
 
 impl Handler {
@@ -66,6 +68,7 @@ impl super::Shared {
             ),
             relay: self.config.relay,
             stdio,
+            progress: self.http_progress.clone(),
         }
     }
 }
@@ -76,6 +79,23 @@ impl ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         self.list_changed.notify_one();
+        std::future::ready(())
+    }
+
+    fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let token = serde_json::to_value(&params.progress_token).ok();
+        let to = token
+            .as_ref()
+            .and_then(serde_json::Value::as_str)
+            .and_then(|t| crate::lock(&self.progress).get(t).cloned());
+        if let (Some(to), Ok(params)) = (to, serde_json::to_value(&params)) {
+            // Full: dropped (progress is advisory).
+            let _ = to.try_send(super::relay::CallNote::Progress(params));
+        }
         std::future::ready(())
     }
 

@@ -430,7 +430,13 @@ pub(super) async fn post(
         .as_ref()
         .and_then(|p| p.pointer("/_meta/progressToken"))
         .is_some_and(|t| t.is_string() || t.is_number());
-    let streaming = sse_ok && (!json_ok || (method == "tools/call" && progress));
+    // A call that opts in to log messages may get some (a hub tool's
+    // upstream's, relayed): it is answered on a stream too.
+    let logs = params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .is_some_and(|m| m.get(protocol::meta::LOG_LEVEL).is_some());
+    let streaming = sse_ok && (!json_ok || (method == "tools/call" && (progress || logs)));
     let (tx, rx) = if streaming {
         let (tx, rx) = mpsc::channel(64);
         (Some(tx), Some(rx))

@@ -224,7 +224,7 @@ pub(super) async fn post(
         // The spec's error, listing what this server speaks, answering the
         // request's id whenever it has one (SEP-2575).
         let id = match &message {
-            Incoming::Request { id, .. } | Incoming::Response { id } => id.clone(),
+            Incoming::Request { id, .. } | Incoming::Response { id, .. } => id.clone(),
             Incoming::Notification { .. } => Value::Null,
         };
         return json_response(

@@ -417,11 +417,14 @@ mod tests {
             "toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["file:///x"]
         }})));
         assert!(f.tools());
+        assert!(f.wants("notifications/prompts/list_changed"));
+        assert!(!f.wants("notifications/resources/list_changed"));
+        // Resource subscriptions are not honored: left out of the answer.
         let ack = acknowledged(&id, &f);
         assert_eq!(
             ack,
             json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-                   "params": {"_meta": {meta::SUBSCRIPTION_ID: "listen-1"}, "notifications": {"toolsListChanged": true}}})
+                   "params": {"_meta": {meta::SUBSCRIPTION_ID: "listen-1"}, "notifications": {"toolsListChanged": true, "promptsListChanged": true}}})
         );
         let none = SubscriptionFilter::honored(Some(&json!({"notifications": {}})));
         assert!(!none.tools());
