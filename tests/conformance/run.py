@@ -74,16 +74,16 @@ LEGACY, MODERN = "2025-11-25", "2026-07-28"
 # the gateway learns it (run.py says so when it passes).
 KNOWN_GAPS = {
     "tools-call-with-logging": (
-        "a legacy HTTP tools/call without a progressToken is answered as JSON, which cannot "
-        "carry the upstream's log messages (host/mcp/src/http/routes.rs, may_notify)"
+        "a legacy Streamable HTTP tools/call without a progressToken is answered as JSON, "
+        "which cannot carry the upstream's log messages (host/mcp/src/http/routes.rs, may_notify)"
     ),
     "tools-call-sampling": (
-        "an upstream's sampling/createMessage is relayed to 2026-07-28 callers only "
-        "(input_required); a legacy caller's is refused"
+        "an upstream's sampling/createMessage is relayed to 2026-07-28 callers (input_required) and "
+        "legacy stdio clients; a legacy Streamable HTTP caller's is refused"
     ),
     "tools-call-elicitation": (
-        "an upstream's elicitation/create is relayed to 2026-07-28 callers only "
-        "(input_required); a legacy caller's is refused"
+        "an upstream's elicitation/create is relayed to 2026-07-28 callers (input_required) and "
+        "legacy stdio clients; a legacy Streamable HTTP caller's is refused"
     ),
     "completion-complete": "the gateway does not serve completion/complete (-32601)",
 }
