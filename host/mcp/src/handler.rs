@@ -205,8 +205,8 @@ impl Handler {
 
     /// Answers one request of the modern revision (2026-07-28), whose
     /// `_meta` the transport has checked ([`crate::protocol::envelope`]): results
-    /// carry `resultType` and `_meta[serverInfo]`, `tools/list` its caching
-    /// hints; `ping`, `logging/setLevel` and `initialize` do not exist there
+    /// carry `resultType` and `_meta[serverInfo]`, `tools/list` and the
+    /// hub's resources and prompts lists and reads their caching hints; `ping`, `logging/setLevel` and `initialize` do not exist there
     /// (`-32601`). `subscriptions/listen` is the transport's (a stream).
     pub async fn handle_modern(
         &self,
@@ -223,6 +223,9 @@ impl Handler {
                 None => return Err(RpcError::method_not_found(method)),
             },
         };
+        if results::hub_feature_cacheable(method) {
+            results::set_cache_hints(&mut result, results::HUB_FEATURE_CACHE);
+        }
         results::complete(&mut result);
         let forged = method == "tools/call"
             && params.and_then(|p| p.get("name")).and_then(Value::as_str) == Some(FORGE_TOOL);

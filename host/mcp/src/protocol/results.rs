@@ -158,6 +158,34 @@ pub const TOOLS_LIST_CACHE: CacheHints = CacheHints {
     cache_scope: CacheScope::Private,
 };
 
+/// The hub's resources and prompts results' hints (`resources/list`,
+/// `resources/templates/list`, `prompts/list`, `resources/read`: the
+/// 2026-07-28 schema requires them there): what a caller may see depends on
+/// its token (private), and an upstream's `list_changed` or its resource's
+/// content may change at any time (immediately stale).
+pub const HUB_FEATURE_CACHE: CacheHints = CacheHints {
+    ttl_ms: 0,
+    cache_scope: CacheScope::Private,
+};
+
+/// Whether a modern result of `method` carries caching hints besides
+/// `tools/list`'s: the hub's resources and prompts lists and reads.
+pub fn hub_feature_cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "resources/list" | "resources/templates/list" | "prompts/list" | "resources/read"
+    )
+}
+
+/// Sets `hints` (`ttlMs`, `cacheScope`) on a result object, in place of any
+/// the upstream's answer had.
+pub fn set_cache_hints(result: &mut Value, hints: CacheHints) {
+    if let Some(obj) = result.as_object_mut() {
+        obj.insert("ttlMs".into(), Value::from(hints.ttl_ms));
+        obj.insert("cacheScope".into(), to_value(&hints.cache_scope));
+    }
+}
+
 /// The `tools/list` result: every tool, no pagination; the caching hints
 /// in the modern revision only.
 #[derive(Debug, Clone, Serialize)]
@@ -333,6 +361,27 @@ mod tests {
         assert!(d["ttlMs"].as_u64().is_some());
         assert_eq!(d["_meta"][meta::SERVER_INFO]["name"], "temper");
         assert!(d["instructions"].as_str().is_some());
+    }
+
+    #[test]
+    fn hub_feature_results_get_cache_hints() {
+        for method in [
+            "resources/list",
+            "resources/templates/list",
+            "prompts/list",
+            "resources/read",
+        ] {
+            assert!(hub_feature_cacheable(method), "{method}");
+        }
+        for method in ["prompts/get", "tools/call", "completion/complete"] {
+            assert!(!hub_feature_cacheable(method), "{method}");
+        }
+        let mut read = json!({"contents": [], "ttlMs": 60000, "cacheScope": "public"});
+        set_cache_hints(&mut read, HUB_FEATURE_CACHE);
+        assert_eq!(
+            read,
+            json!({"contents": [], "ttlMs": 0, "cacheScope": "private"})
+        );
     }
 
     #[test]
