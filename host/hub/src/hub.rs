@@ -371,6 +371,28 @@ impl Hub {
         Ok(up.get_prompt(name, arguments).await?)
     }
 
+    /// Asks the upstream exposing the prompt (`feature` = prompts) or
+    /// resource template (resource templates) `name` to complete an
+    /// argument of it (`completion/complete` with the caller's `params`).
+    pub async fn complete(
+        &self,
+        feature: Feature,
+        name: &str,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<serde_json::Map<String, Value>, HubError> {
+        let up = self
+            .exposing(feature, name)
+            .ok_or_else(|| HubError::NoSuch {
+                what: if feature == Feature::Prompts {
+                    "prompt"
+                } else {
+                    "resource template"
+                },
+                name: name.to_string(),
+            })?;
+        Ok(up.complete(feature, name, params).await?)
+    }
+
     /// Tells `observer` of every upstream call from now on (once: `false`
     /// when one was set before).
     pub fn set_observer(&self, observer: UpstreamObserver) -> bool {

@@ -466,12 +466,6 @@ impl Drop for ProgressRoute<'_> {
     }
 }
 
-/// A number for a progress token, unique in this process.
-fn rand_token() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
 /// The reason the connection ended, waiting briefly for it; `fallback` when
 /// it is still up (the error was something else).
 async fn end_reason(conn: &Conn, fallback: String) -> String {
@@ -556,24 +550,35 @@ impl Shared {
         relay: Option<Relay>,
     ) -> Result<Result<Box<RawValue>, String>, UpstreamError> {
         let up = || self.config.name.clone();
-        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        // A caller that asked for progress: the upstream is asked too, with
-        // a token of Temper's, and its notifications go to the relay.
-        let _route = match relay.filter(|r| r.progress) {
-            Some(relay) => {
-                let token = format!("temper-hub-http-{}", rand_token());
-                params.meta =
-                    serde_json::from_value(serde_json::json!({"progressToken": token})).ok();
-                crate::lock(&self.http_progress).insert(token.clone(), relay.notes);
-                Some(ProgressRoute {
-                    routes: &self.http_progress,
-                    token,
-                })
-            }
-            None => None,
-        };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let timeout = self.config.timeout;
-        match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
+        let call = async {
+            let Some(relay) = relay.filter(|r| r.progress) else {
+                return conn.service.call_tool(params).await;
+            };
+            // A caller that asked for progress: rmcp gives every request a
+            // progress token of its own; the upstream's notifications under
+            // it go to the relay while the call lasts.
+            let request = rmcp::model::ClientRequest::CallToolRequest(
+                rmcp::model::CallToolRequest::new(params),
+            );
+            let handle = conn
+                .service
+                .peer()
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await?;
+            let token = serde_json::to_string(&handle.progress_token).unwrap_or_default();
+            crate::lock(&self.http_progress).insert(token.clone(), relay.notes);
+            let _route = ProgressRoute {
+                routes: &self.http_progress,
+                token,
+            };
+            match handle.await_response().await? {
+                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(rmcp::ServiceError::UnexpectedResponse),
+            }
+        };
+        match tokio::time::timeout(timeout, call).await {
             Err(_) => Err(UpstreamError::Timeout {
                 upstream: up(),
                 tool: tool.to_string(),

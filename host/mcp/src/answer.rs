@@ -221,7 +221,9 @@ impl Handler {
         modern: bool,
     ) -> Answer {
         let logs = progress.log_level.is_some() && progress.notes.carries_notes();
-        let relays = progress.token.is_some() || logs || answers.any();
+        // A modern caller always: an upstream's request it cannot answer
+        // is refused saying why.
+        let relays = progress.token.is_some() || logs || answers.modern;
         if !relays {
             let outcome = self.forge.call_native_output(name, arguments, None).await;
             return self.hub_result(name, outcome, modern);

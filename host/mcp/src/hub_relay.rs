@@ -149,11 +149,6 @@ impl Answers {
             Err("the caller does not declare that capability")
         }
     }
-
-    /// Whether any request could go to the caller.
-    pub fn any(self) -> bool {
-        self.elicitation || self.sampling
-    }
 }
 
 /// Where a driven call ended.
@@ -498,7 +493,7 @@ mod tests {
         assert!(modern.takes("sampling/createMessage").is_err());
         // The same capabilities on a legacy request: nothing goes to it.
         let legacy = Answers::of(Some(&params), false);
-        assert!(!legacy.any());
+        assert!(!legacy.elicitation && !legacy.sampling);
         assert!(legacy.takes("elicitation/create").is_err());
     }
 

@@ -87,11 +87,8 @@ impl ClientHandler for Handler {
         params: rmcp::model::ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
-        let token = serde_json::to_value(&params.progress_token).ok();
-        let to = token
-            .as_ref()
-            .and_then(serde_json::Value::as_str)
-            .and_then(|t| crate::lock(&self.progress).get(t).cloned());
+        let token = serde_json::to_string(&params.progress_token).unwrap_or_default();
+        let to = crate::lock(&self.progress).get(&token).cloned();
         if let (Some(to), Ok(params)) = (to, serde_json::to_value(&params)) {
             // Full: dropped (progress is advisory).
             let _ = to.try_send(super::relay::CallNote::Progress(params));

@@ -145,7 +145,10 @@ async fn request_rmcp(
     method: &str,
     params: &Map<String, Value>,
 ) -> Result<Box<RawValue>, String> {
-    use rmcp::model::{GetPromptRequestParams, PaginatedRequestParams, ReadResourceRequestParams};
+    use rmcp::model::{
+        CompleteRequestParams, GetPromptRequestParams, PaginatedRequestParams,
+        ReadResourceRequestParams,
+    };
     fn read<T: serde::de::DeserializeOwned>(params: &Map<String, Value>) -> Result<T, String> {
         serde_json::from_value(Value::Object(params.clone()))
             .map_err(|e| format!("Temper cannot send these params: {e}"))
@@ -179,6 +182,9 @@ async fn request_rmcp(
             peer.get_prompt(read::<GetPromptRequestParams>(params)?)
                 .await,
         ),
+        "completion/complete" => {
+            written(peer.complete(read::<CompleteRequestParams>(params)?).await)
+        }
         other => Err(format!("{other} is not a resources or prompts method")),
     }
 }
@@ -331,6 +337,43 @@ impl Upstream {
             method: "prompts/get".into(),
             message: format!("sent a result Temper does not read: {e}"),
         })
+    }
+}
+
+impl Upstream {
+    /// Asks the upstream to complete an argument (`completion/complete`)
+    /// of the prompt (`feature` = prompts) or resource template (resource
+    /// templates) whose exposed name is `name`: `params` as the caller sent
+    /// them, the reference's name or URI template with the prefix taken
+    /// off; the upstream's result as it came.
+    pub async fn complete(
+        &self,
+        feature: Feature,
+        name: &str,
+        params: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, UpstreamError> {
+        const METHOD: &str = "completion/complete";
+        let fail = |message: String| UpstreamError::Request {
+            upstream: self.name().to_string(),
+            method: METHOD.into(),
+            message,
+        };
+        let Some(remote) = self.remote_item(feature, name) else {
+            return Err(fail(format!("does not expose {name:?}")));
+        };
+        let key = if feature == Feature::Prompts {
+            "name"
+        } else {
+            "uri"
+        };
+        let mut params = params.clone();
+        params.remove("_meta");
+        if let Some(Value::Object(reference)) = params.get_mut("ref") {
+            reference.insert(key.into(), Value::String(remote));
+        }
+        let raw = self.request_raw(METHOD, &params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| fail(format!("sent a result Temper does not read: {e}")))
     }
 }
 

@@ -51,13 +51,21 @@ pub struct ServerCapabilities {
     pub resources: ListCapability,
     /// Prompts (`prompts/list`, `prompts/get`).
     pub prompts: ListCapability,
+    /// Completions of the hub upstreams' prompt and resource-template
+    /// arguments (`completion/complete`).
+    pub completions: Empty,
 }
+
+/// A capability without options (`{}`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Empty {}
 
 /// This server's capabilities, in every revision.
 pub const CAPABILITIES: ServerCapabilities = ServerCapabilities {
     tools: ListCapability { list_changed: true },
     resources: ListCapability { list_changed: true },
     prompts: ListCapability { list_changed: true },
+    completions: Empty {},
 };
 
 /// The legacy `initialize` result.
