@@ -220,14 +220,8 @@ impl Handler {
         answers: Answers,
         modern: bool,
     ) -> Answer {
-        let logs = progress.log_level.is_some() && progress.notes.carries_notes();
-        // A modern caller always: an upstream's request it cannot answer
-        // is refused saying why.
-        let relays = progress.token.is_some() || logs || answers.modern;
-        if !relays {
-            let outcome = self.forge.call_native_output(name, arguments, None).await;
-            return self.hub_result(name, outcome, modern);
-        }
+        // Always with a relay: what the caller cannot take is dropped (a
+        // log message) or refused saying why (an upstream's request).
         progress.report(0, 1, format!("calling {name}"));
         let (relay, notes) = Relay::new(progress.token.is_some());
         let forge = self.forge.clone();

@@ -318,8 +318,12 @@ pub(super) async fn post(
     };
     let streaming = sse_ok
         && (!json_ok
-            || (method == "tools/call"
-                && (may_notify(params.as_ref()) || session.takes_requests())));
+            || (method == "tools/call" && (may_notify(params.as_ref()) || session.takes_notes())));
+    if method == "logging/setLevel" {
+        session
+            .wants_logs
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let (tx, rx) = if streaming {
         let (tx, rx) = mpsc::channel(64);
         (Some(tx), Some(rx))

@@ -243,6 +243,9 @@ pub(super) struct Session {
     /// The requests sent to the client (an upstream's, relayed) that wait
     /// for its answer.
     pub(super) asks: ClientAsks,
+    /// The client sent `logging/setLevel`: it takes log messages (a hub
+    /// tool's upstream's, relayed), so its calls are answered on a stream.
+    pub(super) wants_logs: AtomicBool,
 }
 
 /// How often a host re-reads a session it holds from the store: a session
@@ -280,6 +283,7 @@ pub(super) fn new_session(state: &State, sid: &str, p: &Principal) -> Arc<Sessio
         checked: Mutex::new(Instant::now()),
         client_capabilities: Mutex::new(None),
         asks: ClientAsks::default(),
+        wants_logs: AtomicBool::new(false),
     })
 }
 
@@ -309,9 +313,12 @@ impl Session {
     }
 
     /// Whether the client may be asked an upstream's request (it declared
-    /// elicitation or sampling): its calls are answered on a stream.
-    pub(super) fn takes_requests(&self) -> bool {
-        self.declares("elicitation") || self.declares("sampling")
+    /// elicitation or sampling) or takes log messages (it set a level):
+    /// its calls are answered on a stream.
+    pub(super) fn takes_notes(&self) -> bool {
+        self.declares("elicitation")
+            || self.declares("sampling")
+            || self.wants_logs.load(Ordering::Relaxed)
     }
 
     /// Sends `message` on the GET stream; false when there is none (or it
