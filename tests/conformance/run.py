@@ -72,21 +72,7 @@ LEGACY, MODERN = "2025-11-25", "2026-07-28"
 # Scenarios that pass directly and are known not to pass through Temper yet,
 # each with its cause. They are reported, not failed on; take one off when
 # the gateway learns it (run.py says so when it passes).
-KNOWN_GAPS = {
-    "tools-call-with-logging": (
-        "a legacy Streamable HTTP tools/call without a progressToken is answered as JSON, "
-        "which cannot carry the upstream's log messages (host/mcp/src/http/routes.rs, may_notify)"
-    ),
-    "tools-call-sampling": (
-        "an upstream's sampling/createMessage is relayed to 2026-07-28 callers (input_required) and "
-        "legacy stdio clients; a legacy Streamable HTTP caller's is refused"
-    ),
-    "tools-call-elicitation": (
-        "an upstream's elicitation/create is relayed to 2026-07-28 callers (input_required) and "
-        "legacy stdio clients; a legacy Streamable HTTP caller's is refused"
-    ),
-    "completion-complete": "the gateway does not serve completion/complete (-32601)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def free_port() -> int:
