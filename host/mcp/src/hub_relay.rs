@@ -187,14 +187,14 @@ impl ClientAsks {
     /// [`MAX_ASKS`] wait already.
     pub fn register(&self) -> Option<(String, AskReceiver)> {
         let mut waiting = lock(&self.waiting);
+        // A receiver dropped (its call ended): its entry goes now.
+        waiting.retain(|_, tx| !tx.is_closed());
         if waiting.len() >= MAX_ASKS {
             return None;
         }
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = format!("temper-ask-{n}");
         let (tx, rx) = oneshot::channel();
-        // A receiver dropped (its call ended): its entry goes now.
-        waiting.retain(|_, tx| !tx.is_closed());
         waiting.insert(id.clone(), tx);
         Some((id, rx))
     }
