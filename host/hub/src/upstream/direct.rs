@@ -510,6 +510,12 @@ mod tests {
             .spawn()
             .expect("cat runs");
         let stdin = child.stdin.take().unwrap();
+        (relaying(stdin), child)
+    }
+
+    /// A direct path over `stdin` that relays elicitation (not sampling)
+    /// and cuts `s3cr3t-value` out of what it relays.
+    fn relaying(stdin: tokio::process::ChildStdin) -> Arc<Direct> {
         let d = Arc::new(Direct::new(
             Arc::new(tokio::sync::Mutex::new(stdin)),
             vec!["s3cr3t-value".into()],
@@ -520,7 +526,7 @@ mod tests {
             },
         ));
         d.enable(None);
-        (d, child)
+        d
     }
 
     /// Starts a request and waits until it is registered.
@@ -659,16 +665,7 @@ mod tests {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let mut echoed = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let d = Arc::new(Direct::new(
-            Arc::new(tokio::sync::Mutex::new(stdin)),
-            vec!["s3cr3t-value".into()],
-            "up".into(),
-            RelayRequests {
-                elicitation: true,
-                sampling: false,
-            },
-        ));
-        d.enable(None);
+        let d = relaying(stdin);
         let ask = br#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{"message":"key s3cr3t-value?","requestedSchema":{"type":"object"}}}"#;
         let sample = br#"{"jsonrpc":"2.0","id":10,"method":"sampling/createMessage","params":{"messages":[]}}"#;
         // No call in flight: rmcp's (it refuses).
