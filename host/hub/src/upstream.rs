@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -454,18 +453,6 @@ impl Upstream {
     }
 }
 
-/// A call's entry in [`Shared::http_progress`], removed when the call ends.
-struct ProgressRoute<'a> {
-    routes: &'a ProgressRoutes,
-    token: String,
-}
-
-impl Drop for ProgressRoute<'_> {
-    fn drop(&mut self) {
-        crate::lock(self.routes).remove(&self.token);
-    }
-}
-
 /// The reason the connection ended, waiting briefly for it; `fallback` when
 /// it is still up (the error was something else).
 async fn end_reason(conn: &Conn, fallback: String) -> String {
@@ -539,72 +526,6 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
 }
 
 impl Shared {
-    /// Calls `tool` through rmcp's service (Streamable HTTP): the result
-    /// as rmcp models it, written as JSON text, or the upstream's error
-    /// text (`Err` inside `Ok`); the outer error is the call's failure.
-    async fn call_rmcp(
-        &self,
-        conn: &Conn,
-        tool: &str,
-        arguments: serde_json::Map<String, Value>,
-        relay: Option<Relay>,
-    ) -> Result<Result<Box<RawValue>, String>, UpstreamError> {
-        let up = || self.config.name.clone();
-        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        let timeout = self.config.timeout;
-        let call = async {
-            let Some(relay) = relay.filter(|r| r.progress) else {
-                return conn.service.call_tool(params).await;
-            };
-            // A caller that asked for progress: rmcp gives every request a
-            // progress token of its own; the upstream's notifications under
-            // it go to the relay while the call lasts.
-            let request = rmcp::model::ClientRequest::CallToolRequest(
-                rmcp::model::CallToolRequest::new(params),
-            );
-            let handle = conn
-                .service
-                .peer()
-                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
-                .await?;
-            let token = serde_json::to_string(&handle.progress_token).unwrap_or_default();
-            crate::lock(&self.http_progress).insert(token.clone(), relay.notes);
-            let _route = ProgressRoute {
-                routes: &self.http_progress,
-                token,
-            };
-            match handle.await_response().await? {
-                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
-                _ => Err(rmcp::ServiceError::UnexpectedResponse),
-            }
-        };
-        match tokio::time::timeout(timeout, call).await {
-            Err(_) => Err(UpstreamError::Timeout {
-                upstream: up(),
-                tool: tool.to_string(),
-                ms: timeout.as_millis(),
-            }),
-            Ok(Err(rmcp::ServiceError::McpError(data))) => {
-                Ok(Err(format!("error {}: {}", data.code.0, data.message)))
-            }
-            Ok(Err(other)) => {
-                // An HTTP exchange says what failed at once; otherwise the
-                // connection's end says why.
-                let reason = match http_client::describe(&other) {
-                    Some(reason) => reason,
-                    None => end_reason(conn, other.to_string()).await,
-                };
-                Err(UpstreamError::Gone {
-                    upstream: up(),
-                    tool: tool.to_string(),
-                    reason: self.redact(reason),
-                })
-            }
-            Ok(Ok(result)) => Ok(serde_json::value::to_raw_value(&result)
-                .map_err(|e| format!("cannot write rmcp's result: {e}"))),
-        }
-    }
-
     /// A result to pass on with every secret value cut out of its text (an
     /// upstream that echoes the `Authorization` it was sent must not show
     /// it to Temper's caller); as it is when it holds none.

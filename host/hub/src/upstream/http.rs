@@ -16,8 +16,12 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::sync::watch;
 
-use super::http_client::{HttpClient, describe};
-use super::{Conn, Shared, UpstreamError};
+use rmcp::model::CallToolRequestParams;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::http_client::{self, HttpClient, describe};
+use super::{Conn, ProgressRoutes, Relay, Shared, UpstreamError, end_reason};
 use crate::config::Secret;
 
 /// Ordinary POSTs rmcp keeps in flight on one session (its default is 16;
@@ -155,3 +159,83 @@ where
 
 #[cfg(test)]
 mod tests;
+
+impl Shared {
+    /// Calls `tool` through rmcp's service (Streamable HTTP): the result
+    /// as rmcp models it, written as JSON text, or the upstream's error
+    /// text (`Err` inside `Ok`); the outer error is the call's failure.
+    pub(super) async fn call_rmcp(
+        &self,
+        conn: &Conn,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        relay: Option<Relay>,
+    ) -> Result<Result<Box<RawValue>, String>, UpstreamError> {
+        let up = || self.config.name.clone();
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let timeout = self.config.timeout;
+        let call = async {
+            let Some(relay) = relay.filter(|r| r.progress) else {
+                return conn.service.call_tool(params).await;
+            };
+            // A caller that asked for progress: rmcp gives every request a
+            // progress token of its own; the upstream's notifications under
+            // it go to the relay while the call lasts.
+            let request = rmcp::model::ClientRequest::CallToolRequest(
+                rmcp::model::CallToolRequest::new(params),
+            );
+            let handle = conn
+                .service
+                .peer()
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await?;
+            let token = serde_json::to_string(&handle.progress_token).unwrap_or_default();
+            crate::lock(&self.http_progress).insert(token.clone(), relay.notes);
+            let _route = ProgressRoute {
+                routes: &self.http_progress,
+                token,
+            };
+            match handle.await_response().await? {
+                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(rmcp::ServiceError::UnexpectedResponse),
+            }
+        };
+        match tokio::time::timeout(timeout, call).await {
+            Err(_) => Err(UpstreamError::Timeout {
+                upstream: up(),
+                tool: tool.to_string(),
+                ms: timeout.as_millis(),
+            }),
+            Ok(Err(rmcp::ServiceError::McpError(data))) => {
+                Ok(Err(format!("error {}: {}", data.code.0, data.message)))
+            }
+            Ok(Err(other)) => {
+                // An HTTP exchange says what failed at once; otherwise the
+                // connection's end says why.
+                let reason = match http_client::describe(&other) {
+                    Some(reason) => reason,
+                    None => end_reason(conn, other.to_string()).await,
+                };
+                Err(UpstreamError::Gone {
+                    upstream: up(),
+                    tool: tool.to_string(),
+                    reason: self.redact(reason),
+                })
+            }
+            Ok(Ok(result)) => Ok(serde_json::value::to_raw_value(&result)
+                .map_err(|e| format!("cannot write rmcp's result: {e}"))),
+        }
+    }
+}
+
+/// A call's entry in [`Shared::http_progress`], removed when the call ends.
+struct ProgressRoute<'a> {
+    routes: &'a ProgressRoutes,
+    token: String,
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        crate::lock(self.routes).remove(&self.token);
+    }
+}
