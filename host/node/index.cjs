@@ -128,21 +128,24 @@ function settle (done) {
 
 function poll () {
   polling = false
-  let done = native.pumpTake(channel, false, false)
-  if (done.length > 0) {
-    settle(done)
-    lastActivity = performance.now()
-  }
-  // Poll again unless the spin is over or the core is wanted elsewhere
-  // (`pause` yields it and says whether another thread took it).
-  if (pending.size > 0 && performance.now() - lastActivity < SPIN_MS && (done.length > 0 || !native.pumpPause())) {
-    polling = true
-    setImmediate(poll)
-    return
+  if (pending.size > 0) {
+    // `null`: nothing yet and the core is wanted elsewhere (see pumpPoll).
+    const done = native.pumpPoll(channel)
+    if (done !== null) {
+      if (done.length > 0) {
+        settle(done)
+        lastActivity = performance.now()
+      }
+      if (pending.size > 0 && performance.now() - lastActivity < SPIN_MS) {
+        polling = true
+        setImmediate(poll)
+        return
+      }
+    }
   }
   // Sleep (the waker keeping the process alive while calls are pending),
   // unless an answer came in meanwhile.
-  done = native.pumpTake(channel, true, pending.size > 0)
+  const done = native.pumpSleep(channel, pending.size > 0)
   if (done.length > 0) {
     settle(done)
     lastActivity = performance.now()

@@ -14,6 +14,7 @@
 // calls each (so a burst of load from other processes falls on all of
 // them); per path, the median and p95 over all its calls and the best
 // round's median. `node bench/calls.js [N] [ROUNDS]`.
+import { readFileSync } from 'node:fs'
 import { cpus, loadavg } from 'node:os'
 import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
@@ -30,6 +31,23 @@ const request = seed('slugify')
 const input = { text: 'Hello Bench World' }
 const inputText = JSON.stringify(input)
 const native = createRequire(import.meta.url)('../native.cjs')
+
+/** Jiffies: the machine's busy and total (/proc/stat), this process's
+ * own (/proc/self/stat, every thread). */
+function cpuTimes () {
+  const [, ...f] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/)
+  const n = f.slice(0, 8).map(Number)
+  const total = n.reduce((a, b) => a + b, 0)
+  const idle = n[3] + n[4]
+  const self = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ')
+  return { busy: total - idle, total, self: Number(self[11]) + Number(self[12]) }
+}
+
+/** The share of the machine's CPU time other processes used between `a`
+ * and `b`, %. */
+function othersShare (a, b) {
+  return Math.max(0, (100 * ((b.busy - a.busy) - (b.self - a.self))) / (b.total - a.total))
+}
 
 function stats (us) {
   const s = [...us].sort((a, b) => a - b)
@@ -88,6 +106,7 @@ try {
   const all = paths.map(() => [])
   const best = paths.map(() => Infinity)
   const load = [loadavg()[0]]
+  const cpu0 = cpuTimes()
   for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < paths.length; i++) {
       const us = await paths[i][1](N)
@@ -96,7 +115,8 @@ try {
     }
   }
   load.push(loadavg()[0])
-  console.log(`Node ${process.version}, ${ROUNDS} rounds of ${N} calls per path after ${WARM} warm-up calls, one process; load average ${load.map((l) => l.toFixed(2)).join(' -> ')} on ${cpus().length} cores; TEMPER_NODE_SPIN_US=${native.spinUs()}\n`)
+  const others = othersShare(cpu0, cpuTimes())
+  console.log(`Node ${process.version}, ${ROUNDS} rounds of ${N} calls per path after ${WARM} warm-up calls, one process; on ${cpus().length} cores, other processes used ${others.toFixed(1)}% of the machine's CPU time during the rounds (load average ${load.map((l) => l.toFixed(2)).join(' -> ')}, which counts this bench's own threads); TEMPER_NODE_SPIN_US=${native.spinUs()}, TEMPER_NODE_RETIRE_AFTER=${process.env.TEMPER_NODE_RETIRE_AFTER ?? 'unset'}\n`)
   console.log('| path | p50 | p95 | best round p50 | calls |\n|---|---:|---:|---:|---:|')
   const rows = paths.map(([name], i) => ({ name, ...stats(all[i]), best: best[i] }))
   for (const r of rows) console.log(`| ${r.name} | ${r.p50.toFixed(1)} µs | ${r.p95.toFixed(1)} µs | ${r.best.toFixed(1)} µs | ${r.n} |`)

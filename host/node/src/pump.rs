@@ -24,9 +24,9 @@
 //!   tokio and finishes there. When more calls are queued, the executor
 //!   spawns them on tokio without polling, so concurrent calls run in
 //!   parallel. The guest never runs on the JS thread.
-//! - **Its store** is dropped and its pre-warm refill spawned after the
-//!   answer is handed over (`temper_runtime::Runtime::retire_after`, as the
-//!   stdio reader does), not before.
+//! - **Its store** goes to the runtime's reaper thread as for any call, so
+//!   that the executor is free for the next call at once (see
+//!   [`retire_after`] for the other way, measured slower here).
 //! - **Out**: the answer goes to the JS environment's [`Channel`] queue.
 //!   While calls are pending the JS side polls that queue from
 //!   `setImmediate` callbacks for up to the same [`spin`] after the last
@@ -86,18 +86,22 @@ pub fn spin_us() -> u32 {
 }
 
 /// Whether the executor drops the store of a call it answers itself after
-/// the answer, and spawns its refill then (`RetireAfter`), instead of handing
-/// the store to the reaper and spawning the refill before the answer: yes
-/// unless `TEMPER_NODE_RETIRE_AFTER=0` (a switch for measuring the
-/// difference; read once).
+/// the answer, and spawns its refill then (`RetireAfter`, as the MCP
+/// server's stdio reader does), instead of handing the store to the reaper
+/// thread and spawning the refill before the answer: no unless
+/// `TEMPER_NODE_RETIRE_AFTER=1` (read once). Measured with bench/calls.js on
+/// the 2-core machine, the reaper's way is faster here: the executor is
+/// free for the next call at once, while the store's drop (its memory
+/// slot's reset, about as long as the call) runs on the reaper's core;
+/// dropped by the executor, it delays the next call by that much.
 pub fn retire_after() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TEMPER_NODE_RETIRE_AFTER").map_or(true, |v| v != "0"))
+    *ON.get_or_init(|| std::env::var("TEMPER_NODE_RETIRE_AFTER").is_ok_and(|v| v == "1"))
 }
 
 /// The waker's thread-safe function: no arguments; referenced (keeping
 /// the event loop alive) only while the JS side sleeps with calls pending
-/// ([`Channel::take`]).
+/// ([`pump_sleep`]).
 type Wake = ThreadsafeFunction<(), (), (), napi::Status, false, true>;
 
 /// A JS environment's side of the pump: the finished calls not taken yet,
@@ -170,25 +174,43 @@ pub fn pump_channel(wake: Function<(), ()>) -> napi::Result<External<Channel>> {
     }))
 }
 
+/// Takes the calls finished on `channel` since the last take.
+fn take(channel: &Channel, sleep: bool) -> Vec<Done> {
+    let mut s = channel.inbox.lock();
+    let done = std::mem::take(&mut s.done);
+    s.asleep = sleep && done.is_empty();
+    done
+}
+
 /// The calls finished since the last take on `channel`: `[ticket, ok,
-/// text]` each. With `sleep` and none finished, the JS side sleeps: the
-/// next answer wakes it, and with `keep_alive` (calls are pending) the
-/// waker keeps the event loop alive until then; without, it does not.
+/// text]` each. When none has, this yields the JS thread's core to any
+/// other runnable thread there (the executor, a refill) and looks again;
+/// `null` when still none has and the yield found the core busy (see
+/// [`yield_contended`]): the JS side should sleep.
 #[napi(skip_typescript)]
-pub fn pump_take(
+pub fn pump_poll(channel: &External<Channel>) -> Option<Vec<Done>> {
+    let done = take(channel, false);
+    if !done.is_empty() {
+        return Some(done);
+    }
+    let contended = yield_contended(Instant::now() + MAX_SPIN);
+    let done = take(channel, false);
+    (!done.is_empty() || !contended).then_some(done)
+}
+
+/// The calls finished since the last take on `channel`, as
+/// [`pump_poll`]; when none has, the JS side sleeps: the next answer wakes
+/// it, and with `keep_alive` (calls are pending) the waker keeps the event
+/// loop alive until then; without, it does not.
+#[napi(skip_typescript)]
+pub fn pump_sleep(
     env: Env,
     channel: &External<Channel>,
-    sleep: bool,
     keep_alive: bool,
 ) -> napi::Result<Vec<Done>> {
     let channel: &Channel = channel;
-    let done = {
-        let mut s = channel.inbox.lock();
-        let done = std::mem::take(&mut s.done);
-        s.asleep = sleep && done.is_empty();
-        done
-    };
-    if sleep && keep_alive != channel.referenced.get() {
+    let done = take(channel, true);
+    if keep_alive != channel.referenced.get() {
         let raw = channel.inbox.wake.raw();
         // SAFETY: on the JS thread of the environment that made the waker,
         // which lives as long as this channel.
@@ -203,14 +225,6 @@ pub fn pump_take(
         channel.referenced.set(keep_alive);
     }
     Ok(done)
-}
-
-/// Yields the JS thread's core to any other runnable thread there (the
-/// executor, a refill) between polls; whether the yield found the core
-/// busy (see [`yield_contended`]): the JS side then sleeps.
-#[napi(skip_typescript)]
-pub fn pump_pause() -> bool {
-    yield_contended(Instant::now() + MAX_SPIN)
 }
 
 impl Channel {
