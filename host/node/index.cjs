@@ -91,21 +91,27 @@ function translated (owner, name) {
 }
 
 // The call pump's JS side (see src/pump.rs). Each call gets a ticket; the
-// addon answers into this environment's channel. While calls are pending
-// the answers are polled from `setImmediate` callbacks (the event loop runs
-// its timers and I/O between polls) until SPIN_MS have passed since the
-// last call started or ended; then this side sleeps and the next answer
-// wakes it (the waker keeps the process alive meanwhile).
+// addon answers into this environment's channel. In a run of calls (one
+// made less than SPIN_MS after an answer came in, which the addon's
+// executor takes at once) the answers are polled from `setImmediate`
+// callbacks (the event loop runs its timers and I/O between polls) until
+// SPIN_MS have passed since the last call started or ended, or the core is
+// wanted elsewhere; then, and for a call out of a run, this side sleeps
+// and the next answer wakes it (the waker keeps the process alive
+// meanwhile).
 const SPIN_MS = native.spinUs() / 1000
 const pending = new Map()
 let lastTicket = 0
 let polling = false
 let lastActivity = 0
+let lastAnswer = -Infinity
 const channel = native.pumpChannel(() => {
   if (!polling) poll()
 })
 
 function settle (done) {
+  lastAnswer = performance.now()
+  lastActivity = lastAnswer
   for (let i = 0; i < done.length; i++) {
     const [ticket, ok, text] = done[i]
     const p = pending.get(ticket)
@@ -134,7 +140,6 @@ function poll () {
     if (done !== null) {
       if (done.length > 0) {
         settle(done)
-        lastActivity = performance.now()
       }
       if (pending.size > 0 && performance.now() - lastActivity < SPIN_MS) {
         polling = true
@@ -148,7 +153,6 @@ function poll () {
   const done = native.pumpSleep(channel, pending.size > 0)
   if (done.length > 0) {
     settle(done)
-    lastActivity = performance.now()
     polling = true
     setImmediate(poll)
   }
@@ -167,8 +171,20 @@ function pumped (start) {
       return
     }
     pending.set(ticket, { resolve, reject })
-    lastActivity = performance.now()
-    if (!polling) {
+    const now = performance.now()
+    lastActivity = now
+    if (polling) return
+    if (now - lastAnswer < SPIN_MS) {
+      // In a run of calls: the executor has it, poll for the answer.
+      polling = true
+      setImmediate(poll)
+      return
+    }
+    // Out of a run, the call went to tokio's workers: sleep until it
+    // answers (an answer already in is taken now).
+    const done = native.pumpSleep(channel, true)
+    if (done.length > 0) {
+      settle(done)
       polling = true
       setImmediate(poll)
     }

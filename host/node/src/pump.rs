@@ -11,11 +11,17 @@
 //! thread woken from its event loop's `epoll_wait`. The pump replaces that
 //! path (the `async fn`s stay, for the generated types and a direct path):
 //!
-//! - **In**: the JS thread queues the call (a sync napi method, [`submit`])
-//!   for one executor thread, which after each call keeps polling its queue
-//!   for [`spin`] before it parks: calls that follow each other find it
-//!   awake, with no futex wake. (It yields its core between polls, so any
-//!   other runnable thread there goes first.)
+//! - **In**: the JS thread hands the call over with a sync napi method
+//!   ([`submit`]) to one executor thread, which after each call keeps
+//!   polling its queue for [`spin`] before it parks: in a run of calls
+//!   (each made soon after the last answer) the next one finds it awake,
+//!   with no futex wake. It yields its core between polls, so any other
+//!   runnable thread there goes first, and parks at once when a yield
+//!   shows the core busy with other work. A call the executor cannot start
+//!   at once (it runs another, or it is parked and the call is not part of
+//!   a run, or it parked for a busy core less than [`CONTENDED_FOR`] ago)
+//!   goes to tokio's workers as one task: one wake-up, what napi's
+//!   `async fn` costs at best.
 //! - **The call** is polled once on the executor, inside napi's tokio
 //!   runtime, as the MCP server's stdio reader does (`temper-mcp`'s
 //!   `inline` module): a sandbox call is CPU-bound and finishes in that
@@ -119,6 +125,8 @@ struct InboxState {
     done: Vec<Done>,
     /// The JS side polls no more: the next answer wakes it.
     asleep: bool,
+    /// When the last answer came in.
+    answered: Option<Instant>,
 }
 
 impl Inbox {
@@ -135,6 +143,7 @@ impl Inbox {
         let wake = {
             let mut s = self.lock();
             s.done.push(done);
+            s.answered = Some(Instant::now());
             std::mem::replace(&mut s.asleep, false)
         };
         if wake {
@@ -167,6 +176,7 @@ pub fn pump_channel(wake: Function<(), ()>) -> napi::Result<External<Channel>> {
             state: Mutex::new(InboxState {
                 done: Vec::new(),
                 asleep: true,
+                answered: None,
             }),
             wake,
         }),
@@ -186,14 +196,14 @@ fn take(channel: &Channel, sleep: bool) -> Vec<Done> {
 /// text]` each. When none has, this yields the JS thread's core to any
 /// other runnable thread there (the executor, a refill) and looks again;
 /// `null` when still none has and the yield found the core busy (see
-/// [`yield_contended`]): the JS side should sleep.
+/// [`yield_until`]): the JS side should sleep.
 #[napi(skip_typescript)]
 pub fn pump_poll(channel: &External<Channel>) -> Option<Vec<Done>> {
     let done = take(channel, false);
     if !done.is_empty() {
         return Some(done);
     }
-    let contended = yield_contended(Instant::now() + MAX_SPIN);
+    let contended = yield_until(Instant::now() + MAX_SPIN) == Some(SpinEnd::Contended);
     let done = take(channel, false);
     (!done.is_empty() || !contended).then_some(done)
 }
@@ -228,14 +238,23 @@ pub fn pump_sleep(
 }
 
 impl Channel {
-    /// Marks the JS side awake (it polls from now on) and submits `job`.
+    /// Marks the JS side awake (it polls from now on) and submits `job`
+    /// ([`submit`]); the calls are in a run when an answer came in less
+    /// than [`spin`] ago.
     pub fn submit(&self, ticket: u32, job: Job) {
-        self.inbox.lock().asleep = false;
-        submit(Task {
-            job,
-            inbox: self.inbox.clone(),
-            ticket,
-        });
+        let in_a_run = {
+            let mut s = self.inbox.lock();
+            s.asleep = false;
+            s.answered.is_some_and(|t| t.elapsed() < spin())
+        };
+        submit(
+            Task {
+                job,
+                inbox: self.inbox.clone(),
+                ticket,
+            },
+            in_a_run,
+        );
     }
 }
 
@@ -256,8 +275,21 @@ struct Executor {
 
 struct Queue {
     tasks: VecDeque<Task>,
-    /// The executor waits on `wake`.
-    parked: bool,
+    /// What the executor does.
+    state: State,
+    /// When it last parked because its core was busy with other work.
+    contended: Option<Instant>,
+}
+
+/// What the executor does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Runs a call.
+    Busy,
+    /// Polls its queue (a call queued now starts at once).
+    Spinning,
+    /// Waits on its condition variable.
+    Parked,
 }
 
 fn executor() -> &'static Executor {
@@ -266,7 +298,8 @@ fn executor() -> &'static Executor {
         let ex: &'static Executor = Box::leak(Box::new(Executor {
             queue: Mutex::new(Queue {
                 tasks: VecDeque::new(),
-                parked: false,
+                state: State::Spinning,
+                contended: None,
             }),
             queued: AtomicUsize::new(0),
             wake: Condvar::new(),
@@ -284,29 +317,58 @@ fn executor() -> &'static Executor {
 /// A yield that took longer than this found the core busy with other work.
 pub const CONTENDED: Duration = Duration::from_micros(30);
 
-/// Yields this thread's core to any other runnable thread there; whether
-/// the spin should end: `until` is past, or the yield took longer than
-/// [`CONTENDED`] (another thread needed the core: on a busy machine a
-/// spinning thread only delays the one it waits for, and a sleeping one
-/// is woken sooner than a spinning one is scheduled).
-pub fn yield_contended(until: Instant) -> bool {
-    let before = Instant::now();
-    if before >= until {
-        return true;
-    }
-    std::thread::yield_now();
-    before.elapsed() > CONTENDED
+/// How long the executor is left out after it parked because its core was
+/// busy with other work: calls meanwhile go to tokio's workers.
+pub const CONTENDED_FOR: Duration = Duration::from_millis(10);
+
+/// Why a spin ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SpinEnd {
+    /// Its time is up.
+    Over,
+    /// A yield took longer than [`CONTENDED`]: another thread needed the
+    /// core (on a busy machine a spinning thread only delays the one it
+    /// waits for, and a sleeping one is woken sooner than a spinning one
+    /// is scheduled).
+    Contended,
 }
 
-/// Queues `task` for the executor (waking it if it is parked).
-fn submit(task: Task) {
+/// Yields this thread's core to any other runnable thread there; why the
+/// spin should end, if it should.
+pub fn yield_until(until: Instant) -> Option<SpinEnd> {
+    let before = Instant::now();
+    if before >= until {
+        return Some(SpinEnd::Over);
+    }
+    std::thread::yield_now();
+    (before.elapsed() > CONTENDED).then_some(SpinEnd::Contended)
+}
+
+/// Hands `task` to the executor when it can start it at once: it spins,
+/// or it is parked and the calls are in a run (`in_a_run`: an answer came
+/// in less than a spin ago) and it was not left out for a busy core in
+/// the last [`CONTENDED_FOR`] (then it is woken); else the call goes to
+/// tokio's workers as a task of its own (one wake-up, as napi's `async fn`
+/// would cost: a call out of a run, a call while the executor runs
+/// another, every call on a busy machine).
+fn submit(task: Task, in_a_run: bool) {
     let ex = executor();
     let mut q = ex.lock();
-    q.tasks.push_back(task);
-    ex.queued.fetch_add(1, Ordering::SeqCst);
-    if std::mem::replace(&mut q.parked, false) {
-        ex.wake.notify_one();
+    let queue = match q.state {
+        State::Spinning => true,
+        State::Parked => in_a_run && q.contended.is_none_or(|t| t.elapsed() > CONTENDED_FOR),
+        State::Busy => false,
+    };
+    if queue {
+        q.tasks.push_back(task);
+        ex.queued.fetch_add(1, Ordering::SeqCst);
+        if q.state == State::Parked {
+            ex.wake.notify_one();
+        }
+        return;
     }
+    drop(q);
+    napi::bindgen_prelude::within_runtime_if_available(|| spawn(task.job, task.inbox, task.ticket));
 }
 
 impl Executor {
@@ -315,22 +377,37 @@ impl Executor {
     }
 
     /// The next task: at once if one is queued, else after polling for it
-    /// for [`spin`], else after parking until one comes.
+    /// for [`spin`] (unless the core is wanted elsewhere), else after
+    /// parking until one comes.
     fn next(&self) -> Task {
+        self.lock().state = State::Spinning;
         let spin = spin();
+        let mut end = Some(SpinEnd::Over);
         if !spin.is_zero() {
             let until = Instant::now() + spin;
-            while self.queued.load(Ordering::SeqCst) == 0 && !yield_contended(until) {}
+            end = None;
+            while self.queued.load(Ordering::SeqCst) == 0 && end.is_none() {
+                end = yield_until(until);
+            }
         }
         let mut q = self.lock();
         loop {
             if let Some(task) = q.tasks.pop_front() {
                 self.queued.fetch_sub(1, Ordering::SeqCst);
+                q.state = State::Busy;
                 return task;
             }
-            q.parked = true;
+            q.state = State::Parked;
+            if end == Some(SpinEnd::Contended) {
+                q.contended = Some(Instant::now());
+            }
             q = self.wake.wait(q).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// Marks the executor spinning (it looks at its queue next).
+    fn spinning(&self) {
+        self.lock().state = State::Spinning;
     }
 
     fn run(&self) {
@@ -388,6 +465,9 @@ fn run_here_or_spawn(task: Task) {
     match polled {
         Ok(Poll::Ready(answer)) => {
             inbox.deliver(ticket, answer);
+            // The next call (the JS side's answer to this one) is queued
+            // for this thread from now on.
+            executor().spinning();
             drop(scope);
         }
         Ok(Poll::Pending) => {
