@@ -28,6 +28,10 @@ bash scripts/mcp-npm.sh ||
 # compared against (tests/all/hub_reference.rs); required here.
 bash scripts/mcp-servers.sh ||
   echo "test: could not install the MCP reference servers: the gateway comparison tests will fail" >&2
+# The MCP conformance suite (npm, pinned) the gateway is run against below
+# (scripts/conformance.sh run); required here.
+bash scripts/conformance.sh install ||
+  echo "test: could not install the MCP conformance suite: the gateway conformance run will fail" >&2
 
 # The Rust and Python (componentize-py) tools for the interop tests.
 bash scripts/build-components.sh
@@ -111,6 +115,13 @@ offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS
 # The Python package's stubs (mypy.stubtest) and tests (pytest) against the
 # installed wheel, offline.
 offline bash scripts/py-package.sh test
+# The MCP conformance suite's tools, resources, prompts and completion
+# scenarios against a Python-SDK fixture server, directly and through
+# `temper mcp` (built by the tests above), offline: fails when a scenario
+# passes directly but not through Temper.
+conformance_started=$SECONDS
+offline bash scripts/conformance.sh run
+echo "test: scripts/conformance.sh run took $((SECONDS - conformance_started)) s" >&2
 # The runnable examples (built with the tests above) run, offline too.
 offline cargo run --release --locked --offline --example embed_runtime
 example_store="$(mktemp -d)"

@@ -24,7 +24,7 @@ fn root() -> PathBuf {
 
 /// The reference servers' npm folder and `node`, or None (the test skips
 /// with a notice) unless TEMPER_REQUIRE_MCP_SERVERS=1.
-fn npm_servers() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn npm_servers() -> Option<(PathBuf, PathBuf)> {
     let dir = root().join("tests/mcp-servers/node_modules/@modelcontextprotocol");
     let node = which("node");
     let ok = dir.join("server-everything/dist/index.js").exists()

@@ -21,6 +21,7 @@ mod hub_http;
 mod hub_list_changed;
 mod hub_raw;
 mod hub_reference;
+mod hub_relay;
 mod hub_shadow;
 mod hub_tokens;
 mod interop;

@@ -459,9 +459,10 @@ async fn sessions_default_named_and_namespaced_with_listen() {
         ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         listen["id"]
     );
+    // Both honored (prompts: the hub upstreams' `list_changed`).
     assert_eq!(
         ack["params"]["notifications"],
-        json!({"toolsListChanged": true})
+        json!({"toolsListChanged": true, "promptsListChanged": true})
     );
 
     // A named session keeps its tools; the listener hears the forge.

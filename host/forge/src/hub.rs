@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use temper_hub::{CallOutput, Hub, HubError, ProgressSink};
+use temper_hub::{CallOutput, Hub, HubError, Relay};
 
 use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec, OutputFn, OutputFuture};
 use super::schema::ToolSchemas;
@@ -129,17 +129,15 @@ impl Forge {
             let call_output: OutputFn = {
                 let hub = hub.clone();
                 let name = tool.name.clone();
-                Arc::new(
-                    move |input: Value, progress: Option<ProgressSink>| -> OutputFuture {
-                        let hub = hub.clone();
-                        let name = name.clone();
-                        Box::pin(async move {
-                            hub.call_output(&name, input, progress)
-                                .await
-                                .map_err(|e| e.to_string())
-                        })
-                    },
-                )
+                Arc::new(move |input: Value, relay: Option<Relay>| -> OutputFuture {
+                    let hub = hub.clone();
+                    let name = name.clone();
+                    Box::pin(async move {
+                        hub.call_output(&name, input, relay)
+                            .await
+                            .map_err(|e| e.to_string())
+                    })
+                })
             };
             natives.insert(
                 tool.name.clone(),
@@ -291,18 +289,18 @@ impl Forge {
     /// [`Self::call_native`] for a gateway: the output comes with its
     /// upstream's result as it came ([`CallOutput::result`]), an `isError`
     /// one included ([`CallOutput::error`]), for the gateway to pass on;
-    /// the upstream's progress notifications go to `progress` when given.
+    /// what the upstream sends for the call goes to `relay` when given.
     /// The same checks, limits, span and metrics (an `isError` result
     /// counts as a failed call).
     pub async fn call_native_output(
         &self,
         name: &str,
         input: &Value,
-        progress: Option<ProgressSink>,
+        relay: Option<Relay>,
     ) -> Option<Result<CallOutput, String>> {
         let tool = self.native(name)?;
         let timeout = self.runtime().limits().timeout;
-        let call = tool.invoke_output(input.clone(), timeout, progress);
+        let call = tool.invoke_output(input.clone(), timeout, relay);
         let failed = |r: &Result<CallOutput, String>| r.as_ref().is_ok_and(|o| o.error.is_some());
         Some(
             self.observed_native(name, call, |r| r.is_err() || failed(r))

@@ -31,7 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::Value;
-use temper_hub::{CallOutput, ProgressSink};
+use temper_hub::{CallOutput, Relay};
 
 use super::error::ValidateError;
 use super::schema::ToolSchemas;
@@ -52,8 +52,8 @@ type CheckedFn<T> =
     dyn Fn(Value) -> Pin<Box<dyn Future<Output = Result<T, String>> + Send>> + Send + Sync;
 
 /// A hub tool's call for a gateway ([`NativeTool::invoke_output`]), with
-/// where its progress notifications go.
-pub(crate) type OutputFn = Arc<dyn Fn(Value, Option<ProgressSink>) -> OutputFuture + Send + Sync>;
+/// where what the upstream sends for the call goes ([`Relay`]).
+pub(crate) type OutputFn = Arc<dyn Fn(Value, Option<Relay>) -> OutputFuture + Send + Sync>;
 
 /// The description of a native tool.
 #[derive(Debug, Clone)]
@@ -131,19 +131,19 @@ impl NativeTool {
 
     /// [`Self::invoke_value`] for a gateway: with the upstream's result as
     /// it came when a hub tool has one ([`CallOutput::result`]), an
-    /// `isError` one included; progress notifications go to `progress`.
+    /// `isError` one included; what the upstream sends for the call goes to `relay`.
     /// The checks are the same (the output's only when it is not an
     /// `isError` result, which the hub tool checks itself).
     pub(crate) async fn invoke_output(
         &self,
         input: Value,
         timeout: std::time::Duration,
-        progress: Option<ProgressSink>,
+        relay: Option<Relay>,
     ) -> Result<CallOutput, String> {
         match &self.call_output {
             Some(call) => {
                 let call = call.clone();
-                let call = move |input: Value| call(input, progress.clone());
+                let call = move |input: Value| call(input, relay.clone());
                 self.checked(input, timeout, &call, |o| &o.value).await
             }
             None => self

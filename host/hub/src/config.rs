@@ -8,6 +8,7 @@
 //! env = { SEARCH_API_KEY = "env:SEARCH_API_KEY" }
 //! tools = ["web_search"]                  # default: none; "*" = all
 //! timeout_ms = 30000
+//! relay = ["elicitation"]                 # its requests relayed to callers (stdio)
 //!
 //! [upstream.github]                       # Streamable HTTP
 //! url = "https://mcp.example.com/mcp"
@@ -183,6 +184,8 @@ pub struct UpstreamConfig {
     /// (`[upstream.NAME.annotations.TOOL]`): each member replaces the
     /// upstream's in the listed tool's `annotations`.
     pub annotations: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// Which of its requests are relayed to Temper's callers (`relay`).
+    pub relay: crate::upstream::RelayRequests,
 }
 
 /// `[builtin.http_request]`.
@@ -273,6 +276,8 @@ struct RawUpstream {
     max_result_bytes: Option<u64>,
     #[serde(default)]
     annotations: BTreeMap<String, RawAnnotations>,
+    #[serde(default)]
+    relay: Vec<String>,
 }
 
 /// `[upstream.NAME.annotations.TOOL]`: MCP's tool annotations, by their
@@ -688,6 +693,7 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
                 .into_iter()
                 .map(|(tool, a)| (tool, a.into_map()))
                 .collect(),
+            relay: relay::relay_requests(&raw.relay).map_err(|e| self.err("relay", e))?,
         })
     }
 
@@ -777,6 +783,7 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
     }
 }
 
+mod relay;
 mod secret;
 pub use secret::Secret;
 

@@ -8,7 +8,10 @@ use serde_json::Value;
 
 use crate::builtin::{Builtin, BuiltinError};
 use crate::config::ToolsFile;
-use crate::upstream::{CallOutput, Feature, ProgressSink, Upstream, UpstreamError};
+use crate::upstream::{
+    CallOutput, Feature, LIST_CHANGES, ListChange, Relay, Upstream, UpstreamError,
+};
+use tokio::sync::broadcast;
 
 /// A tool of the hub, as the host exposes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +111,8 @@ pub struct Hub {
     /// Which upstream exposed each name at start (bounded by the tools
     /// listed then), so a tool gone later is reported against it.
     origin: BTreeMap<String, usize>,
+    /// Where the upstreams announce their list changes.
+    changes: Option<broadcast::Sender<ListChange>>,
 }
 
 impl Hub {
@@ -121,14 +126,16 @@ impl Hub {
             .into_iter()
             .map(Arc::new)
             .collect();
+        let changes = broadcast::channel(LIST_CHANGES).0;
         let starts: Vec<_> = file
             .upstreams
             .values()
             .map(|cfg| {
                 let cfg = cfg.clone();
+                let changes = changes.clone();
                 tokio::spawn(async move {
                     let optional = cfg.optional;
-                    (optional, Upstream::start(cfg).await)
+                    (optional, Upstream::start_reporting(cfg, changes).await)
                 })
             })
             .collect();
@@ -158,6 +165,7 @@ impl Hub {
             upstreams,
             builtins,
             origin,
+            changes: Some(changes),
         };
         hub.check_clashes(&[])?;
         Ok(hub)
@@ -178,6 +186,14 @@ impl Hub {
             }
         }
         Ok(())
+    }
+
+    /// The upstreams' list changes from now on
+    /// ([`ListChange`]; `Lagged` when the receiver fell behind: take every
+    /// list as changed). `None` for a hub without upstreams' announcements
+    /// (the default, empty hub).
+    pub fn subscribe_list_changes(&self) -> Option<broadcast::Receiver<ListChange>> {
+        self.changes.as_ref().map(broadcast::Sender::subscribe)
     }
 
     /// The upstreams that started.
@@ -252,13 +268,13 @@ impl Hub {
 
     /// [`Self::call`] for a gateway: with the upstream's result as it came
     /// ([`CallOutput::result`]; `None` for a built-in), an `isError`
-    /// result included ([`CallOutput::error`]); progress notifications go
-    /// to `progress` when given.
+    /// result included ([`CallOutput::error`]); what the upstream sends
+    /// for the call goes to `relay` when given ([`Relay`]).
     pub async fn call_output(
         &self,
         name: &str,
         input: Value,
-        progress: Option<ProgressSink>,
+        relay: Option<Relay>,
     ) -> Result<CallOutput, HubError> {
         if let Some(b) = self.builtins.iter().find(|b| b.name() == name) {
             return Ok(CallOutput::value(b.call(input).await?));
@@ -286,8 +302,7 @@ impl Hub {
             span.record("gen_ai.tool.name", name);
         }
         let result =
-            tracing::Instrument::instrument(up.call_output(name, input, progress), span.clone())
-                .await;
+            tracing::Instrument::instrument(up.call_output(name, input, relay), span.clone()).await;
         let ok = result.as_ref().is_ok_and(|o| o.error.is_none());
         if !ok && !span.is_disabled() {
             span.record("error.type", "upstream");
@@ -354,6 +369,28 @@ impl Hub {
                 name: name.to_string(),
             })?;
         Ok(up.get_prompt(name, arguments).await?)
+    }
+
+    /// Asks the upstream exposing the prompt (`feature` = prompts) or
+    /// resource template (resource templates) `name` to complete an
+    /// argument of it (`completion/complete` with the caller's `params`).
+    pub async fn complete(
+        &self,
+        feature: Feature,
+        name: &str,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<serde_json::Map<String, Value>, HubError> {
+        let up = self
+            .exposing(feature, name)
+            .ok_or_else(|| HubError::NoSuch {
+                what: if feature == Feature::Prompts {
+                    "prompt"
+                } else {
+                    "resource template"
+                },
+                name: name.to_string(),
+            })?;
+        Ok(up.complete(feature, name, params).await?)
     }
 
     /// Tells `observer` of every upstream call from now on (once: `false`

@@ -44,6 +44,7 @@ pub use config::{
 };
 pub use hub::{Hub, HubError, HubTool, UpstreamObserver};
 pub use upstream::{
-    CallOutput, Feature, PROGRESS_QUEUE, ProgressSink, ToolResult, Upstream, UpstreamError,
-    UpstreamTool, template_matches, value_of_content,
+    AskRefused, CallNote, CallOutput, Feature, ListChange, RELAY_QUEUE, Relay, RelayRequests,
+    ToolResult, Upstream, UpstreamAsk, UpstreamError, UpstreamTool, template_matches,
+    value_of_content,
 };

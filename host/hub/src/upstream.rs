@@ -19,7 +19,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 
 use crate::config::{Transport, UpstreamConfig};
 
@@ -30,27 +30,22 @@ use client_handler::Handler;
 mod http;
 mod http_client;
 mod output;
+mod relay;
 mod stdio;
 mod strict;
 
-pub use features::{Feature, template_matches};
+pub use features::{Feature, ListChange, template_matches};
 use output::{Bad, check, read_result};
 pub use output::{CallOutput, ToolResult, value_of_content};
-
-/// Where the progress notifications of an upstream call go: each is the
-/// upstream's `params` (`progress`, `total`, `message`, and the
-/// `progressToken` Temper gave the upstream, which a relay replaces with
-/// its caller's). Bounded ([`PROGRESS_QUEUE`]); when full, later
-/// notifications are dropped.
-pub type ProgressSink = mpsc::Sender<Value>;
-
-/// How many progress notifications a [`ProgressSink`] should hold.
-pub const PROGRESS_QUEUE: usize = direct::PROGRESS_QUEUE;
+pub use relay::{AskRefused, CallNote, RELAY_QUEUE, Relay, RelayRequests, UpstreamAsk};
 
 /// First restart delay; doubled after each failed start up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest restart delay.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// List changes a subscriber may fall behind by before it hears "lagged"
+/// (then it should take every list as changed).
+pub const LIST_CHANGES: usize = 16;
 /// How long a failed call waits for the connection's end reason.
 const REASON_WAIT: Duration = Duration::from_secs(2);
 
@@ -212,7 +207,17 @@ struct Shared {
     /// Why there is no connection, when there is none.
     down: Mutex<String>,
     list_changed: Arc<Notify>,
+    /// Where its list changes are announced.
+    changes: broadcast::Sender<ListChange>,
+    /// The progress tokens of the calls in flight through rmcp (Streamable
+    /// HTTP) whose callers asked for progress, and where it goes.
+    http_progress: ProgressRoutes,
 }
+
+/// Progress tokens of calls in flight → their relays (bounded by the calls
+/// in flight: an entry leaves when its call ends).
+pub(super) type ProgressRoutes =
+    Arc<Mutex<std::collections::HashMap<String, mpsc::Sender<CallNote>>>>;
 
 /// A connected upstream MCP server. Dropping it stops the child.
 pub struct Upstream {
@@ -243,6 +248,14 @@ impl Upstream {
     /// upstream's `timeout_ms`. Keeps it connected (restarting the child
     /// when it exits, reconnecting when the server is lost) until dropped.
     pub async fn start(config: UpstreamConfig) -> Result<Self, UpstreamError> {
+        Self::start_reporting(config, broadcast::channel(LIST_CHANGES).0).await
+    }
+
+    /// [`Self::start`], announcing its list changes to `changes`.
+    pub async fn start_reporting(
+        config: UpstreamConfig,
+        changes: broadcast::Sender<ListChange>,
+    ) -> Result<Self, UpstreamError> {
         let secrets = match &config.transport {
             Transport::Stdio { env, .. } => env
                 .values()
@@ -265,6 +278,8 @@ impl Upstream {
             conn: Mutex::new(None),
             down: Mutex::new("not started".into()),
             list_changed: Arc::new(Notify::new()),
+            changes,
+            http_progress: ProgressRoutes::default(),
         });
         let conn = shared.connect().await?;
         shared.relist(&conn).await?;
@@ -330,14 +345,15 @@ impl Upstream {
 
     /// [`Self::call`] for a gateway: the upstream's result as it came
     /// ([`CallOutput::result`]), an `isError` result included
-    /// ([`CallOutput::error`]). With `progress`, the upstream is asked for
-    /// progress and its notifications go there (stdio upstreams). The
-    /// checks are the same.
+    /// ([`CallOutput::error`]). With a `relay`, what the upstream sends
+    /// for the call (progress, when the caller asked for it; log messages
+    /// and requests, when attributable) goes there (stdio upstreams; see
+    /// [`Relay`]). The checks are the same.
     pub async fn call_output(
         &self,
         name: &str,
         input: Value,
-        progress: Option<ProgressSink>,
+        relay: Option<Relay>,
     ) -> Result<CallOutput, UpstreamError> {
         let shared = &self.shared;
         // The names are copied into an error only (none on a call that
@@ -382,10 +398,7 @@ impl Upstream {
                 let mut params = Map::new();
                 params.insert("name".into(), Value::String(tool.to_string()));
                 params.insert("arguments".into(), Value::Object(arguments));
-                match direct
-                    .request("tools/call", &params, progress, timeout)
-                    .await
-                {
+                match direct.request("tools/call", &params, relay, timeout).await {
                     Ok(direct::Reply::Result(raw)) => Ok(raw),
                     Ok(direct::Reply::Error(message)) => Err(message),
                     Err(direct::NoReply::Timeout) => {
@@ -406,7 +419,7 @@ impl Upstream {
                     }
                 }
             }
-            None => shared.call_rmcp(&conn, tool, arguments).await?,
+            None => shared.call_rmcp(&conn, tool, arguments, relay).await?,
         };
         let raw = raw.map_err(|message| UpstreamError::Call {
             upstream: up(),
@@ -441,6 +454,18 @@ impl Upstream {
     }
 }
 
+/// A call's entry in [`Shared::http_progress`], removed when the call ends.
+struct ProgressRoute<'a> {
+    routes: &'a ProgressRoutes,
+    token: String,
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        crate::lock(self.routes).remove(&self.token);
+    }
+}
+
 /// The reason the connection ended, waiting briefly for it; `fallback` when
 /// it is still up (the error was something else).
 async fn end_reason(conn: &Conn, fallback: String) -> String {
@@ -470,8 +495,11 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
             tokio::select! {
                 reason = wait_ended(&mut ended) => break reason,
                 _ = shared.list_changed.notified() => {
-                    if let Err(e) = shared.relist(&conn).await {
-                        tracing::warn!(upstream = %name, error = %e, "tools/list after list_changed failed");
+                    match shared.relist(&conn).await {
+                        Ok(()) => {
+                            let _ = shared.changes.send(ListChange::Tools);
+                        }
+                        Err(e) => tracing::warn!(upstream = %name, error = %e, "tools/list after list_changed failed"),
                     }
                 }
             }
@@ -505,6 +533,8 @@ async fn supervise(shared: Arc<Shared>, mut conn: Arc<Conn>) {
         };
         tracing::info!(upstream = %name, "upstream restarted");
         *crate::lock(&shared.conn) = Some(conn.clone());
+        // Listed again: it may list other tools now.
+        let _ = shared.changes.send(ListChange::Tools);
     }
 }
 
@@ -517,11 +547,38 @@ impl Shared {
         conn: &Conn,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
+        relay: Option<Relay>,
     ) -> Result<Result<Box<RawValue>, String>, UpstreamError> {
         let up = || self.config.name.clone();
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         let timeout = self.config.timeout;
-        match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
+        let call = async {
+            let Some(relay) = relay.filter(|r| r.progress) else {
+                return conn.service.call_tool(params).await;
+            };
+            // A caller that asked for progress: rmcp gives every request a
+            // progress token of its own; the upstream's notifications under
+            // it go to the relay while the call lasts.
+            let request = rmcp::model::ClientRequest::CallToolRequest(
+                rmcp::model::CallToolRequest::new(params),
+            );
+            let handle = conn
+                .service
+                .peer()
+                .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+                .await?;
+            let token = serde_json::to_string(&handle.progress_token).unwrap_or_default();
+            crate::lock(&self.http_progress).insert(token.clone(), relay.notes);
+            let _route = ProgressRoute {
+                routes: &self.http_progress,
+                token,
+            };
+            match handle.await_response().await? {
+                rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+                _ => Err(rmcp::ServiceError::UnexpectedResponse),
+            }
+        };
+        match tokio::time::timeout(timeout, call).await {
             Err(_) => Err(UpstreamError::Timeout {
                 upstream: up(),
                 tool: tool.to_string(),

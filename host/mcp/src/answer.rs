@@ -6,8 +6,9 @@
 //! (`temper_hub::ToolResult::Raw`). Temper's own checks (the input against
 //! the input schema before anything is sent, `structuredContent` against
 //! the output schema after) and its failures (timeout, the upstream gone)
-//! are Temper's own error results. The upstream's progress notifications
-//! are relayed as progress of the caller's request.
+//! are Temper's own error results. What the upstream sends during the call
+//! (progress, log messages, elicitation and sampling requests) is relayed
+//! to the caller as `hub_relay.rs` says.
 //!
 //! A built-in's output (no upstream result) is answered as
 //! [`Handler::handle`] and [`Handler::handle_modern`] answer a tool's: as
@@ -18,8 +19,9 @@ use std::borrow::Cow;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 use temper_forge::CallOutput;
-use temper_hub::{PROGRESS_QUEUE, ToolResult};
+use temper_hub::{Relay, ToolResult};
 
+use super::hub_relay::{self, Answers, Call, Driven, Owner, Sink};
 use super::run_code::{DESCRIBE_TOOLS, RUN_CODE};
 use super::{Handler, Notifier, Progress};
 use crate::jsonrpc::{self, RpcError};
@@ -172,27 +174,102 @@ impl Handler {
         if META_TOOLS.contains(&name) || !self.goes_to_hub(name).await? {
             return Ok(None);
         }
-        let progress = Progress::of(params, notes);
+        let mut progress = Progress::of(params, notes);
+        progress.log_level = hub_relay::log_level(Some(params), modern);
+        let answers = Answers::of(Some(params), modern);
+        if let Some(state) = params.get("requestState") {
+            let Some(state) = state.as_str().filter(|_| modern) else {
+                return Err(RpcError::invalid_params(
+                    "tools/call: requestState must be a string, on a 2026-07-28 request",
+                ));
+            };
+            let responses = params.get("inputResponses").and_then(Value::as_object);
+            let (call, notes) = hub_relay::resume(state, &self.owner(name), responses)
+                .map_err(|e| RpcError::invalid_params(format!("tools/call: {e}")))?;
+            return Ok(Some(
+                self.hub_drive(name, call, notes, &progress, answers, modern)
+                    .await,
+            ));
+        }
         Ok(Some(
-            self.hub_answer(name, &arguments, &progress, modern).await,
+            self.hub_answer(name, &arguments, &progress, answers, modern)
+                .await,
         ))
+    }
+
+    /// Who may resume a call of `name` this caller parks.
+    fn owner(&self, name: &str) -> Owner {
+        Owner {
+            agent: self.ctx.agent_id.clone(),
+            session: self.ctx.session_id.clone(),
+            tool: name.to_string(),
+        }
     }
 
     /// Calls the hub tool `name` and answers: the upstream's result passed
     /// on (see the module docs), a built-in's output as a tool result,
     /// Temper's own failures as error results. With `modern`, the result
-    /// carries the 2026-07-28 members (`resultType`, `_meta`).
+    /// carries the 2026-07-28 members (`resultType`, `_meta`). What the
+    /// upstream sends during the call is relayed when the caller can
+    /// receive it (`hub_relay.rs`).
     pub(super) async fn hub_answer(
         &self,
         name: &str,
         arguments: &Value,
         progress: &Progress<'_>,
+        answers: Answers,
         modern: bool,
     ) -> Answer {
-        let outcome = match &progress.token {
-            None => self.forge.call_native_output(name, arguments, None).await,
-            Some(token) => self.relaying(name, arguments, progress, token).await,
+        // Always with a relay: what the caller cannot take is dropped (a
+        // log message) or refused saying why (an upstream's request).
+        progress.report(0, 1, format!("calling {name}"));
+        let (relay, notes) = Relay::new(progress.token.is_some());
+        let forge = self.forge.clone();
+        let (tool, input) = (name.to_string(), arguments.clone());
+        let call = Call::Here(Box::pin(async move {
+            forge.call_native_output(&tool, &input, Some(relay)).await
+        }));
+        self.hub_drive(name, call, notes, progress, answers, modern)
+            .await
+    }
+
+    /// Drives a hub call to its end or to an `input_required` result,
+    /// relaying its notes; answers as [`Self::hub_answer`].
+    async fn hub_drive(
+        &self,
+        name: &str,
+        call: Call,
+        notes: tokio::sync::mpsc::Receiver<temper_hub::CallNote>,
+        progress: &Progress<'_>,
+        answers: Answers,
+        modern: bool,
+    ) -> Answer {
+        let sink = Sink {
+            notes: progress.notes,
+            token: progress.token.as_ref(),
+            carries: progress.notes.carries_notes(),
+            log_level: progress.log_level,
         };
+        let (driven, relayed) =
+            hub_relay::drive(call, notes, &sink, answers, &self.owner(name)).await;
+        match driven {
+            Driven::InputRequired(result) => Answer::Value(result),
+            Driven::Done(outcome) => {
+                if relayed == 0 {
+                    progress.report(1, 1, format!("{name}: done"));
+                }
+                self.hub_result(name, outcome, modern)
+            }
+        }
+    }
+
+    /// The answer for a hub call's `outcome`.
+    fn hub_result(
+        &self,
+        name: &str,
+        outcome: Option<Result<CallOutput, String>>,
+        modern: bool,
+    ) -> Answer {
         let answer = match outcome {
             Some(Ok(CallOutput {
                 result: Some(result),
@@ -215,48 +292,6 @@ impl Handler {
             results::complete(&mut answer);
         }
         Answer::Value(answer)
-    }
-
-    /// Calls the hub tool `name` for a caller that asked for progress (its
-    /// `token`): Temper reports the call's start, then relays the
-    /// upstream's own progress notifications as progress of the caller's
-    /// request (their `progress`, `total` and `message`, under the
-    /// caller's token); when the upstream sent none, Temper reports the
-    /// call's end.
-    async fn relaying(
-        &self,
-        name: &str,
-        arguments: &Value,
-        progress: &Progress<'_>,
-        token: &Value,
-    ) -> Option<Result<CallOutput, String>> {
-        progress.report(0, 1, format!("calling {name}"));
-        let (tx, mut rx) = tokio::sync::mpsc::channel(PROGRESS_QUEUE);
-        let call = self.forge.call_native_output(name, arguments, Some(tx));
-        let mut call = std::pin::pin!(call);
-        let mut relayed = 0usize;
-        let mut relay = |note: Value| {
-            if let Some(params) = relayed_progress(&note, token) {
-                relayed += 1;
-                progress
-                    .notes
-                    .request_note(jsonrpc::notification("notifications/progress", params));
-            }
-        };
-        let outcome = loop {
-            tokio::select! {
-                biased;
-                Some(note) = rx.recv() => relay(note),
-                outcome = &mut call => break outcome,
-            }
-        };
-        while let Ok(note) = rx.try_recv() {
-            relay(note);
-        }
-        if relayed == 0 {
-            progress.report(1, 1, format!("{name}: done"));
-        }
-        outcome
     }
 }
 
@@ -293,24 +328,6 @@ fn completed_raw(result: &ToolResult) -> Option<ToolResult> {
     serde_json::value::RawValue::from_string(joined)
         .ok()
         .map(ToolResult::Raw)
-}
-
-/// The params of a relayed progress notification: the upstream's
-/// `progress` (a number), `total` (a number) and `message` (a string) under
-/// the caller's `token`; `None` when the upstream's has no numeric
-/// `progress`. Nothing else of the upstream's notification is relayed.
-fn relayed_progress(note: &Value, token: &Value) -> Option<Value> {
-    let progress = note.get("progress").filter(|p| p.is_number())?;
-    let mut params = Map::new();
-    params.insert("progressToken".into(), token.clone());
-    params.insert("progress".into(), progress.clone());
-    if let Some(total) = note.get("total").filter(|t| t.is_number()) {
-        params.insert("total".into(), total.clone());
-    }
-    if let Some(message) = note.get("message").filter(|m| m.is_string()) {
-        params.insert("message".into(), message.clone());
-    }
-    Some(Value::Object(params))
 }
 
 #[cfg(test)]
@@ -362,12 +379,15 @@ mod tests {
     fn relayed_progress_keeps_the_numbers_and_message_under_the_callers_token() {
         let note = json!({"progressToken": "temper-hub-3", "progress": 2, "total": 5, "message": "step 2", "extra": 1});
         assert_eq!(
-            relayed_progress(&note, &json!("tok")),
+            hub_relay::relayed_progress(&note, &json!("tok")),
             Some(json!({"progressToken": "tok", "progress": 2, "total": 5, "message": "step 2"}))
         );
-        assert_eq!(relayed_progress(&json!({"progress": "x"}), &json!(1)), None);
         assert_eq!(
-            relayed_progress(
+            hub_relay::relayed_progress(&json!({"progress": "x"}), &json!(1)),
+            None
+        );
+        assert_eq!(
+            hub_relay::relayed_progress(
                 &json!({"progress": 1, "total": "x", "message": 3}),
                 &json!(1)
             ),

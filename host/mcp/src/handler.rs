@@ -34,6 +34,10 @@ pub mod answer;
 // caller's narrowing.
 #[path = "hub_features.rs"]
 pub mod hub_features;
+// What an upstream sends during a hub call, relayed to its caller: a
+// child module, for the caller's identity and transport.
+#[path = "hub_relay.rs"]
+pub(crate) mod hub_relay;
 use run_code::{DESCRIBE_TOOLS, RUN_CODE};
 
 /// The legacy (handshake) MCP revisions this server speaks, newest first:
@@ -54,8 +58,22 @@ pub fn negotiate_version(requested: &str) -> &'static str {
 
 /// Where the notifications a request causes go.
 pub trait Notifier: Send + Sync {
-    /// A notification about this request (`notifications/progress`).
+    /// A notification about this request (`notifications/progress`,
+    /// `notifications/message`).
     fn request_note(&self, message: Value);
+    /// Whether [`Self::request_note`] reaches the caller (over HTTP, only
+    /// when the answer is an event stream).
+    fn carries_notes(&self) -> bool {
+        true
+    }
+    /// Sends the request `method` with `params` to a legacy caller that
+    /// declared its capability (an upstream's elicitation or sampling,
+    /// relayed): its answer comes on the receiver. `None` when this
+    /// caller cannot be asked (the default).
+    fn ask(&self, method: &str, params: Value) -> Option<hub_relay::AskReceiver> {
+        let _ = (method, params);
+        None
+    }
     /// A notification for the caller's session
     /// (`notifications/tools/list_changed` after a forge).
     fn session_note(&self, message: Value);
@@ -187,8 +205,8 @@ impl Handler {
 
     /// Answers one request of the modern revision (2026-07-28), whose
     /// `_meta` the transport has checked ([`crate::protocol::envelope`]): results
-    /// carry `resultType` and `_meta[serverInfo]`, `tools/list` its caching
-    /// hints; `ping`, `logging/setLevel` and `initialize` do not exist there
+    /// carry `resultType` and `_meta[serverInfo]`, `tools/list` and the
+    /// hub's resources and prompts lists and reads their caching hints; `ping`, `logging/setLevel` and `initialize` do not exist there
     /// (`-32601`). `subscriptions/listen` is the transport's (a stream).
     pub async fn handle_modern(
         &self,
@@ -205,6 +223,9 @@ impl Handler {
                 None => return Err(RpcError::method_not_found(method)),
             },
         };
+        if results::hub_feature_cacheable(method) {
+            results::set_cache_hints(&mut result, results::HUB_FEATURE_CACHE);
+        }
         results::complete(&mut result);
         let forged = method == "tools/call"
             && params.and_then(|p| p.get("name")).and_then(Value::as_str) == Some(FORGE_TOOL);
@@ -489,7 +510,8 @@ impl Handler {
     /// Calls a hub tool (Temper as a gateway): the upstream's result passed
     /// on, a built-in's output as a tool result (`answer.rs`).
     async fn call_hub(&self, name: &str, arguments: &Value, progress: &Progress<'_>) -> Value {
-        self.hub_answer(name, arguments, progress, false)
+        let answers = hub_relay::Answers::of(None, false);
+        self.hub_answer(name, arguments, progress, answers, false)
             .await
             .into_value()
     }
@@ -616,6 +638,9 @@ const FORGE_STEPS: u32 = 5;
 struct Progress<'n> {
     notes: &'n dyn Notifier,
     token: Option<Value>,
+    /// The lowest level of the upstream log messages relayed to the
+    /// caller of a hub call (`hub_relay::log_level`); `None`: none.
+    log_level: Option<usize>,
 }
 
 impl<'n> Progress<'n> {
@@ -628,6 +653,7 @@ impl<'n> Progress<'n> {
                 .pointer("/_meta/progressToken")
                 .filter(|t| t.is_string() || t.is_number())
                 .cloned(),
+            log_level: None,
         }
     }
 
@@ -657,8 +683,8 @@ pub fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
     }))
 }
 
-/// The syslog levels `logging/setLevel` takes.
-const LOG_LEVELS: &[&str] = &[
+/// The syslog levels `logging/setLevel` takes, lowest first.
+pub(crate) const LOG_LEVELS: &[&str] = &[
     "debug",
     "info",
     "notice",

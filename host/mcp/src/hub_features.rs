@@ -30,6 +30,7 @@ impl Handler {
             "prompts/list" => self.list_feature(Feature::Prompts).await,
             "resources/read" => self.read_resource(params).await,
             "prompts/get" => self.get_prompt(params).await,
+            "completion/complete" => self.complete(params).await,
             _ => return None,
         };
         Some(answer)
@@ -96,6 +97,50 @@ impl Handler {
         match hub.read_resource(uri).await {
             Ok(result) => Ok(Value::Object(result)),
             Err(temper_hub::HubError::NoSuch { .. }) => Err(not_found()),
+            Err(e) => Err(RpcError::internal(e.to_string())),
+        }
+    }
+
+    /// `completion/complete` of an argument of an upstream's prompt
+    /// (`ref/prompt`) or resource template (`ref/resource`), both by their
+    /// exposed names, which the caller may use: the upstream's answer.
+    async fn complete(&self, params: Option<&Value>) -> Result<Value, RpcError> {
+        const METHOD: &str = "completion/complete";
+        let params = params.and_then(Value::as_object).ok_or_else(|| {
+            RpcError::invalid_params(format!("{METHOD}: params must be an object"))
+        })?;
+        let reference = params.get("ref").and_then(Value::as_object);
+        let (feature, key) = match reference
+            .and_then(|r| r.get("type"))
+            .and_then(Value::as_str)
+        {
+            Some("ref/prompt") => (Feature::Prompts, "name"),
+            Some("ref/resource") => (Feature::ResourceTemplates, "uri"),
+            _ => {
+                return Err(RpcError::invalid_params(format!(
+                    "{METHOD}: params.ref.type must be \"ref/prompt\" or \"ref/resource\""
+                )));
+            }
+        };
+        let name = reference
+            .and_then(|r| r.get(key))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("{METHOD}: params.ref.{key} must be a string"))
+            })?;
+        if !params.get("argument").is_some_and(Value::is_object) {
+            return Err(RpcError::invalid_params(format!(
+                "{METHOD}: params.argument must be an object"
+            )));
+        }
+        let unknown = || RpcError::invalid_params(format!("{METHOD}: unknown reference {name:?}"));
+        if !self.feature_allowed(feature, name) {
+            return Err(unknown());
+        }
+        let hub = self.forge.hub().ok_or_else(unknown)?;
+        match hub.complete(feature, name, params).await {
+            Ok(result) => Ok(Value::Object(result)),
+            Err(temper_hub::HubError::NoSuch { .. }) => Err(unknown()),
             Err(e) => Err(RpcError::internal(e.to_string())),
         }
     }

@@ -101,10 +101,13 @@ pub enum Incoming {
         /// The params, if any.
         params: Option<Value>,
     },
-    /// A response to a request of ours (this server sends none).
+    /// A response to a request of ours (an upstream's elicitation or
+    /// sampling relayed to a legacy stdio client).
     Response {
         /// Its id.
         id: Value,
+        /// Its `result`, or its `error` object.
+        outcome: Result<Value, Value>,
     },
 }
 
@@ -181,7 +184,11 @@ pub fn parse_message(line: &[u8]) -> Result<Incoming, Rejected> {
             "invalid request: method must be a string".into(),
         )),
         (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
-            Ok(Incoming::Response { id })
+            let outcome = match obj.remove("error") {
+                Some(error) => Err(error),
+                None => Ok(obj.remove("result").unwrap_or(Value::Null)),
+            };
+            Ok(Incoming::Response { id, outcome })
         }
         (None, _) => Err(reject(
             answer_id,
@@ -331,7 +338,10 @@ mod tests {
         );
         assert_eq!(
             parse_message(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap(),
-            Incoming::Response { id: json!("a") }
+            Incoming::Response {
+                id: json!("a"),
+                outcome: Ok(json!({}))
+            }
         );
     }
 

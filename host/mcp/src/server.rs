@@ -45,13 +45,14 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::access::Access;
+use super::handler::hub_relay::{AskReceiver, ClientAsks, capability_of};
 use super::handler::{Handler, LIST_CHANGED, Notifier};
 use super::inline::{self, Writable};
 use super::jsonrpc::{
     self, Frame, INVALID_REQUEST, Incoming, MAX_MESSAGE_BYTES, Rejected, RpcError,
 };
 use super::protocol::{self, results, results::SubscriptionFilter};
-use super::watch;
+use super::watch::{self, deliver_hub_changes};
 use temper_forge::{Forge, ForgeContext};
 use temper_store::StoreError;
 
@@ -138,6 +139,8 @@ where
         modern: AtomicBool::new(false),
         subscriptions: Mutex::new(Vec::new()),
         pending: AtomicUsize::new(0),
+        client_capabilities: Mutex::new(None),
+        asks: ClientAsks::default(),
     });
     // Every request task holds a clone of `in_flight`: once the reader's
     // and theirs are all dropped, `requests` ends.
@@ -166,11 +169,24 @@ where
             !conn.out.failed()
         }))
     });
+    // The hub upstreams' list changes, announced as the same notification.
+    let hub_changes = conn
+        .handler
+        .forge()
+        .hub()
+        .and_then(|hub| hub.subscribe_list_changes())
+        .map(|changes| {
+            let conn = conn.clone();
+            tokio::spawn(deliver_hub_changes(changes, move |method| {
+                conn.list_changed_of(method);
+                !conn.out.failed()
+            }))
+        });
     // The reader thread ended (a panic there drops its sender: the input
     // is taken as ended).
     let ended = end.await.unwrap_or(Ok(()));
     while requests.recv().await.is_some() {}
-    if let Some(poller) = poller {
+    for poller in poller.into_iter().chain(hub_changes) {
         poller.abort();
         let _ = poller.await;
     }
@@ -246,8 +262,12 @@ fn read_loop<R: Read>(
                         tracing::warn!("ignoring unknown notification {method:?}");
                     }
                 }
-                Ok(Incoming::Response { id }) => {
-                    tracing::warn!("ignoring a response (id {id}): this server sends no requests");
+                Ok(Incoming::Response { id, outcome }) => {
+                    if !conn.asks.answer(&id, outcome) {
+                        tracing::warn!(
+                            "ignoring a response (id {id}): no request of ours waits for it"
+                        );
+                    }
                 }
             },
         }
@@ -282,6 +302,11 @@ struct Connection {
     subscriptions: Mutex<Vec<(Value, SubscriptionFilter)>>,
     /// Requests read and not yet answered (see [`Output::send_coalesced`]).
     pending: AtomicUsize,
+    /// What the legacy client declared in `initialize` (`capabilities`).
+    client_capabilities: Mutex<Option<Value>>,
+    /// The requests sent to the client (an upstream's, relayed) that wait
+    /// for its answer.
+    asks: ClientAsks,
 }
 
 /// The method of a modern change-notification stream.
@@ -290,6 +315,21 @@ const LISTEN: &str = "subscriptions/listen";
 impl Notifier for Connection {
     fn request_note(&self, message: Value) {
         self.send(message);
+    }
+
+    fn ask(&self, method: &str, params: Value) -> Option<AskReceiver> {
+        let capability = capability_of(method)?;
+        let declared = lock(&self.client_capabilities)
+            .as_ref()
+            .is_some_and(|c| c.get(capability).is_some_and(Value::is_object));
+        if !declared {
+            return None;
+        }
+        let (id, answer) = self.asks.register()?;
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        Some(answer)
     }
     fn session_note(&self, message: Value) {
         if message.get("method").and_then(Value::as_str) == Some(LIST_CHANGED) {
@@ -326,12 +366,18 @@ impl Connection {
     /// revision, which gets change notifications on subscriptions only),
     /// and on every subscription that asked for it, stamped with its id.
     fn list_changed(&self) {
+        self.list_changed_of(LIST_CHANGED);
+    }
+
+    /// Announces the `list_changed` notification `method` (tools,
+    /// resources or prompts) as [`Self::list_changed`] does.
+    fn list_changed_of(&self, method: &str) {
         if self.initialized.load(Ordering::SeqCst) || !self.modern.load(Ordering::SeqCst) {
-            self.send(jsonrpc::notification(LIST_CHANGED, serde_json::json!({})));
+            self.send(jsonrpc::notification(method, serde_json::json!({})));
         }
         for (id, filter) in lock(&self.subscriptions).iter() {
-            if filter.tools() {
-                self.send(results::subscription_note(LIST_CHANGED, id));
+            if filter.wants(method) {
+                self.send(results::subscription_note(method, id));
             }
         }
     }
@@ -392,6 +438,8 @@ impl Connection {
                 } else {
                     if method == "initialize" {
                         self.initialized.store(true, Ordering::SeqCst);
+                        *lock(&self.client_capabilities) =
+                            params.and_then(|p| p.get("capabilities")).cloned();
                     }
                     self.handler.answer(&method, params, self, false).await
                 }

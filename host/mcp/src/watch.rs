@@ -22,6 +22,7 @@ pub use temper_forge::watch::{Changes, DEFAULT_POLL, LocalChange, RegistryWatch}
 
 use super::access::Access;
 use temper_forge::Forge;
+use temper_hub::ListChange;
 use temper_store::StoreError;
 use tokio::sync::broadcast;
 
@@ -67,6 +68,31 @@ pub(crate) async fn deliver_changes(
         let keep = match changes.recv().await {
             Ok(c) => deliver(Some(c)),
             Err(broadcast::error::RecvError::Lagged(_)) => deliver(None),
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if !keep {
+            return;
+        }
+    }
+}
+
+/// Hands the `list_changed` notification method of each of the hub
+/// upstreams' list changes to `deliver` until it returns false or the hub
+/// is gone; a receiver that fell behind delivers all three lists.
+pub(crate) async fn deliver_hub_changes(
+    mut changes: broadcast::Receiver<ListChange>,
+    mut deliver: impl FnMut(&'static str) -> bool,
+) {
+    loop {
+        let keep = match changes.recv().await {
+            Ok(c) => deliver(c.method()),
+            Err(broadcast::error::RecvError::Lagged(_)) => [
+                ListChange::Tools,
+                ListChange::Resources,
+                ListChange::Prompts,
+            ]
+            .into_iter()
+            .all(|c| deliver(c.method())),
             Err(broadcast::error::RecvError::Closed) => return,
         };
         if !keep {

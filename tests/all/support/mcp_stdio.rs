@@ -61,6 +61,12 @@ impl McpStdio {
 
     /// The response to a request (notifications skipped).
     pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_noting(method, params).0
+    }
+
+    /// The response to a request, and the messages that came before it.
+    pub fn request_noting(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
         self.next += 1;
         let id = self.next;
         let mut line = serde_json::to_vec(
@@ -77,8 +83,9 @@ impl McpStdio {
                 .recv_timeout(Duration::from_secs(120))
                 .expect("no answer");
             if m["id"] == json!(id) {
-                return m;
+                return (m, before);
             }
+            before.push(m);
         }
     }
 

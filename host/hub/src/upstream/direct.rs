@@ -39,13 +39,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 
+use super::relay::{AskRefused, CallNote, Relay, RelayRequests, UpstreamAsk, attribute};
+
 /// The ids of direct calls start with this.
 const ID_PREFIX: &str = "temper-hub-";
 /// How a direct call's id starts on the wire.
 const ID_NEEDLE: &[u8] = b"\"temper-hub-";
-/// Progress notifications kept for a request whose caller has not read
-/// them yet; later ones are dropped (progress is advisory).
-pub(super) const PROGRESS_QUEUE: usize = 64;
+/// How the upstream's own notifications and requests are recognised before
+/// they are read (answers to rmcp's requests have no method).
+const METHOD_NEEDLE: &[u8] = b"\"method\"";
 
 /// The answer to a direct request: the response's `result`, or its `error`.
 #[derive(Debug)]
@@ -67,11 +69,13 @@ pub(super) enum NoReply {
     Gone(Option<String>),
 }
 
-/// A request waiting for its answer: where the answer goes, and where its
-/// progress notifications go when the caller asked for them.
+/// A request waiting for its answer: where the answer goes, where its
+/// notes go when the caller gave a relay, and whether it is a tool call
+/// (the requests a log message or an upstream's request may belong to).
 struct Waiter {
     answer: oneshot::Sender<Reply>,
-    progress: Option<mpsc::Sender<Value>>,
+    notes: Option<mpsc::Sender<CallNote>>,
+    call: bool,
 }
 
 /// The requests waiting for their answer, by number; `None` once the
@@ -90,18 +94,54 @@ pub(super) struct Direct {
     /// The `_meta` of every request, as JSON text (`None`: no `_meta`);
     /// set once the handshake is done, when calls may take this path.
     meta: OnceLock<Option<String>>,
+    /// The upstream's secrets, cut out of the log messages and requests
+    /// relayed.
+    secrets: Vec<String>,
+    /// The upstream's table name, for refusals.
+    upstream: String,
+    /// Which of its requests are relayed.
+    relay: RelayRequests,
 }
 
 impl Direct {
     /// The direct path over the child's stdin `write` (shared with rmcp's
     /// writes: one message per lock, so lines never interleave).
-    pub(super) fn new(write: Arc<tokio::sync::Mutex<ChildStdin>>) -> Self {
+    /// `secrets` are cut out of what it relays; the `upstream`'s
+    /// requests `relay` names are relayed.
+    pub(super) fn new(
+        write: Arc<tokio::sync::Mutex<ChildStdin>>,
+        secrets: Vec<String>,
+        upstream: String,
+        relay: RelayRequests,
+    ) -> Self {
         Self {
             next: AtomicU64::new(1),
             waiting: Mutex::new(Some(HashMap::new())),
             write,
             meta: OnceLock::new(),
+            secrets,
+            upstream,
+            relay,
         }
+    }
+
+    /// `text` with the upstream's secrets cut out.
+    fn redact(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for s in &self.secrets {
+            if text.contains(s.as_str()) {
+                text = text.replace(s.as_str(), "[redacted]");
+            }
+        }
+        text
+    }
+
+    /// The notes queue of the only `tools/call` in flight, when exactly
+    /// one is and its caller gave a relay (see `relay.rs`).
+    pub(super) fn sole_call(&self) -> Option<mpsc::Sender<CallNote>> {
+        let waiting = crate::lock(&self.waiting);
+        let calls = waiting.as_ref()?.values().filter(|w| w.call);
+        attribute(calls.map(|w| w.notes.as_ref()))
     }
 
     /// Lets calls take the direct path once the handshake is done, each
@@ -122,11 +162,13 @@ impl Direct {
     }
 
     /// Hands `line` to the direct request it answers (or whose progress it
-    /// reports); false when it is for none (it is rmcp's). An answer to a
-    /// request that is no longer waiting (timed out) is dropped.
+    /// reports, or the sole call in flight a log message is attributed to);
+    /// false when it is for none (it is rmcp's). An answer to a request
+    /// that is no longer waiting (timed out) is dropped.
     pub(super) fn route(&self, line: &[u8]) -> bool {
         if memchr::memmem::find(line, ID_NEEDLE).is_none() {
-            return false;
+            // The upstream's own notifications and requests.
+            return memchr::memmem::find(line, METHOD_NEEDLE).is_some() && self.upstreams(line);
         }
         // The result is borrowed as the upstream's text, not read: the
         // caller reads what it needs of it, off the reader.
@@ -158,6 +200,66 @@ impl Direct {
         true
     }
 
+    /// Hands the upstream's logging notification, or its request for
+    /// elicitation or sampling the tools file relays, to the sole call in
+    /// flight, its secrets cut out; false when it is none of these, or
+    /// cannot be attributed (rmcp's handler then notes the log message in
+    /// Temper's log, or refuses the request naming why).
+    fn upstreams(&self, line: &[u8]) -> bool {
+        let Ok(msg) = serde_json::from_slice::<Line<'_>>(line) else {
+            return false;
+        };
+        let method: &'static str = match (msg.method.as_deref(), &msg.id) {
+            (Some("notifications/message"), None) => "notifications/message",
+            (Some("elicitation/create"), Some(_)) if self.relay.elicitation => "elicitation/create",
+            (Some("sampling/createMessage"), Some(_)) if self.relay.sampling => {
+                "sampling/createMessage"
+            }
+            _ => return false,
+        };
+        let Some(to) = self.sole_call() else {
+            return false;
+        };
+        let text = self.redact(msg.params.map_or("{}", RawValue::get));
+        let Ok(params @ Value::Object(_)) = serde_json::from_str::<Value>(&text) else {
+            // A secret cut out of an escape, or not an object: not relayed.
+            return false;
+        };
+        let Some(id) = msg.id else {
+            // Full: dropped (logs are advisory, and the reader never waits).
+            let _ = to.try_send(CallNote::Log(params));
+            return true;
+        };
+        let (reply, answer) = oneshot::channel();
+        let ask = UpstreamAsk {
+            upstream: self.upstream.clone(),
+            method,
+            params,
+            reply,
+        };
+        let (write, upstream) = (self.write.clone(), self.upstream.clone());
+        // Answered off the reader: the caller may take its time.
+        tokio::spawn(async move {
+            let refused = |why: &str| AskRefused::new(&upstream, method, why);
+            let answer = match to.send(CallNote::Ask(ask)).await {
+                Ok(()) => answer
+                    .await
+                    .unwrap_or_else(|_| Err(refused("the call ended before its caller answered"))),
+                Err(_) => Err(refused("the call's caller is gone")),
+            };
+            let message = match answer {
+                Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                Err(e) => {
+                    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": e.code, "message": e.message}})
+                }
+            };
+            if let Ok(message) = serde_json::to_vec(&message) {
+                let _ = write_line(&write, message).await;
+            }
+        });
+        true
+    }
+
     /// Hands a progress notification to the request whose token it carries
     /// (one of ours); false when the token is not ours.
     fn progress(&self, params: Option<&RawValue>) -> bool {
@@ -176,29 +278,30 @@ impl Direct {
         let to = crate::lock(&self.waiting)
             .as_ref()
             .and_then(|w| w.get(&n))
-            .and_then(|w| w.progress.clone());
+            .and_then(|w| w.notes.clone());
         if let Some(to) = to {
             // Full: dropped (progress is advisory, and the reader never waits).
-            let _ = to.try_send(Value::Object(params));
+            let _ = to.try_send(CallNote::Progress(Value::Object(params)));
         }
         true
     }
 
     /// Sends the request `method` whose params are `params`' members (a
     /// JSON object's text; `_meta` is added), waits for its answer up to
-    /// `timeout`. With `progress`, the request asks for progress (its id
-    /// as the token) and the upstream's notifications go there. On a
-    /// timeout the upstream is told that the request is cancelled.
+    /// `timeout`. With a `relay`, the call's notes go there (and when
+    /// its caller asked for progress, the request asks for progress, its
+    /// id as the token). On a timeout the upstream is told that the
+    /// request is cancelled.
     pub(super) async fn request(
         &self,
         method: &str,
         params: &Map<String, Value>,
-        progress: Option<mpsc::Sender<Value>>,
+        relay: Option<Relay>,
         timeout: std::time::Duration,
     ) -> Result<Reply, NoReply> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let asks_progress = progress.is_some();
+        let asks_progress = relay.as_ref().is_some_and(|r| r.progress);
         {
             let mut waiting = crate::lock(&self.waiting);
             let Some(waiting) = waiting.as_mut() else {
@@ -208,7 +311,8 @@ impl Direct {
                 n,
                 Waiter {
                     answer: tx,
-                    progress,
+                    notes: relay.map(|r| r.notes),
+                    call: method == "tools/call",
                 },
             );
         }
@@ -300,12 +404,20 @@ impl Direct {
     }
 
     /// Writes one message (without its line end) as one line.
-    async fn write(&self, mut message: Vec<u8>) -> std::io::Result<()> {
-        message.push(b'\n');
-        let mut w = self.write.lock().await;
-        w.write_all(&message).await?;
-        w.flush().await
+    async fn write(&self, message: Vec<u8>) -> std::io::Result<()> {
+        write_line(&self.write, message).await
     }
+}
+
+/// Writes one message (without its line end) as one line to `write`.
+async fn write_line(
+    write: &tokio::sync::Mutex<ChildStdin>,
+    mut message: Vec<u8>,
+) -> std::io::Result<()> {
+    message.push(b'\n');
+    let mut w = write.lock().await;
+    w.write_all(&message).await?;
+    w.flush().await
 }
 
 /// The number of one of our ids (`temper-hub-7` → 7).
@@ -398,7 +510,15 @@ mod tests {
             .spawn()
             .expect("cat runs");
         let stdin = child.stdin.take().unwrap();
-        let d = Arc::new(Direct::new(Arc::new(tokio::sync::Mutex::new(stdin))));
+        let d = Arc::new(Direct::new(
+            Arc::new(tokio::sync::Mutex::new(stdin)),
+            vec!["s3cr3t-value".into()],
+            "up".into(),
+            RelayRequests {
+                elicitation: true,
+                sampling: false,
+            },
+        ));
         d.enable(None);
         (d, child)
     }
@@ -406,16 +526,26 @@ mod tests {
     /// Starts a request and waits until it is registered.
     async fn pending(
         d: &Arc<Direct>,
-        progress: Option<mpsc::Sender<Value>>,
+        relay: Option<Relay>,
     ) -> tokio::task::JoinHandle<Result<Reply, NoReply>> {
+        pending_method(d, "tools/call", relay).await
+    }
+
+    /// Starts a request of `method` and waits until it is registered.
+    async fn pending_method(
+        d: &Arc<Direct>,
+        method: &'static str,
+        relay: Option<Relay>,
+    ) -> tokio::task::JoinHandle<Result<Reply, NoReply>> {
+        let before = crate::lock(&d.waiting).as_ref().map_or(0, HashMap::len);
         let d2 = d.clone();
         let call = tokio::spawn(async move {
-            d2.request("tools/call", &Map::new(), progress, Duration::from_secs(10))
+            d2.request(method, &Map::new(), relay, Duration::from_secs(10))
                 .await
         });
         while crate::lock(&d.waiting)
             .as_ref()
-            .is_none_or(HashMap::is_empty)
+            .is_none_or(|w| w.len() == before)
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
@@ -456,8 +586,8 @@ mod tests {
     #[tokio::test]
     async fn progress_goes_to_the_request_that_asked_for_it() {
         let (d, _child) = direct();
-        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
-        let call = pending(&d, Some(tx)).await;
+        let (relay, mut rx) = Relay::new(true);
+        let call = pending(&d, Some(relay)).await;
         assert!(d.route(
             br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"temper-hub-1","progress":1,"total":2}}"#
         ));
@@ -469,11 +599,125 @@ mod tests {
         assert!(!d.route(
             br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":1,"note":"temper-hub-1\""}}"#
         ));
-        let note = rx.recv().await.unwrap();
+        let Some(CallNote::Progress(note)) = rx.recv().await else {
+            panic!("a progress note")
+        };
         assert_eq!(
             note,
             json!({"progressToken": "temper-hub-1", "progress": 1, "total": 2})
         );
+        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-1","result":{}}"#));
+        assert!(matches!(call.await.unwrap(), Ok(Reply::Result(_))));
+    }
+
+    const LOG: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"x","data":"token s3cr3t-value used"}}"#;
+
+    #[tokio::test]
+    async fn a_log_message_goes_to_the_sole_call_in_flight_and_nowhere_else() {
+        let (d, _child) = direct();
+        // No call in flight: rmcp's (noted in Temper's log).
+        assert!(!d.route(LOG));
+        let (relay, mut rx) = Relay::new(false);
+        let first = pending(&d, Some(relay)).await;
+        // A tools/list in flight beside it does not count.
+        let list = pending_method(&d, "tools/list", None).await;
+        assert!(d.route(LOG));
+        let Some(CallNote::Log(params)) = rx.recv().await else {
+            panic!("a log note")
+        };
+        // The upstream's secret is cut out.
+        assert_eq!(
+            params,
+            json!({"level": "info", "logger": "x", "data": "token [redacted] used"})
+        );
+        // A second call in flight: neither caller gets it.
+        let (relay2, mut rx2) = Relay::new(false);
+        let second = pending(&d, Some(relay2)).await;
+        assert!(!d.route(LOG));
+        assert!(rx.try_recv().is_err() && rx2.try_recv().is_err());
+        for (id, call) in [(1, first), (2, list), (3, second)] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":"temper-hub-{id}","result":{{}}}}"#);
+            assert!(d.route(line.as_bytes()));
+            assert!(matches!(call.await.unwrap(), Ok(Reply::Result(_))));
+        }
+        // The sole call has no relay: not attributed.
+        let bare = pending(&d, None).await;
+        assert!(!d.route(LOG));
+        assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-4","result":{}}"#));
+        assert!(matches!(bare.await.unwrap(), Ok(Reply::Result(_))));
+    }
+
+    #[tokio::test]
+    async fn an_upstreams_request_goes_to_the_sole_call_and_its_answer_back() {
+        use tokio::io::AsyncBufReadExt;
+        // A child that echoes what Temper writes: the answer comes back.
+        let mut child = tokio::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut echoed = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let d = Arc::new(Direct::new(
+            Arc::new(tokio::sync::Mutex::new(stdin)),
+            vec!["s3cr3t-value".into()],
+            "up".into(),
+            RelayRequests {
+                elicitation: true,
+                sampling: false,
+            },
+        ));
+        d.enable(None);
+        let ask = br#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{"message":"key s3cr3t-value?","requestedSchema":{"type":"object"}}}"#;
+        let sample = br#"{"jsonrpc":"2.0","id":10,"method":"sampling/createMessage","params":{"messages":[]}}"#;
+        // No call in flight: rmcp's (it refuses).
+        assert!(!d.route(ask));
+        let (relay, mut rx) = Relay::new(false);
+        let call = pending(&d, Some(relay)).await;
+        // Not in `relay`: rmcp's.
+        assert!(!d.route(sample));
+        assert!(d.route(ask));
+        let Some(CallNote::Ask(a)) = rx.recv().await else {
+            panic!("an ask")
+        };
+        assert_eq!(a.method, "elicitation/create");
+        assert_eq!(a.params["message"], "key [redacted]?");
+        a.reply
+            .send(Ok(json!({"action": "accept", "content": {"pick": "b"}})))
+            .unwrap();
+        // The request line, then the answer the upstream gets.
+        let mut answer = Value::Null;
+        while let Some(line) = echoed.next_line().await.unwrap() {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == Some(&json!(9)) && v.get("result").is_some() {
+                answer = v;
+                break;
+            }
+        }
+        assert_eq!(
+            answer,
+            json!({"jsonrpc": "2.0", "id": 9, "result": {"action": "accept", "content": {"pick": "b"}}})
+        );
+        // A refusal goes back as a JSON-RPC error.
+        assert!(d.route(ask));
+        let Some(CallNote::Ask(a)) = rx.recv().await else {
+            panic!("an ask")
+        };
+        drop(a.reply);
+        while let Some(line) = echoed.next_line().await.unwrap() {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == Some(&json!(9)) && v.get("error").is_some() {
+                assert!(
+                    v["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("upstream \"up\" asked for elicitation/create: "),
+                    "{v}"
+                );
+                break;
+            }
+        }
         assert!(d.route(br#"{"jsonrpc":"2.0","id":"temper-hub-1","result":{}}"#));
         assert!(matches!(call.await.unwrap(), Ok(Reply::Result(_))));
     }
@@ -530,7 +774,15 @@ mod tests {
                 .spawn()
                 .unwrap();
             let stdin = child.stdin.take().unwrap();
-            (Direct::new(Arc::new(tokio::sync::Mutex::new(stdin))), child)
+            (
+                Direct::new(
+                    Arc::new(tokio::sync::Mutex::new(stdin)),
+                    Vec::new(),
+                    "up".into(),
+                    RelayRequests::default(),
+                ),
+                child,
+            )
         };
         modern.enable(Some(
             json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),

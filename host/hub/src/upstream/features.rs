@@ -6,15 +6,42 @@
 //! to the upstream with the prefix taken off. Everything else of the
 //! upstream's answers passes through as it came.
 //!
-//! Stdio upstreams only for now: the requests go on the direct path
-//! (`direct.rs`), whose answers are the upstream's own JSON; over
-//! Streamable HTTP they are refused with an error naming the upstream.
+//! A stdio upstream's requests go on the direct path (`direct.rs`), whose
+//! answers are the upstream's own JSON; a Streamable HTTP upstream's go
+//! through rmcp's client, whose answers are the upstream's as rmcp models
+//! them (written back as JSON: members rmcp does not model are lost).
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{MAX_PAGES, Upstream, UpstreamError, direct, end_reason};
 use crate::config::ToolSelection;
+
+/// A list of an upstream's that changed (its
+/// `notifications/{tools,resources,prompts}/list_changed`), announced to
+/// Temper's callers as the same notification. Tools are announced once
+/// they are listed again; resources and prompts only for an upstream the
+/// tools file selects any of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListChange {
+    /// Its tools.
+    Tools,
+    /// Its resources (or resource templates).
+    Resources,
+    /// Its prompts.
+    Prompts,
+}
+
+impl ListChange {
+    /// The notification a caller hears.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Tools => "notifications/tools/list_changed",
+            Self::Resources => "notifications/resources/list_changed",
+            Self::Prompts => "notifications/prompts/list_changed",
+        }
+    }
+}
 
 /// What an upstream offers besides tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,12 +115,13 @@ impl Upstream {
                 reason: crate::lock(&shared.down).clone(),
             });
         };
-        let Some(direct) = conn.direct.as_ref().filter(|d| d.enabled()) else {
-            return Err(fail(
-                "resources and prompts of a Streamable HTTP upstream are not served yet".into(),
-            ));
-        };
         let timeout = shared.config.timeout;
+        let Some(direct) = conn.direct.as_ref().filter(|d| d.enabled()) else {
+            return match tokio::time::timeout(timeout, request_rmcp(&conn, method, params)).await {
+                Ok(result) => result.map_err(fail),
+                Err(_) => Err(fail(format!("no answer within {} ms", timeout.as_millis()))),
+            };
+        };
         match direct.request(method, params, None, timeout).await {
             Ok(direct::Reply::Result(raw)) => Ok(raw),
             Ok(direct::Reply::Error(message)) => Err(fail(message)),
@@ -107,7 +135,61 @@ impl Upstream {
             }
         }
     }
+}
 
+/// Sends the resources or prompts request `method` with `params` through
+/// rmcp's client (a Streamable HTTP upstream): its result written as JSON,
+/// or what failed.
+async fn request_rmcp(
+    conn: &super::Conn,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Box<RawValue>, String> {
+    use rmcp::model::{
+        CompleteRequestParams, GetPromptRequestParams, PaginatedRequestParams,
+        ReadResourceRequestParams,
+    };
+    fn read<T: serde::de::DeserializeOwned>(params: &Map<String, Value>) -> Result<T, String> {
+        serde_json::from_value(Value::Object(params.clone()))
+            .map_err(|e| format!("Temper cannot send these params: {e}"))
+    }
+    fn written<T: serde::Serialize, E: std::fmt::Display>(
+        result: Result<T, E>,
+    ) -> Result<Box<RawValue>, String> {
+        let result = result.map_err(|e| e.to_string())?;
+        serde_json::to_string(&result)
+            .ok()
+            .and_then(|text| RawValue::from_string(text).ok())
+            .ok_or_else(|| "its result could not be written as JSON".to_string())
+    }
+    let page = || -> Result<Option<PaginatedRequestParams>, String> {
+        if params.is_empty() {
+            Ok(None)
+        } else {
+            read(params).map(Some)
+        }
+    };
+    let peer = conn.service.peer();
+    match method {
+        "resources/list" => written(peer.list_resources(page()?).await),
+        "resources/templates/list" => written(peer.list_resource_templates(page()?).await),
+        "prompts/list" => written(peer.list_prompts(page()?).await),
+        "resources/read" => written(
+            peer.read_resource(read::<ReadResourceRequestParams>(params)?)
+                .await,
+        ),
+        "prompts/get" => written(
+            peer.get_prompt(read::<GetPromptRequestParams>(params)?)
+                .await,
+        ),
+        "completion/complete" => {
+            written(peer.complete(read::<CompleteRequestParams>(params)?).await)
+        }
+        other => Err(format!("{other} is not a resources or prompts method")),
+    }
+}
+
+impl Upstream {
     /// The upstream's items of `feature` the tools file selects, every page,
     /// each with the exposed names (the prefix before its `name` and its
     /// `uri` or `uriTemplate`).
@@ -255,6 +337,43 @@ impl Upstream {
             method: "prompts/get".into(),
             message: format!("sent a result Temper does not read: {e}"),
         })
+    }
+}
+
+impl Upstream {
+    /// Asks the upstream to complete an argument (`completion/complete`)
+    /// of the prompt (`feature` = prompts) or resource template (resource
+    /// templates) whose exposed name is `name`: `params` as the caller sent
+    /// them, the reference's name or URI template with the prefix taken
+    /// off; the upstream's result as it came.
+    pub async fn complete(
+        &self,
+        feature: Feature,
+        name: &str,
+        params: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, UpstreamError> {
+        const METHOD: &str = "completion/complete";
+        let fail = |message: String| UpstreamError::Request {
+            upstream: self.name().to_string(),
+            method: METHOD.into(),
+            message,
+        };
+        let Some(remote) = self.remote_item(feature, name) else {
+            return Err(fail(format!("does not expose {name:?}")));
+        };
+        let key = if feature == Feature::Prompts {
+            "name"
+        } else {
+            "uri"
+        };
+        let mut params = params.clone();
+        params.remove("_meta");
+        if let Some(Value::Object(reference)) = params.get_mut("ref") {
+            reference.insert(key.into(), Value::String(remote));
+        }
+        let raw = self.request_raw(METHOD, &params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| fail(format!("sent a result Temper does not read: {e}")))
     }
 }
 

@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use tokio::sync::watch;
 
 use super::http_client::{HttpClient, describe};
-use super::{Conn, Handler, Shared, UpstreamError};
+use super::{Conn, Shared, UpstreamError};
 use crate::config::Secret;
 
 /// Ordinary POSTs rmcp keeps in flight on one session (its default is 16;
@@ -73,10 +73,7 @@ impl Shared {
             inner: StreamableHttpClientTransport::with_client(client, config),
             ended: ended_tx,
         };
-        let handler = Handler {
-            list_changed: self.list_changed.clone(),
-            upstream: self.config.name.clone(),
-        };
+        let handler = self.client_handler(false);
         let service =
             match tokio::time::timeout(self.config.start_timeout, handler.serve(transport)).await {
                 Ok(Ok(service)) => service,

@@ -527,12 +527,14 @@ impl HttpClient {
         // rmcp skips an event whose data is not JSON-RPC, which would leave
         // the call waiting for its timeout: such an event ends the stream
         // (and the session, with the reason) instead, as a malformed line
-        // from a stdio upstream does.
+        // from a stdio upstream does. An event with empty data is a
+        // server's priming event (an id to resume from, MCP 2025-11-25:
+        // the everything server sends one first): passed on to rmcp.
         let client = self.clone();
         SseStream::from_bytes_stream(bounded)
             .map(move |event| {
                 let sse = event?;
-                let Some(data) = sse.data.as_deref() else {
+                let Some(data) = sse.data.as_deref().filter(|d| !d.trim().is_empty()) else {
                     return Ok(sse);
                 };
                 match serde_json::from_str::<serde::de::IgnoredAny>(data) {

@@ -13,7 +13,7 @@ use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::{Notify, watch};
 
 use super::direct::Direct;
-use super::{Conn, Handler, REASON_WAIT, Shared, UpstreamError};
+use super::{Conn, REASON_WAIT, Shared, UpstreamError};
 use crate::config::Secret;
 
 /// Lines of the child's stderr kept for start errors.
@@ -84,7 +84,12 @@ impl Shared {
         let closed = Arc::new(Notify::new());
         let fault = Arc::new(Mutex::new(None));
         let write = Arc::new(tokio::sync::Mutex::new(stdin));
-        let direct = Arc::new(Direct::new(write.clone()));
+        let direct = Arc::new(Direct::new(
+            write.clone(),
+            self.secrets.clone(),
+            self.config.name.clone(),
+            self.config.relay,
+        ));
         let transport = LineTransport {
             read: BufReader::with_capacity(READ_BUFFER, stdout),
             line: Vec::new(),
@@ -126,10 +131,7 @@ impl Shared {
             let _ = ended_tx.send(Some(reason));
         });
 
-        let handler = Handler {
-            list_changed: self.list_changed.clone(),
-            upstream: self.config.name.clone(),
-        };
+        let handler = self.client_handler(true);
         let client = rmcp::ClientHandler::get_info(&handler);
         let started =
             tokio::time::timeout(self.config.start_timeout, handler.serve(transport)).await;

@@ -443,7 +443,7 @@ async fn an_upstreams_elicitation_and_sampling_are_refused_naming_it() {
         assert!(text.starts_with("refused: "), "{tool}: {out}");
         assert!(
             text.contains(&format!(
-                "upstream \"search\" asked for {method}, which Temper does not relay"
+                "upstream \"search\" asked for {method}: Temper does not relay it"
             )),
             "{tool}: {out}"
         );
@@ -452,4 +452,94 @@ async fn an_upstreams_elicitation_and_sampling_are_refused_naming_it() {
     up.call("web_search", json!({"query": "after"}))
         .await
         .unwrap();
+}
+
+/// Calls `tool` of `up` with a relay, answering each request the upstream
+/// makes with `answer(method, params)`; the call's text and the log notes.
+async fn relayed_call(
+    up: &Upstream,
+    tool: &str,
+    answer: impl Fn(&str, &Value) -> Option<Value>,
+) -> (String, Vec<Value>) {
+    let (relay, mut rx) = Relay::new(false);
+    let call = up.call_output(tool, json!({}), Some(relay));
+    let mut call = std::pin::pin!(call);
+    let mut logs = Vec::new();
+    let out = loop {
+        tokio::select! {
+            Some(note) = rx.recv() => match note {
+                CallNote::Log(params) => logs.push(params),
+                CallNote::Ask(ask) => {
+                    let reply = answer(ask.method, &ask.params)
+                        .ok_or_else(|| AskRefused::new("search", ask.method, "declined by the test"));
+                    let _ = ask.reply.send(reply);
+                }
+                CallNote::Progress(_) => {}
+            },
+            out = &mut call => break out.unwrap(),
+        }
+    };
+    while let Ok(CallNote::Log(params)) = rx.try_recv() {
+        logs.push(params);
+    }
+    (out.value.as_str().unwrap_or_default().to_string(), logs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_messages_of_a_call_reach_its_relay_without_secrets() {
+    let Some(up) = start("tools = [\"chatty\"]").await else {
+        return;
+    };
+    let (text, logs) = relayed_call(&up, "chatty", |_, _| None).await;
+    assert_eq!(text, "chatty: done");
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert_eq!(logs[0]["level"], "info");
+    assert_eq!(logs[0]["data"], "chatty: starting");
+    assert_eq!(logs[1]["level"], "warning");
+    // The upstream's secret (from its `env`) is cut out.
+    assert_eq!(logs[1]["data"], "chatty: using key [redacted]");
+    assert!(!format!("{logs:?}").contains(SECRET));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstreams_requests_go_to_the_caller_when_the_tools_file_relays_them() {
+    let Some(up) =
+        start("tools = [\"ask\", \"sample\"]\nrelay = [\"elicitation\", \"sampling\"]").await
+    else {
+        return;
+    };
+    let answer = |method: &str, params: &Value| match method {
+        "elicitation/create" => {
+            assert_eq!(params["message"], "Which one?", "{params}");
+            Some(json!({"action": "accept", "content": {"pick": "b"}}))
+        }
+        "sampling/createMessage" => Some(json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": "hello"},
+            "model": "test-model"
+        })),
+        other => panic!("asked {other}"),
+    };
+    assert_eq!(
+        relayed_call(&up, "ask", answer).await.0,
+        "answered: accept b"
+    );
+    assert_eq!(
+        relayed_call(&up, "sample", answer).await.0,
+        "sampled: hello"
+    );
+    // The caller declines: the upstream hears a refusal naming itself.
+    let (text, _) = relayed_call(&up, "ask", |_, _| None).await;
+    assert!(
+        text.starts_with("refused: ") && text.contains("declined by the test"),
+        "{text}"
+    );
+    // A call without a relay (a caller that cannot answer): refused, the
+    // reason said.
+    let out = up.call("ask", json!({})).await.unwrap();
+    let text = out.as_str().unwrap_or_default();
+    assert!(
+        text.contains("asked for elicitation/create: Temper relays it only during a call"),
+        "{text}"
+    );
 }

@@ -290,6 +290,22 @@ impl HttpServer {
                 true
             }));
         }
+        // The hub upstreams' list changes: every session hears them.
+        if let Some(changes) = state.forge.hub().and_then(|h| h.subscribe_list_changes()) {
+            let weak = Arc::downgrade(&state);
+            tokio::spawn(watch::deliver_hub_changes(changes, move |method| {
+                let Some(state) = weak.upgrade() else {
+                    return false;
+                };
+                let note = jsonrpc::notification(method, serde_json::json!({}));
+                let sessions: Vec<_> = lock(&state.sessions).values().cloned().collect();
+                for s in sessions {
+                    s.push(&note);
+                }
+                state.modern.hub_list_changed(method);
+                true
+            }));
+        }
         loop {
             let permit = state
                 .connections

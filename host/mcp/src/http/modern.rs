@@ -101,13 +101,16 @@ struct Listener {
 impl Listener {
     /// Sends `list_changed`; false when the client is gone or not reading.
     fn list_changed(&self) -> bool {
-        !self.filter.tools()
+        self.list_changed_of(LIST_CHANGED)
+    }
+
+    /// Sends the `list_changed` notification `method` when its filter
+    /// asked for it; false when the client is gone or not reading.
+    fn list_changed_of(&self, method: &str) -> bool {
+        !self.filter.wants(method)
             || self
                 .tx
-                .try_send(sse_event(&results::subscription_note(
-                    LIST_CHANGED,
-                    &self.id,
-                )))
+                .try_send(sse_event(&results::subscription_note(method, &self.id)))
                 .is_ok()
     }
 }
@@ -177,6 +180,12 @@ impl Modern {
     /// whose client is gone.
     fn notify(&self, reached: impl Fn(&Listener) -> bool) {
         lock(&self.listeners).retain(|l| !reached(l) || l.list_changed());
+    }
+
+    /// Announces a hub upstream's list change (the notification `method`)
+    /// to every listener that asked for it.
+    pub(super) fn hub_list_changed(&self, method: &str) {
+        lock(&self.listeners).retain(|l| l.list_changed_of(method));
     }
 
     /// Announces `changes` (a registry change) to the listeners they reach.
@@ -421,7 +430,13 @@ pub(super) async fn post(
         .as_ref()
         .and_then(|p| p.pointer("/_meta/progressToken"))
         .is_some_and(|t| t.is_string() || t.is_number());
-    let streaming = sse_ok && (!json_ok || (method == "tools/call" && progress));
+    // A call that opts in to log messages may get some (a hub tool's
+    // upstream's, relayed): it is answered on a stream too.
+    let logs = params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .is_some_and(|m| m.get(protocol::meta::LOG_LEVEL).is_some());
+    let streaming = sse_ok && (!json_ok || (method == "tools/call" && (progress || logs)));
     let (tx, rx) = if streaming {
         let (tx, rx) = mpsc::channel(64);
         (Some(tx), Some(rx))
@@ -437,9 +452,12 @@ pub(super) async fn post(
     // Boxed where it is made (see `routes::post`): the handling future is
     // several kilobytes, copied whole at each move unboxed.
     let task = Box::pin(async move {
+        // `answer`: a hub tool's call relays what its upstream sends (the
+        // caller's request in hand).
         let result = handler
-            .handle_modern(&method, params.as_ref(), &notes)
-            .await;
+            .answer(&method, params.as_ref(), &notes, true)
+            .await
+            .map(crate::handler::answer::Answer::into_value);
         *lock(&session.last_active) = Instant::now();
         session.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(permit);
@@ -567,6 +585,10 @@ impl Notifier for ModernNotes {
         if let Some(tx) = &self.post {
             let _ = tx.try_send(sse_event(&message));
         }
+    }
+
+    fn carries_notes(&self) -> bool {
+        self.post.is_some()
     }
 
     fn session_note(&self, message: Value) {

@@ -2,6 +2,7 @@
 //! (the session's stream for `list_changed`), DELETE, and `initialize`.
 
 use crate::handler::Notifier;
+use crate::handler::hub_relay::{AskReceiver, capability_of};
 use crate::jsonrpc::{self, Incoming, Rejected, RpcError};
 use crate::protocol::{ALL_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS};
 use crate::watch::Changes;
@@ -144,6 +145,22 @@ impl Notifier for HttpNotes {
         }
     }
 
+    fn carries_notes(&self) -> bool {
+        self.post.is_some()
+    }
+
+    fn ask(&self, method: &str, params: Value) -> Option<AskReceiver> {
+        let post = self.post.as_ref()?;
+        if !self.session.declares(capability_of(method)?) {
+            return None;
+        }
+        let (id, answer) = self.session.asks.register()?;
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        post.try_send(sse_event(&request)).ok()?;
+        Some(answer)
+    }
+
     fn session_note(&self, message: Value) {
         if !self.session.push(&message) {
             self.request_note(message);
@@ -220,7 +237,7 @@ pub(super) async fn post(
         // The spec's error, listing what this server speaks, answering the
         // request's id whenever it has one (SEP-2575).
         let id = match &message {
-            Incoming::Request { id, .. } | Incoming::Response { id } => id.clone(),
+            Incoming::Request { id, .. } | Incoming::Response { id, .. } => id.clone(),
             Incoming::Notification { .. } => Value::Null,
         };
         return json_response(
@@ -257,10 +274,19 @@ pub(super) async fn post(
     }
     let (id, method, params) = match message {
         Incoming::Request { id, method, params } => (id, method, params),
-        Incoming::Notification { .. } | Incoming::Response { .. } => {
+        other @ (Incoming::Notification { .. } | Incoming::Response { .. }) => {
             return match state.session(&headers, &p).await {
                 Ok(s) => {
                     s.touch();
+                    // The client's answer to an upstream's request relayed
+                    // to it.
+                    if let Incoming::Response { id, outcome } = other
+                        && !s.asks.answer(&id, outcome)
+                    {
+                        tracing::warn!(
+                            "ignoring a response (id {id}): no request of ours waits for it"
+                        );
+                    }
                     empty(StatusCode::ACCEPTED)
                 }
                 Err(r) => r,
@@ -290,7 +316,14 @@ pub(super) async fn post(
         Ok(permit) => permit,
         Err(r) => return r,
     };
-    let streaming = sse_ok && (!json_ok || (method == "tools/call" && may_notify(params.as_ref())));
+    let streaming = sse_ok
+        && (!json_ok
+            || (method == "tools/call" && (may_notify(params.as_ref()) || session.takes_notes())));
+    if method == "logging/setLevel" {
+        session
+            .wants_logs
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let (tx, rx) = if streaming {
         let (tx, rx) = mpsc::channel(64);
         (Some(tx), Some(rx))
@@ -423,7 +456,7 @@ pub(super) async fn answer(
                 async move {
                     let r = session
                         .handler
-                        .handle(&method, params.as_ref(), &notes)
+                        .answer(&method, params.as_ref(), &notes, false)
                         .await;
                     if let Err(e) = &r {
                         crate::trace::record_rpc_error(&tracing::Span::current(), e.code);
@@ -442,7 +475,7 @@ pub(super) async fn answer(
             Ok(handling.await)
         };
         let message = match handled {
-            Ok((Ok(result), _)) => jsonrpc::response(&id, result),
+            Ok((Ok(result), _)) => jsonrpc::response(&id, result.into_value()),
             Ok((Err(error), _)) => jsonrpc::error_response(&id, &error),
             Err(panic) => {
                 let e = crate::server::panic_message(&*panic);
@@ -525,6 +558,7 @@ pub(super) async fn initialize(
             &jsonrpc::error_response(id, &error),
         );
     }
+    *lock(&session.client_capabilities) = params.and_then(|p| p.get("capabilities")).cloned();
     lock(&state.sessions).insert(sid.clone(), session);
     let message = jsonrpc::response(id, result);
     let mut r = if json_ok {

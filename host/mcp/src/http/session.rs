@@ -13,6 +13,7 @@
 
 use crate::access::Access;
 use crate::handler::Handler;
+use crate::handler::hub_relay::ClientAsks;
 use crate::tokens::{Tokens, TokensError};
 use bytes::Bytes;
 use serde_json::Value;
@@ -236,6 +237,15 @@ pub(super) struct Session {
     pub(super) closed: AtomicBool,
     /// When the store last confirmed the session.
     pub(super) checked: Mutex<Instant>,
+    /// What the client declared in `initialize` (`capabilities`); `None`
+    /// on a host that took the session over from another (not stored).
+    pub(super) client_capabilities: Mutex<Option<Value>>,
+    /// The requests sent to the client (an upstream's, relayed) that wait
+    /// for its answer.
+    pub(super) asks: ClientAsks,
+    /// The client sent `logging/setLevel`: it takes log messages (a hub
+    /// tool's upstream's, relayed), so its calls are answered on a stream.
+    pub(super) wants_logs: AtomicBool,
 }
 
 /// How often a host re-reads a session it holds from the store: a session
@@ -271,6 +281,9 @@ pub(super) fn new_session(state: &State, sid: &str, p: &Principal) -> Arc<Sessio
         in_flight: AtomicUsize::new(0),
         closed: AtomicBool::new(false),
         checked: Mutex::new(Instant::now()),
+        client_capabilities: Mutex::new(None),
+        asks: ClientAsks::default(),
+        wants_logs: AtomicBool::new(false),
     })
 }
 
@@ -290,6 +303,22 @@ pub(super) async fn find_stored(state: &State, sid: &str, p: &Principal) -> bool
 impl Session {
     pub(super) fn touch(&self) {
         *lock(&self.last_active) = Instant::now();
+    }
+
+    /// Whether the client declared `capability` in `initialize`.
+    pub(super) fn declares(&self, capability: &str) -> bool {
+        lock(&self.client_capabilities)
+            .as_ref()
+            .is_some_and(|c| c.get(capability).is_some_and(Value::is_object))
+    }
+
+    /// Whether the client may be asked an upstream's request (it declared
+    /// elicitation or sampling) or takes log messages (it set a level):
+    /// its calls are answered on a stream.
+    pub(super) fn takes_notes(&self) -> bool {
+        self.declares("elicitation")
+            || self.declares("sampling")
+            || self.wants_logs.load(Ordering::Relaxed)
     }
 
     /// Sends `message` on the GET stream; false when there is none (or it

@@ -49,6 +49,9 @@ pub mod meta {
     pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
     /// A modern request's client name and version (optional).
     pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    /// A modern request's opt-in to log messages, and their lowest level
+    /// (deprecated logging, SEP-2577).
+    pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
     /// A modern request's client capabilities (required).
     pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
     /// The server's name and version, on every modern result.

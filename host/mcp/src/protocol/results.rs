@@ -29,11 +29,13 @@ pub const SERVER_INFO: Implementation = Implementation {
 pub const INSTRUCTIONS: &str = "Call forge_tool to create a tool when none of the listed tools fits; \
     once forged it is listed and callable for the rest of this session.";
 
-/// `capabilities.tools`.
+/// `capabilities.tools`, `.resources`, `.prompts`: a list whose changes
+/// clients hear of (forges and promotions, the hub upstreams' own
+/// `list_changed`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolsCapability {
-    /// The tool list changes (forges, promotions): clients hear of it.
+pub struct ListCapability {
+    /// The list changes, and clients hear of it.
     pub list_changed: bool,
 }
 
@@ -43,12 +45,15 @@ pub struct ToolsCapability {
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerCapabilities {
     /// Tools.
-    pub tools: ToolsCapability,
+    pub tools: ListCapability,
     /// Resources (`resources/list`, `resources/templates/list`,
     /// `resources/read`).
-    pub resources: Empty,
+    pub resources: ListCapability,
     /// Prompts (`prompts/list`, `prompts/get`).
-    pub prompts: Empty,
+    pub prompts: ListCapability,
+    /// Completions of the hub upstreams' prompt and resource-template
+    /// arguments (`completion/complete`).
+    pub completions: Empty,
 }
 
 /// A capability without options (`{}`).
@@ -57,9 +62,10 @@ pub struct Empty {}
 
 /// This server's capabilities, in every revision.
 pub const CAPABILITIES: ServerCapabilities = ServerCapabilities {
-    tools: ToolsCapability { list_changed: true },
-    resources: Empty {},
-    prompts: Empty {},
+    tools: ListCapability { list_changed: true },
+    resources: ListCapability { list_changed: true },
+    prompts: ListCapability { list_changed: true },
+    completions: Empty {},
 };
 
 /// The legacy `initialize` result.
@@ -160,6 +166,34 @@ pub const TOOLS_LIST_CACHE: CacheHints = CacheHints {
     cache_scope: CacheScope::Private,
 };
 
+/// The hub's resources and prompts results' hints (`resources/list`,
+/// `resources/templates/list`, `prompts/list`, `resources/read`: the
+/// 2026-07-28 schema requires them there): what a caller may see depends on
+/// its token (private), and an upstream's `list_changed` or its resource's
+/// content may change at any time (immediately stale).
+pub const HUB_FEATURE_CACHE: CacheHints = CacheHints {
+    ttl_ms: 0,
+    cache_scope: CacheScope::Private,
+};
+
+/// Whether a modern result of `method` carries caching hints besides
+/// `tools/list`'s: the hub's resources and prompts lists and reads.
+pub fn hub_feature_cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "resources/list" | "resources/templates/list" | "prompts/list" | "resources/read"
+    )
+}
+
+/// Sets `hints` (`ttlMs`, `cacheScope`) on a result object, in place of any
+/// the upstream's answer had.
+pub fn set_cache_hints(result: &mut Value, hints: CacheHints) {
+    if let Some(obj) = result.as_object_mut() {
+        obj.insert("ttlMs".into(), Value::from(hints.ttl_ms));
+        obj.insert("cacheScope".into(), to_value(&hints.cache_scope));
+    }
+}
+
 /// The `tools/list` result: every tool, no pagination; the caching hints
 /// in the modern revision only.
 #[derive(Debug, Clone, Serialize)]
@@ -204,32 +238,56 @@ pub fn complete(result: &mut Value) {
 }
 
 /// The notification types a `subscriptions/listen` asks for, or that the
-/// server honors (`SubscriptionFilter`); Temper has tools only.
+/// server honors (`SubscriptionFilter`): the tools, resources and prompts
+/// lists' changes (the last two are the hub upstreams').
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionFilter {
     /// `notifications/tools/list_changed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools_list_changed: Option<bool>,
+    /// `notifications/resources/list_changed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources_list_changed: Option<bool>,
+    /// `notifications/prompts/list_changed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompts_list_changed: Option<bool>,
 }
 
 impl SubscriptionFilter {
-    /// What this server honors of a request's `params.notifications`: tools
-    /// `list_changed` when asked for; prompts and resources are omitted
-    /// (this server has none).
+    /// What this server honors of a request's `params.notifications`: the
+    /// tools, resources and prompts `list_changed` asked for (resource
+    /// subscriptions are not honored).
     pub fn honored(params: Option<&Value>) -> Self {
-        let tools = params
-            .and_then(|p| p.pointer("/notifications/toolsListChanged"))
-            .and_then(Value::as_bool)
-            == Some(true);
+        let asked = |key: &str| {
+            (params
+                .and_then(|p| p.get("notifications"))
+                .and_then(|n| n.get(key))
+                .and_then(Value::as_bool)
+                == Some(true))
+            .then_some(true)
+        };
         Self {
-            tools_list_changed: tools.then_some(true),
+            tools_list_changed: asked("toolsListChanged"),
+            resources_list_changed: asked("resourcesListChanged"),
+            prompts_list_changed: asked("promptsListChanged"),
         }
     }
 
     /// Whether tools `list_changed` is honored.
     pub fn tools(&self) -> bool {
         self.tools_list_changed == Some(true)
+    }
+
+    /// Whether the `list_changed` notification `method` is honored.
+    pub fn wants(&self, method: &str) -> bool {
+        let flag = match method {
+            "notifications/tools/list_changed" => self.tools_list_changed,
+            "notifications/resources/list_changed" => self.resources_list_changed,
+            "notifications/prompts/list_changed" => self.prompts_list_changed,
+            _ => None,
+        };
+        flag == Some(true)
     }
 }
 
@@ -314,6 +372,27 @@ mod tests {
     }
 
     #[test]
+    fn hub_feature_results_get_cache_hints() {
+        for method in [
+            "resources/list",
+            "resources/templates/list",
+            "prompts/list",
+            "resources/read",
+        ] {
+            assert!(hub_feature_cacheable(method), "{method}");
+        }
+        for method in ["prompts/get", "tools/call", "completion/complete"] {
+            assert!(!hub_feature_cacheable(method), "{method}");
+        }
+        let mut read = json!({"contents": [], "ttlMs": 60000, "cacheScope": "public"});
+        set_cache_hints(&mut read, HUB_FEATURE_CACHE);
+        assert_eq!(
+            read,
+            json!({"contents": [], "ttlMs": 0, "cacheScope": "private"})
+        );
+    }
+
+    #[test]
     fn list_hints_only_when_asked() {
         let legacy = to_value(&ListToolsResult {
             tools: vec![],
@@ -346,11 +425,14 @@ mod tests {
             "toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["file:///x"]
         }})));
         assert!(f.tools());
+        assert!(f.wants("notifications/prompts/list_changed"));
+        assert!(!f.wants("notifications/resources/list_changed"));
+        // Resource subscriptions are not honored: left out of the answer.
         let ack = acknowledged(&id, &f);
         assert_eq!(
             ack,
             json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-                   "params": {"_meta": {meta::SUBSCRIPTION_ID: "listen-1"}, "notifications": {"toolsListChanged": true}}})
+                   "params": {"_meta": {meta::SUBSCRIPTION_ID: "listen-1"}, "notifications": {"toolsListChanged": true, "promptsListChanged": true}}})
         );
         let none = SubscriptionFilter::honored(Some(&json!({"notifications": {}})));
         assert!(!none.tools());
