@@ -34,12 +34,13 @@
 //!   that the executor is free for the next call at once (see
 //!   [`retire_after`] for the other way, measured slower here).
 //! - **Out**: the answer goes to the JS environment's [`Channel`] queue.
-//!   While calls are pending the JS side polls that queue from
-//!   `setImmediate` callbacks for up to the same [`spin`] after the last
+//!   In a run of calls the JS side polls that queue from `setImmediate`
+//!   callbacks ([`pump_poll`]) for up to the same [`spin`] after the last
 //!   call started or ended: the event loop keeps running its timers and
 //!   I/O between polls (it is never blocked), and an answer costs no
-//!   wake-up. Past that, the JS side sleeps and the next answer wakes it
-//!   through the channel's thread-safe function (created once per
+//!   wake-up. Past that, when a poll finds the core busy, and for a call
+//!   out of a run, the JS side sleeps ([`pump_sleep`]) and the next answer
+//!   wakes it through the channel's thread-safe function (created once per
 //!   environment, not per call).
 //!
 //! `TEMPER_NODE_SPIN_US` sets the spin (default [`DEFAULT_SPIN`]; `0`: park
