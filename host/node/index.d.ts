@@ -76,7 +76,8 @@ export declare class Forge {
    * Calls the tool `name` with `input` (default `{}`): a forged tool the
    * caller sees, else a hub tool. Resolves to its output. (The addon
    * takes and returns JSON text: `index.cjs` stringifies the input and
-   * parses the output.)
+   * parses the output, and sends the call through the call pump; this
+   * `async fn` is the direct path.)
    */
   call(name: string, input?: unknown, options?: { signal?: AbortSignal }): Promise<any>
   /**
@@ -106,9 +107,10 @@ export declare class Forge {
   importAgentos(text: string, options?: { tests?: Array<{ input: unknown, expectedOutput?: unknown }>, tier?: 'session' | 'agent' | 'shared' }): Promise<ForgeResult>
   /**
    * Times `count` calls of `name` with `input` made inside Rust
-   * (`Forge::invoke`, as `call` makes them, without crossing into
-   * JavaScript): each call's wall time, µs. For comparing the cost of a
-   * call from JavaScript with the call itself.
+   * (`temper_embed::Opened::call`, what `call` makes, without crossing
+   * into JavaScript), one after another on a tokio worker: each call's
+   * wall time, µs. For comparing the cost of a call from JavaScript with
+   * the call itself.
    */
   timeCalls(name: string, input: any, count: number): Promise<number[]>
   /**
@@ -127,9 +129,17 @@ export declare class Runtime {
    * with `input`, granted `allowlist` ∩ the policy, in a fresh instance.
    * Resolves to the output. (The addon takes the input and returns the
    * output as JSON text, as the guest does: `index.cjs` stringifies and
-   * parses.)
+   * parses, and sends the call through the call pump; this `async fn` is
+   * the direct path.)
    */
   execute(code: string, input: unknown, allowlist: string[], options?: { timeoutMs?: number, signal?: AbortSignal }): Promise<any>
+  /**
+   * Times `count` runs of `code` with `input` granted `allowlist` made
+   * inside Rust (the cached build, then a fresh instance, as `execute`
+   * runs them, without crossing into JavaScript), one after another on
+   * a tokio worker: each run's wall time, µs.
+   */
+  timeExecutes(code: string, input: string, allowlist: Array<string>, count: number): Promise<number[]>
   /**
    * Checks `code` without running it: the static check and the compile
    * (syntax). Resolves to `{ valid, violations }`, as AgentOS's

@@ -12,6 +12,8 @@ use temper_store::Tier;
 
 use crate::cancel;
 use crate::errors::{self, to_napi};
+use crate::pump::Channel;
+use napi::bindgen_prelude::External;
 
 /// How `Forge.open` opens a store. Every field is optional; the defaults
 /// are the CLI's (the platform data dir, agent and session `default`, no
@@ -108,6 +110,23 @@ pub struct CallOptions {
     pub tools: Option<Vec<String>>,
 }
 
+/// Calls `name` with the JSON text `input`, cancellable by `cancel_id`:
+/// the output's JSON text.
+async fn call_json(
+    opened: &Opened,
+    name: &str,
+    input: &str,
+    cancel_id: Option<u32>,
+) -> napi::Result<String> {
+    let input: Value = serde_json::from_str(input)
+        .map_err(|e| errors::input(format!("the input is not JSON: {e}")))?;
+    match cancel::run(cancel_id, opened.call(name, &input)).await {
+        Ok(Ok(called)) => serde_json::to_string(called.output()).map_err(errors::host),
+        Ok(Err(failure)) => Err(to_napi(failure)),
+        Err(cancel::Cancelled) => Err(cancelled()),
+    }
+}
+
 fn cancelled() -> napi::Error {
     // index.cjs rejects with the signal's reason before this surfaces.
     napi::Error::from_reason("TEMPER_CANCELLED")
@@ -167,7 +186,8 @@ impl Forge {
     /// Calls the tool `name` with `input` (default `{}`): a forged tool the
     /// caller sees, else a hub tool. Resolves to its output. (The addon
     /// takes and returns JSON text: `index.cjs` stringifies the input and
-    /// parses the output.)
+    /// parses the output, and sends the call through the call pump; this
+    /// `async fn` is the direct path.)
     #[napi(
         ts_args_type = "name: string, input?: unknown, options?: { signal?: AbortSignal }",
         ts_return_type = "Promise<any>"
@@ -178,15 +198,31 @@ impl Forge {
         input: String,
         options: Option<CallOptions>,
     ) -> napi::Result<String> {
-        let input: Value = serde_json::from_str(&input)
-            .map_err(|e| errors::input(format!("the input is not JSON: {e}")))?;
-        let id = options.and_then(|o| o.cancel_id);
-        let opened = &self.opened;
-        match cancel::run(id, opened.call(&name, &input)).await {
-            Ok(Ok(called)) => serde_json::to_string(called.output()).map_err(errors::host),
-            Ok(Err(failure)) => Err(to_napi(failure)),
-            Err(cancel::Cancelled) => Err(cancelled()),
-        }
+        call_json(
+            &self.opened,
+            &name,
+            &input,
+            options.and_then(|o| o.cancel_id),
+        )
+        .await
+    }
+
+    /// `call` through the call pump ([`crate::pump`]): queues the call and
+    /// returns at once; its answer comes through `channel` under `ticket`.
+    #[napi(skip_typescript)]
+    pub fn call_start(
+        &self,
+        channel: &External<Channel>,
+        ticket: u32,
+        name: String,
+        input: String,
+        cancel_id: Option<u32>,
+    ) {
+        let opened = self.opened.clone();
+        channel.submit(
+            ticket,
+            Box::pin(async move { call_json(&opened, &name, &input, cancel_id).await }),
+        );
     }
 
     /// The tools the caller can call: forged ones (every tier it sees) and
@@ -290,9 +326,10 @@ impl Forge {
     }
 
     /// Times `count` calls of `name` with `input` made inside Rust
-    /// (`Forge::invoke`, as `call` makes them, without crossing into
-    /// JavaScript): each call's wall time, µs. For comparing the cost of a
-    /// call from JavaScript with the call itself.
+    /// (`temper_embed::Opened::call`, what `call` makes, without crossing
+    /// into JavaScript), one after another on a tokio worker: each call's
+    /// wall time, µs. For comparing the cost of a call from JavaScript with
+    /// the call itself.
     #[napi(ts_return_type = "Promise<number[]>")]
     pub async fn time_calls(
         &self,
@@ -304,11 +341,7 @@ impl Forge {
         let mut times = Vec::with_capacity(count as usize);
         for _ in 0..count {
             let started = std::time::Instant::now();
-            opened
-                .forge
-                .invoke(&name, &input, &opened.ctx)
-                .await
-                .map_err(|e| to_napi(e.into()))?;
+            opened.call(&name, &input).await.map_err(to_napi)?;
             times.push(started.elapsed().as_secs_f64() * 1e6);
         }
         Ok(times)

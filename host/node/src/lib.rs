@@ -26,4 +26,5 @@
 pub mod cancel;
 pub mod errors;
 pub mod forge;
+pub mod pump;
 pub mod runtime;

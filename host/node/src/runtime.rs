@@ -4,8 +4,8 @@
 //! snapshot) and kept in a bounded LRU cache keyed by the blake3 of both;
 //! every call runs in a fresh instance under the runtime's limits.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hashlink::LruCache;
@@ -17,6 +17,8 @@ use temper_runtime::runtime::Tool;
 use crate::cancel;
 use crate::errors::to_napi;
 use crate::forge::build_runtime;
+use crate::pump::Channel;
+use napi::bindgen_prelude::External;
 
 /// Built tools kept by default.
 pub const DEFAULT_CACHE_ENTRIES: u32 = 256;
@@ -68,6 +70,11 @@ pub struct CacheStats {
 /// A sandbox runtime with a bounded cache of built tools.
 #[napi]
 pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+/// What a [`Runtime`] and its calls in flight share.
+struct Inner {
     runtime: temper_runtime::Runtime,
     cache: Mutex<LruCache<[u8; 32], Tool>>,
     capacity: u32,
@@ -101,14 +108,134 @@ impl Runtime {
             .clamp(1, MAX_CACHE_ENTRIES);
         let runtime = build_runtime(o.policy.as_ref(), o.timeout_ms, o.memory_mb, o.cache_dir)?;
         Ok(Runtime {
-            runtime,
-            cache: Mutex::new(LruCache::new(capacity as usize)),
-            capacity,
-            hits: AtomicU64::new(0),
-            builds: AtomicU64::new(0),
+            inner: Arc::new(Inner {
+                runtime,
+                cache: Mutex::new(LruCache::new(capacity as usize)),
+                capacity,
+                hits: AtomicU64::new(0),
+                builds: AtomicU64::new(0),
+            }),
         })
     }
 
+    /// Runs `code` (defining `execute(input)`, or AgentOS's `run(input)`)
+    /// with `input`, granted `allowlist` ∩ the policy, in a fresh instance.
+    /// Resolves to the output. (The addon takes the input and returns the
+    /// output as JSON text, as the guest does: `index.cjs` stringifies and
+    /// parses, and sends the call through the call pump; this `async fn` is
+    /// the direct path.)
+    #[napi(
+        ts_args_type = "code: string, input: unknown, allowlist: string[], options?: { timeoutMs?: number, signal?: AbortSignal }",
+        ts_return_type = "Promise<any>"
+    )]
+    pub async fn execute(
+        &self,
+        code: String,
+        input: String,
+        allowlist: Vec<String>,
+        options: Option<ExecuteOptions>,
+    ) -> napi::Result<String> {
+        let options = options.unwrap_or_default();
+        self.inner
+            .execute(
+                &code,
+                &input,
+                &allowlist,
+                options.timeout_ms,
+                options.cancel_id,
+            )
+            .await
+    }
+
+    /// `execute` through the call pump ([`crate::pump`]): queues the call
+    /// and returns at once; its answer comes through `channel` under
+    /// `ticket`.
+    #[napi(skip_typescript)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute_start(
+        &self,
+        channel: &External<Channel>,
+        ticket: u32,
+        code: String,
+        input: String,
+        allowlist: Vec<String>,
+        timeout_ms: Option<u32>,
+        cancel_id: Option<u32>,
+    ) {
+        let inner = self.inner.clone();
+        channel.submit(
+            ticket,
+            Box::pin(async move {
+                inner
+                    .execute(&code, &input, &allowlist, timeout_ms, cancel_id)
+                    .await
+            }),
+        );
+    }
+
+    /// Times `count` runs of `code` with `input` granted `allowlist` made
+    /// inside Rust (the cached build, then a fresh instance, as `execute`
+    /// runs them, without crossing into JavaScript), one after another on
+    /// a tokio worker: each run's wall time, µs.
+    #[napi(ts_return_type = "Promise<number[]>")]
+    pub async fn time_executes(
+        &self,
+        code: String,
+        input: String,
+        allowlist: Vec<String>,
+        count: u32,
+    ) -> napi::Result<Vec<f64>> {
+        let mut times = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let started = std::time::Instant::now();
+            self.inner
+                .execute(&code, &input, &allowlist, None, None)
+                .await?;
+            times.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(times)
+    }
+
+    /// Checks `code` without running it: the static check and the compile
+    /// (syntax). Resolves to `{ valid, violations }`, as AgentOS's
+    /// `validateCode` returns.
+    #[napi(ts_return_type = "Promise<{ valid: boolean, violations: string[] }>")]
+    pub async fn validate(&self, code: String) -> napi::Result<Value> {
+        let source = temper_forge::agentos::temper_source(&code);
+        let checked = match temper_runtime::static_check::check(&source) {
+            Ok(()) => self
+                .inner
+                .runtime
+                .compile_on_engine(&source)
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e.into()),
+        };
+        Ok(match checked {
+            Ok(()) => json!({"valid": true, "violations": []}),
+            Err(e) => json!({"valid": false, "violations": [e.to_string()]}),
+        })
+    }
+
+    /// The build cache's counters.
+    #[napi]
+    pub fn cache_stats(&self) -> CacheStats {
+        let entries = self
+            .inner
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        CacheStats {
+            entries: entries as u32,
+            capacity: self.inner.capacity,
+            hits: self.inner.hits.load(Ordering::Relaxed) as f64,
+            builds: self.inner.builds.load(Ordering::Relaxed) as f64,
+        }
+    }
+}
+
+impl Inner {
     fn cached(&self, key: &[u8; 32]) -> Option<Tool> {
         self.cache
             .lock()
@@ -138,29 +265,19 @@ impl Runtime {
         Ok(tool)
     }
 
-    /// Runs `code` (defining `execute(input)`, or AgentOS's `run(input)`)
-    /// with `input`, granted `allowlist` ∩ the policy, in a fresh instance.
-    /// Resolves to the output. (The addon takes the input and returns the
-    /// output as JSON text, as the guest does: `index.cjs` stringifies and
-    /// parses.)
-    #[napi(
-        ts_args_type = "code: string, input: unknown, allowlist: string[], options?: { timeoutMs?: number, signal?: AbortSignal }",
-        ts_return_type = "Promise<any>"
-    )]
-    pub async fn execute(
+    /// [`Runtime::execute`]: the output's JSON text.
+    async fn execute(
         &self,
-        code: String,
-        input: String,
-        allowlist: Vec<String>,
-        options: Option<ExecuteOptions>,
+        code: &str,
+        input: &str,
+        allowlist: &[String],
+        timeout_ms: Option<u32>,
+        cancel_id: Option<u32>,
     ) -> napi::Result<String> {
-        let options = options.unwrap_or_default();
-        let limit = options
-            .timeout_ms
-            .map(|ms| Duration::from_millis(ms.into()));
+        let limit = timeout_ms.map(|ms| Duration::from_millis(ms.into()));
         let run = async {
-            let tool = self.tool(&code, &allowlist).await?;
-            let call = self.runtime.call(&tool, &input);
+            let tool = self.tool(code, allowlist).await?;
+            let call = self.runtime.call(&tool, input);
             let out = match limit.filter(|l| *l < self.runtime.limits().timeout) {
                 None => call.await?,
                 Some(l) => match tokio::time::timeout(l, call).await {
@@ -179,38 +296,10 @@ impl Runtime {
             };
             Ok(out.output)
         };
-        match cancel::run(options.cancel_id, run).await {
+        match cancel::run(cancel_id, run).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(f)) => Err(to_napi(f)),
             Err(cancel::Cancelled) => Err(napi::Error::from_reason("TEMPER_CANCELLED")),
-        }
-    }
-
-    /// Checks `code` without running it: the static check and the compile
-    /// (syntax). Resolves to `{ valid, violations }`, as AgentOS's
-    /// `validateCode` returns.
-    #[napi(ts_return_type = "Promise<{ valid: boolean, violations: string[] }>")]
-    pub async fn validate(&self, code: String) -> napi::Result<Value> {
-        let source = temper_forge::agentos::temper_source(&code);
-        let checked = match temper_runtime::static_check::check(&source) {
-            Ok(()) => self.runtime.compile_on_engine(&source).await.map(|_| ()),
-            Err(e) => Err(e.into()),
-        };
-        Ok(match checked {
-            Ok(()) => json!({"valid": true, "violations": []}),
-            Err(e) => json!({"valid": false, "violations": [e.to_string()]}),
-        })
-    }
-
-    /// The build cache's counters.
-    #[napi]
-    pub fn cache_stats(&self) -> CacheStats {
-        let entries = self.cache.lock().unwrap_or_else(|p| p.into_inner()).len();
-        CacheStats {
-            entries: entries as u32,
-            capacity: self.capacity,
-            hits: self.hits.load(Ordering::Relaxed) as f64,
-            builds: self.builds.load(Ordering::Relaxed) as f64,
         }
     }
 }
