@@ -38,6 +38,11 @@ function translate (e) {
   return e
 }
 
+// Cancellation ids are unique in the process: the addon's table of them is
+// shared by every JavaScript environment (worker threads included), so
+// each environment numbers its own calls under its thread id (the low 12
+// bits: environments whose thread ids agree there would share a range).
+const idBase = (require('node:worker_threads').threadId & 0xfff) << 20
 let lastId = 0
 
 /** `value` as the JSON text the addon takes (`undefined`: `{}`). */
@@ -62,8 +67,8 @@ const rethrow = (e) => { throw translate(e) }
 function withSignal (signal, start) {
   if (signal == null) return start(undefined).catch(rethrow)
   if (signal.aborted) return Promise.reject(signal.reason)
-  lastId = lastId >= 0xfffffffe ? 1 : lastId + 1
-  const id = lastId
+  lastId = lastId >= 0xfffff ? 1 : lastId + 1
+  const id = (idBase | lastId) >>> 0
   return new Promise((resolve, reject) => {
     const onAbort = () => {
       native.cancel(id)

@@ -145,3 +145,31 @@ test('a worker thread calls through its own channel beside the main thread', asy
   assert.deepEqual(mine, Array.from({ length: 200 }, (_, i) => `m-${i}`))
   assert.deepEqual(theirs, Array.from({ length: 200 }, (_, i) => `w-${i}`))
 })
+
+test('aborting a call in one thread does not cancel a call of another thread', async () => {
+  // Each environment numbers its calls from 1: the ids must not meet in
+  // the addon's process-wide cancellation table.
+  const worker = new Worker(`
+    const { parentPort, workerData } = require('node:worker_threads')
+    import(workerData.entry).then(async ({ Runtime }) => {
+      const runtime = Runtime.create({ timeoutMs: 5000 })
+      const controller = new AbortController()
+      parentPort.postMessage('started')
+      const out = await runtime.execute(workerData.slow, { n: 3000000 }, [], { signal: controller.signal })
+        .then((o) => 'done ' + typeof o.x, (e) => 'failed ' + e.name)
+      parentPort.postMessage(out)
+    }).catch((e) => parentPort.postMessage(String(e)))
+  `, { eval: true, workerData: { entry, slow } })
+  const messages = []
+  const finished = new Promise((resolve, reject) => {
+    worker.on('message', (m) => { messages.push(m); if (m !== 'started') resolve(m) })
+    worker.once('error', reject)
+  })
+  while (!messages.includes('started')) await new Promise((resolve) => setTimeout(resolve, 5))
+  // The main thread's first abortable call, aborted while the worker's runs.
+  const runtime = Runtime.create({ timeoutMs: 5000 })
+  const mine = await runtime.execute('function execute() { for (;;) {} }', {}, [], { signal: AbortSignal.timeout(50) }).catch((e) => e)
+  assert.equal(mine.name, 'TimeoutError')
+  assert.equal(await finished, 'done number')
+  await worker.terminate()
+})
