@@ -28,8 +28,10 @@
 //! - [`access`]: the tiers a caller may use.
 //! - [`handler`]: the methods (legacy: `initialize`, `ping`,
 //!   `logging/setLevel`, `tools/list`, `tools/call`; 2026-07-28:
-//!   `server/discover`, `tools/list`, `tools/call`) for one caller,
-//!   transport-independent.
+//!   `server/discover`, `tools/list`, `tools/call`; both: the hub
+//!   upstreams' `resources/*`, `prompts/*` and `completion/complete`) for
+//!   one caller, transport-independent; what an upstream sends during a
+//!   hub call is relayed by its `hub_relay` module.
 //! - [`server`]: the stdio connection (both eras; `subscriptions/listen`).
 //! - [`http`]: Streamable HTTP: sessions, SSE, authentication, limits; the
 //!   2026-07-28 headers, sessions and `subscriptions/listen` streams.
