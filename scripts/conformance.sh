@@ -28,24 +28,7 @@ pkg="@modelcontextprotocol/conformance"
 bundle="$dir/node_modules/$pkg/dist/index.js"
 
 install() {
-  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    echo "conformance: installing Debian packages: nodejs npm" >&2
-    sudo_cmd=""
-    [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
-  fi
-  read -r want have <<<"$(node -e '
-    const [lock, dir, name] = process.argv.slice(1);
-    const want = require(lock).packages["node_modules/" + name].version;
-    let have = "";
-    try { have = require(dir + "/node_modules/" + name + "/package.json").version } catch {}
-    console.log(want + " " + have);
-  ' "$dir/package-lock.json" "$dir" "$pkg")"
-  if [ "$want" != "$have" ]; then
-    echo "conformance: installing $pkg@$want into $dir/node_modules" >&2
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
-  fi
+  bash "$root/scripts/npm-pinned.sh" conformance "$dir" "$pkg"
   # Node 20 has no fs.globSync (Node 22 does): the bundle's import of it
   # fails to link. Take that one name from node20-globsync.mjs instead; the
   # rewrite must match exactly once, and is skipped once done.

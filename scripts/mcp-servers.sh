@@ -15,36 +15,7 @@ dir="$root/tests/mcp-servers"
 venv="$root/target/mcp-venv"
 py_pins=("mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19")
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "mcp-servers: installing Debian packages: nodejs npm" >&2
-  sudo_cmd=""
-  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
-fi
-
-# "pinned-version installed-version" for a package of the lock.
-versions() {
-  node -e '
-    const [lock, dir, name] = process.argv.slice(1);
-    const want = require(lock).packages["node_modules/" + name].version;
-    let have = "";
-    try { have = require(dir + "/node_modules/" + name + "/package.json").version } catch {}
-    console.log(want + " " + have);
-  ' "$dir/package-lock.json" "$dir" "$1"
-}
-
-stale=""
-for pkg in @modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem @modelcontextprotocol/server-memory; do
-  read -r want have <<<"$(versions "$pkg")"
-  if [ "$want" != "$have" ]; then
-    stale="$stale $pkg@$want"
-  fi
-done
-if [ -n "$stale" ]; then
-  echo "mcp-servers: installing$stale into $dir/node_modules" >&2
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+bash "$root/scripts/npm-pinned.sh" mcp-servers "$dir" @modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem @modelcontextprotocol/server-memory
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "mcp-servers: $venv is missing (run scripts/mcp-venv.sh first)" >&2

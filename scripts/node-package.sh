@@ -16,31 +16,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="$root/host/node"
 cd "$dir"
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "node-package: installing Debian packages: nodejs npm" >&2
-  sudo_cmd=""
-  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
-fi
-
-stale=""
-for pkg in @napi-rs/cli @framers/agentos ai zod typescript; do
-  read -r want have <<<"$(node -e '
-    const [lock, dir, name] = process.argv.slice(1);
-    const want = require(lock).packages["node_modules/" + name].version;
-    let have = "";
-    try { have = require(dir + "/node_modules/" + name + "/package.json").version } catch {}
-    console.log(want + " " + have);
-  ' "$dir/package-lock.json" "$dir" "$pkg")"
-  if [ "$want" != "$have" ]; then
-    stale="$stale $pkg@$want"
-  fi
-done
-if [ -n "$stale" ]; then
-  echo "node-package: installing$stale into $dir/node_modules" >&2
-  npm ci --no-audit --no-fund --loglevel=error
-fi
+bash "$root/scripts/npm-pinned.sh" node-package "$dir" @napi-rs/cli @framers/agentos ai zod typescript
 
 # The addon, in the release profile and the workspace's target directory,
 # with its types and loader from @napi-rs/cli's generators (build.mjs).
