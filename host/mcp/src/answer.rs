@@ -184,7 +184,8 @@ impl Handler {
                 ));
             };
             let responses = params.get("inputResponses").and_then(Value::as_object);
-            let (call, notes) = hub_relay::resume(state, &self.owner(name), responses)
+            let (call, notes) = hub_relay::parked()
+                .resume(state, &self.owner(name), responses)
                 .map_err(|e| RpcError::invalid_params(format!("tools/call: {e}")))?;
             return Ok(Some(
                 self.hub_drive(name, call, notes, &progress, answers, modern)

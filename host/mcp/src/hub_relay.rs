@@ -100,10 +100,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The parked calls of this process, by `requestState`.
-fn parked() -> &'static Mutex<HashMap<String, Parked>> {
-    static PARKED: OnceLock<Mutex<HashMap<String, Parked>>> = OnceLock::new();
-    PARKED.get_or_init(Mutex::default)
+/// Calls waiting for their callers' input, by `requestState`: at most
+/// `capacity`, each for at most `ttl`.
+pub(crate) struct ParkedCalls {
+    map: Mutex<HashMap<String, Parked>>,
+    capacity: usize,
+    ttl: Duration,
+}
+
+/// The parked calls of this process ([`MAX_PARKED`], [`PARK_TTL`]).
+pub(crate) fn parked() -> &'static ParkedCalls {
+    static PARKED: OnceLock<ParkedCalls> = OnceLock::new();
+    PARKED.get_or_init(|| ParkedCalls::new(MAX_PARKED, PARK_TTL))
 }
 
 /// How a caller may answer an upstream's request.
@@ -133,11 +141,6 @@ impl Answers {
 
     /// Whether an upstream's request of `method` may go to the caller.
     fn takes(self, method: &str) -> Result<(), &'static str> {
-        if !self.modern {
-            return Err(
-                "Temper relays it only to a 2026-07-28 caller (as input_required); this caller speaks an older revision",
-            );
-        }
         let declared = match method {
             "elicitation/create" => self.elicitation,
             "sampling/createMessage" => self.sampling,
@@ -233,46 +236,103 @@ pub(crate) enum ResumeError {
     NotYours,
 }
 
-/// Drops the parked calls older than [`PARK_TTL`] (their tasks stopped,
-/// their upstream requests refused as their reply senders drop).
-fn drop_expired(map: &mut HashMap<String, Parked>) {
-    map.retain(|_, p| {
-        let keep = p.since.elapsed() < PARK_TTL;
-        if !keep {
-            p.call.abort();
+impl ParkedCalls {
+    /// An empty table of at most `capacity` calls, each kept for `ttl`.
+    pub(crate) fn new(capacity: usize, ttl: Duration) -> Self {
+        Self {
+            map: Mutex::default(),
+            capacity,
+            ttl,
         }
-        keep
-    });
-}
+    }
 
-/// Takes the call parked under `state` for `owner`, handing the caller's
-/// `responses` to the upstream's request (a missing one refuses it).
-pub(crate) fn resume(
-    state: &str,
-    owner: &Owner,
-    responses: Option<&Map<String, Value>>,
-) -> Result<(Call, mpsc::Receiver<CallNote>), ResumeError> {
-    let p = {
-        let mut map = lock(parked());
-        drop_expired(&mut map);
-        let Some(p) = map.get(state) else {
-            return Err(ResumeError::Unknown);
+    /// The table, with the calls older than its `ttl` dropped (their
+    /// tasks stopped, their upstream requests refused as their reply
+    /// senders drop).
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Parked>> {
+        let mut map = lock(&self.map);
+        map.retain(|_, p| {
+            let keep = p.since.elapsed() < self.ttl;
+            if !keep {
+                p.call.abort();
+            }
+            keep
+        });
+        map
+    }
+
+    /// Takes the call parked under `state` for `owner`, handing the caller's
+    /// `responses` to the upstream's request (a missing one refuses it).
+    pub(crate) fn resume(
+        &self,
+        state: &str,
+        owner: &Owner,
+        responses: Option<&Map<String, Value>>,
+    ) -> Result<(Call, mpsc::Receiver<CallNote>), ResumeError> {
+        let p = {
+            let mut map = self.table();
+            let Some(p) = map.get(state) else {
+                return Err(ResumeError::Unknown);
+            };
+            if &p.owner != owner {
+                return Err(ResumeError::NotYours);
+            }
+            map.remove(state).ok_or(ResumeError::Unknown)?
         };
-        if &p.owner != owner {
-            return Err(ResumeError::NotYours);
+        let (key, reply) = p.asked;
+        let answer = match responses.and_then(|r| r.get(&key)) {
+            Some(v) => Ok(v.clone()),
+            None => Err(AskRefused {
+                code: -32602,
+                message: "the caller's retry carried no response to it".into(),
+            }),
+        };
+        let _ = reply.send(answer);
+        Ok((Call::Spawned(p.call), p.notes))
+    }
+
+    /// Parks `call` for the caller to answer `ask`: the `input_required`
+    /// result; the call and its notes back when no room is left (the request
+    /// is refused then).
+    fn park(
+        &self,
+        call: Call,
+        notes: mpsc::Receiver<CallNote>,
+        ask: UpstreamAsk,
+        owner: &Owner,
+    ) -> Result<Value, (Call, mpsc::Receiver<CallNote>)> {
+        let mut map = self.table();
+        if map.len() >= self.capacity {
+            drop(map);
+            let _ = ask.reply.send(Err(AskRefused::new(
+                &ask.upstream,
+                ask.method,
+                &format!(
+                    "{} calls already wait for their callers' input",
+                    self.capacity
+                ),
+            )));
+            return Err((call, notes));
         }
-        map.remove(state).ok_or(ResumeError::Unknown)?
-    };
-    let (key, reply) = p.asked;
-    let answer = match responses.and_then(|r| r.get(&key)) {
-        Some(v) => Ok(v.clone()),
-        None => Err(AskRefused {
-            code: -32602,
-            message: "the caller's retry carried no response to it".into(),
-        }),
-    };
-    let _ = reply.send(answer);
-    Ok((Call::Spawned(p.call), p.notes))
+        let state = format!("{:032x}", rand::random::<u128>());
+        let key = format!("{}:{}", ask.upstream, ask.method);
+        let request = json!({ "method": ask.method, "params": ask.params });
+        map.insert(
+            state.clone(),
+            Parked {
+                owner: owner.clone(),
+                call: call.spawned(),
+                notes,
+                asked: (key.clone(), ask.reply),
+                since: Instant::now(),
+            },
+        );
+        Ok(json!({
+            "resultType": "input_required",
+            "inputRequests": { key: request },
+            "requestState": state,
+        }))
+    }
 }
 
 /// The rest of a drive: the caller's progress token and notes.
@@ -344,7 +404,7 @@ pub(crate) async fn drive(
                         .send(Err(AskRefused::new(&ask.upstream, ask.method, why)));
                     continue;
                 }
-                match park(call, notes, ask, owner) {
+                match parked().park(call, notes, ask, owner) {
                     Ok(result) => return (Driven::InputRequired(result), relayed),
                     Err(back) => (call, notes) = back,
                 }
@@ -408,46 +468,6 @@ fn pass_on(note: CallNote, sink: &Sink<'_>) -> bool {
         }
         CallNote::Ask(_) => false,
     }
-}
-
-/// Parks `call` for the caller to answer `ask`: the `input_required`
-/// result; the call and its notes back when no room is left (the request
-/// is refused then).
-fn park(
-    call: Call,
-    notes: mpsc::Receiver<CallNote>,
-    ask: UpstreamAsk,
-    owner: &Owner,
-) -> Result<Value, (Call, mpsc::Receiver<CallNote>)> {
-    let mut map = lock(parked());
-    drop_expired(&mut map);
-    if map.len() >= MAX_PARKED {
-        drop(map);
-        let _ = ask.reply.send(Err(AskRefused::new(
-            &ask.upstream,
-            ask.method,
-            &format!("{MAX_PARKED} calls already wait for their callers' input"),
-        )));
-        return Err((call, notes));
-    }
-    let state = format!("{:032x}", rand::random::<u128>());
-    let key = format!("{}:{}", ask.upstream, ask.method);
-    let request = json!({ "method": ask.method, "params": ask.params });
-    map.insert(
-        state.clone(),
-        Parked {
-            owner: owner.clone(),
-            call: call.spawned(),
-            notes,
-            asked: (key.clone(), ask.reply),
-            since: Instant::now(),
-        },
-    );
-    Ok(json!({
-        "resultType": "input_required",
-        "inputRequests": { key: request },
-        "requestState": state,
-    }))
 }
 
 /// The params of a relayed progress notification: the upstream's
@@ -523,6 +543,63 @@ mod tests {
         assert!(asks.register().is_some());
     }
 
+    /// An upstream's elicitation for `park`, and where its answer goes.
+    fn asking() -> (UpstreamAsk, oneshot::Receiver<Result<Value, AskRefused>>) {
+        let (reply, answered) = oneshot::channel();
+        let ask = UpstreamAsk {
+            upstream: "up".into(),
+            method: "elicitation/create",
+            params: json!({"message": "name?"}),
+            reply,
+        };
+        (ask, answered)
+    }
+
+    fn pending_call() -> Call {
+        Call::Here(Box::pin(std::future::pending()))
+    }
+
+    #[tokio::test]
+    async fn parked_calls_are_bounded_and_the_one_past_the_bound_is_refused() {
+        let table = ParkedCalls::new(2, PARK_TTL);
+        let mut kept = Vec::new();
+        for _ in 0..2 {
+            let (ask, answered) = asking();
+            let (_tx, notes) = mpsc::channel(1);
+            assert!(table.park(pending_call(), notes, ask, &owner("a")).is_ok());
+            kept.push(answered);
+        }
+        let (ask, answered) = asking();
+        let (_tx, notes) = mpsc::channel(1);
+        // Handed back to go on (its upstream refused), not parked.
+        assert!(table.park(pending_call(), notes, ask, &owner("a")).is_err());
+        let refused = answered.await.unwrap().unwrap_err();
+        assert!(
+            refused.message.contains("2 calls already wait"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(lock(&table.map).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_expired_parked_call_is_dropped_and_its_upstream_refused() {
+        let table = ParkedCalls::new(MAX_PARKED, Duration::ZERO);
+        let (ask, answered) = asking();
+        let (_tx, notes) = mpsc::channel(1);
+        let Ok(result) = table.park(pending_call(), notes, ask, &owner("a")) else {
+            panic!("parked")
+        };
+        let state = result["requestState"].as_str().unwrap();
+        assert!(matches!(
+            table.resume(state, &owner("a"), None),
+            Err(ResumeError::Unknown)
+        ));
+        // Its reply sender dropped with it: the upstream hears a refusal.
+        assert!(answered.await.is_err());
+        assert!(lock(&table.map).is_empty());
+    }
+
     fn owner(agent: &str) -> Owner {
         Owner {
             agent: agent.into(),
@@ -542,7 +619,8 @@ mod tests {
             reply,
         };
         let call = Call::Here(Box::pin(async { Some(Ok(CallOutput::value(json!(1)))) }));
-        let Ok(result) = park(call, notes, ask, &owner("alice")) else {
+        let table = ParkedCalls::new(MAX_PARKED, PARK_TTL);
+        let Ok(result) = table.park(call, notes, ask, &owner("alice")) else {
             panic!("parked")
         };
         assert_eq!(result["resultType"], "input_required");
@@ -556,17 +634,19 @@ mod tests {
         assert_eq!(state.len(), 32);
         // Another agent, another tool: refused, and the call stays parked.
         assert!(matches!(
-            resume(&state, &owner("mallory"), None),
+            table.resume(&state, &owner("mallory"), None),
             Err(ResumeError::NotYours)
         ));
         let mut other_tool = owner("alice");
         other_tool.tool = "u".into();
         assert!(matches!(
-            resume(&state, &other_tool, None),
+            table.resume(&state, &other_tool, None),
             Err(ResumeError::NotYours)
         ));
         let responses = json!({key: {"action": "accept", "content": {"name": "Ada"}}});
-        let (call, _notes) = resume(&state, &owner("alice"), responses.as_object()).unwrap();
+        let (call, _notes) = table
+            .resume(&state, &owner("alice"), responses.as_object())
+            .unwrap();
         assert_eq!(
             answered.await.unwrap(),
             Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
@@ -574,7 +654,7 @@ mod tests {
         assert!(matches!(call.await, Some(Ok(_))));
         // Once only.
         assert!(matches!(
-            resume(&state, &owner("alice"), None),
+            table.resume(&state, &owner("alice"), None),
             Err(ResumeError::Unknown)
         ));
         drop(tx);
