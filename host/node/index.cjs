@@ -202,6 +202,20 @@ function pumped (start) {
 // and `execute` are defined over too: through the pump (the addon's
 // `call`/`execute` stay on native.Forge/native.Runtime's prototypes, the
 // direct path, as a napi `async fn`).
+/** A pumped call of `input` (as JSON text): `start(text, ticket,
+ * cancelId)` starts it, `cancelId` undefined without `options.signal`. */
+function pumpedWith (input, options, start) {
+  let text
+  try {
+    text = toJson(input)
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  const signal = options == null ? undefined : options.signal
+  if (signal == null) return pumped((ticket) => start(text, ticket, undefined))
+  return withSignal(signal, (cancelId) => pumped((ticket) => start(text, ticket, cancelId)))
+}
+
 class Forge extends native.Forge {
   static async open (options) {
     let forge
@@ -214,15 +228,7 @@ class Forge extends native.Forge {
   }
 
   call (name, input, options) {
-    let text
-    try {
-      text = toJson(input)
-    } catch (e) {
-      return Promise.reject(e)
-    }
-    const signal = options == null ? undefined : options.signal
-    if (signal == null) return pumped((ticket) => this.callStart(channel, ticket, name, text))
-    return withSignal(signal, (cancelId) => pumped((ticket) => this.callStart(channel, ticket, name, text, cancelId)))
+    return pumpedWith(input, options, (text, ticket, cancelId) => this.callStart(channel, ticket, name, text, cancelId))
   }
 }
 
@@ -238,16 +244,8 @@ class Runtime extends native.Runtime {
   }
 
   execute (code, input, allowlist, options) {
-    let text
-    try {
-      text = toJson(input)
-    } catch (e) {
-      return Promise.reject(e)
-    }
     const timeoutMs = options == null ? undefined : options.timeoutMs
-    const signal = options == null ? undefined : options.signal
-    if (signal == null) return pumped((ticket) => this.executeStart(channel, ticket, code, text, allowlist, timeoutMs))
-    return withSignal(signal, (cancelId) => pumped((ticket) => this.executeStart(channel, ticket, code, text, allowlist, timeoutMs, cancelId)))
+    return pumpedWith(input, options, (text, ticket, cancelId) => this.executeStart(channel, ticket, code, text, allowlist, timeoutMs, cancelId))
   }
 }
 

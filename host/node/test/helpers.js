@@ -16,3 +16,24 @@ export function tempDir (prefix = 'temper-node-') {
   const dir = mkdtempSync(join(tmpdir(), prefix))
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) }
 }
+
+/** Counts the ticks of a timer every `everyMs` and its longest gap while
+ * `f` runs (a blocked event loop shows one gap as long as the block). */
+export async function heartbeat (f, everyMs = 2) {
+  let ticks = 0
+  let last = performance.now()
+  let maxGap = 0
+  const timer = setInterval(() => {
+    const now = performance.now()
+    maxGap = Math.max(maxGap, now - last)
+    last = now
+    ticks++
+  }, everyMs)
+  const started = performance.now()
+  try {
+    await f()
+  } finally {
+    clearInterval(timer)
+  }
+  return { ticks, maxGap, elapsed: performance.now() - started }
+}

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { Forge, Runtime } from 'temper-forge'
-import { root, seed, tempDir } from './helpers.js'
+import { heartbeat, root, seed, tempDir } from './helpers.js'
 
 const store = tempDir()
 test.after(() => store.remove())
@@ -25,26 +25,6 @@ const entry = pathToFileURL(join(root, 'host', 'node', 'index.js')).href
 // A guest that runs for a while (well past the spin): the answer comes
 // while the JS side sleeps.
 const slow = 'function execute(input) { let x = 0; for (let i = 0; i < input.n; i++) x = (x + i) % 1000003; return { x } }'
-
-/** Counts a heartbeat's ticks and its longest gap while `f` runs. */
-async function heartbeat (f) {
-  let ticks = 0
-  let last = performance.now()
-  let maxGap = 0
-  const timer = setInterval(() => {
-    const now = performance.now()
-    maxGap = Math.max(maxGap, now - last)
-    last = now
-    ticks++
-  }, 2)
-  const started = performance.now()
-  try {
-    await f()
-  } finally {
-    clearInterval(timer)
-  }
-  return { ticks, maxGap, elapsed: performance.now() - started }
-}
 
 /** Runs `f(0..n)` with `width` calls in flight at all times. */
 async function pool (n, width, f) {
