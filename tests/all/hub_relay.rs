@@ -358,3 +358,62 @@ fn resources_and_prompts_of_a_streamable_http_upstream_are_served_as_over_stdio(
     }
     m.close();
 }
+
+#[test]
+fn an_upstreams_list_changes_reach_the_caller_for_the_lists_the_tools_file_selects() {
+    let Some(python) = mcp_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = root().join("tests/fixtures/hub/upstream_server.py");
+    // Its resources selected, its prompts not.
+    let tools = write_file(
+        dir.path(),
+        "tools.toml",
+        &format!(
+            "[upstream.up]\ncommand = {}\nprefix = \"up.\"\ntools = [\"change_lists\"]\nresources = [\"*\"]\n",
+            serde_json::to_string(&[python.display().to_string(), upstream.display().to_string()])
+                .unwrap()
+        ),
+    );
+    let policy = tools_policy(dir.path(), &["*"]);
+    let mut mcp = McpStdio::start(
+        &[
+            "--store",
+            dir.path().join("store").to_str().unwrap(),
+            "--tools",
+            tools.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+        &dir.path().join("stderr.log"),
+        &[],
+        "no-secret-here",
+    );
+    let (answer, mut seen) = mcp.request_noting(
+        "tools/call",
+        json!({"name": "up.change_lists", "arguments": {}}),
+    );
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "changed",
+        "{answer}"
+    );
+    let has = |seen: &[Value], method: &str| seen.iter().any(|m| m["method"] == method);
+    // The notes may follow the answer: requests until they come.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !has(&seen, "notifications/resources/list_changed") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no resources/list_changed: {seen:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen.extend(mcp.request_noting("tools/list", json!({})).1);
+    }
+    // The prompts the tools file does not select: their change is not
+    // announced (the upstream sent it right after the other).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    seen.extend(mcp.request_noting("tools/list", json!({})).1);
+    assert!(
+        !has(&seen, "notifications/prompts/list_changed"),
+        "{seen:?}"
+    );
+    mcp.close();
+}

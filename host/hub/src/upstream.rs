@@ -453,6 +453,18 @@ impl Upstream {
     }
 }
 
+/// `text` with every one of `secrets` cut out (as `[redacted]`): what an
+/// upstream says is cut this way before Temper shows or relays it.
+fn redact(secrets: &[String], text: String) -> String {
+    let mut text = text;
+    for s in secrets {
+        if text.contains(s.as_str()) {
+            text = text.replace(s.as_str(), "[redacted]");
+        }
+    }
+    text
+}
+
 /// The reason the connection ended, waiting briefly for it; `fallback` when
 /// it is still up (the error was something else).
 async fn end_reason(conn: &Conn, fallback: String) -> String {
@@ -560,13 +572,7 @@ impl Shared {
 
     /// `text` with every secret value cut out.
     fn redact(&self, text: String) -> String {
-        let mut text = text;
-        for s in &self.secrets {
-            if text.contains(s.as_str()) {
-                text = text.replace(s.as_str(), "[redacted]");
-            }
-        }
-        text
+        redact(&self.secrets, text)
     }
 
     /// Opens a connection (for stdio: starts the child; for Streamable

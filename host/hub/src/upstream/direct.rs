@@ -127,13 +127,7 @@ impl Direct {
 
     /// `text` with the upstream's secrets cut out.
     fn redact(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for s in &self.secrets {
-            if text.contains(s.as_str()) {
-                text = text.replace(s.as_str(), "[redacted]");
-            }
-        }
-        text
+        super::redact(&self.secrets, text.to_string())
     }
 
     /// The notes queue of the only `tools/call` in flight, when exactly

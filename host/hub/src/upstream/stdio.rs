@@ -247,10 +247,10 @@ async fn read_stderr(
             Ok(true) => {}
             Err(_) => break,
         }
-        let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
-        for s in &secrets {
-            line = line.replace(s.as_str(), "[redacted]");
-        }
+        let line = super::redact(
+            &secrets,
+            String::from_utf8_lossy(&buf).trim_end().to_string(),
+        );
         tracing::debug!(target: "temper_hub::stderr", upstream = %upstream, "{line}");
         let mut tail = crate::lock(&tail);
         if tail.len() == STDERR_TAIL_LINES {
