@@ -42,6 +42,24 @@ fn gateway_files(dir: &Path, python: &Path, node: &Path, npm: &Path) -> (PathBuf
     (tools, policy)
 }
 
+/// `temper mcp` over stdio with `tools` and `policy`, its store and stderr
+/// log in `dir`, initialized.
+fn gateway_stdio(dir: &Path, tools: &Path, policy: &Path) -> McpStdio {
+    McpStdio::start(
+        &[
+            "--store",
+            dir.join("store").to_str().unwrap(),
+            "--tools",
+            tools.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+        &dir.join("stderr.log"),
+        &[],
+        "no-secret-here",
+    )
+}
+
 #[test]
 fn the_official_python_client_answers_an_upstreams_requests_and_hears_its_logs() {
     let Some((npm, node)) = npm_servers() else {
@@ -256,19 +274,7 @@ fn resources_and_prompts_of_a_streamable_http_upstream_are_served_as_over_stdio(
         "policy.toml",
         "[tools]\nallow = [\"h.*\"]\n[resources]\nallow = [\"*\"]\n[prompts]\nallow = [\"*\"]\n",
     );
-    let mut m = McpStdio::start(
-        &[
-            "--store",
-            dir.path().join("store").to_str().unwrap(),
-            "--tools",
-            tools.to_str().unwrap(),
-            "--policy",
-            policy.to_str().unwrap(),
-        ],
-        &dir.path().join("stderr.txt"),
-        &[],
-        "no-secret-here",
-    );
+    let mut m = gateway_stdio(dir.path(), &tools, &policy);
     // Each answer with its prefix taken off, for the comparison.
     let unprefixed = |v: &Value, prefix: &str| -> Value {
         serde_json::from_str(&v.to_string().replace(&format!("\"{prefix}"), "\"")).unwrap()
@@ -375,19 +381,7 @@ fn an_upstreams_list_changes_reach_the_caller_for_the_lists_the_tools_file_selec
         ),
     );
     let policy = tools_policy(dir.path(), &["*"]);
-    let mut mcp = McpStdio::start(
-        &[
-            "--store",
-            dir.path().join("store").to_str().unwrap(),
-            "--tools",
-            tools.to_str().unwrap(),
-            "--policy",
-            policy.to_str().unwrap(),
-        ],
-        &dir.path().join("stderr.log"),
-        &[],
-        "no-secret-here",
-    );
+    let mut mcp = gateway_stdio(dir.path(), &tools, &policy);
     let (answer, mut seen) = mcp.request_noting(
         "tools/call",
         json!({"name": "up.change_lists", "arguments": {}}),
