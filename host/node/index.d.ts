@@ -230,6 +230,13 @@ export interface OpenOptions {
   memoryMb?: number
   /** The compiled-component cache directory (default: the platform's). */
   cacheDir?: string
+  /**
+   * Names or globs of the hub tools this forge's calls may reach,
+   * directly or through any tool at any depth, on top of the policy's
+   * `[tools] allow` (as a token's `tools` narrows them over HTTP).
+   * Default: the policy's.
+   */
+  allowTools?: Array<string>
 }
 
 /** How `Runtime.create` builds a runtime. */

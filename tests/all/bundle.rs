@@ -185,7 +185,7 @@ async fn a_bundle_runs_standalone_with_the_linked_outputs() {
         let dir2 = tempfile::tempdir().unwrap();
         let standalone = self::forge(dir2.path());
         let tool = standalone
-            .load_bundle(exported.bytes.clone())
+            .load_bundle(exported.bytes.clone(), &ctx())
             .await
             .unwrap();
         let out = standalone
@@ -223,7 +223,7 @@ async fn a_bundle_without_its_native_tool_is_refused_naming_it() {
         .judge(Arc::new(RulesJudge::standard()))
         .build();
     let err = bare
-        .load_bundle(bytes.clone())
+        .load_bundle(bytes.clone(), &ctx())
         .await
         .err()
         .expect("refused");
@@ -303,7 +303,7 @@ async fn a_step_without_crypto_stays_denied_inside_the_bundle() {
         read_manifest(&exported.bytes).unwrap().capabilities,
         ["crypto"]
     );
-    let tool = forge.load_bundle(exported.bytes).await.unwrap();
+    let tool = forge.load_bundle(exported.bytes, &ctx()).await.unwrap();
     let err = forge
         .runtime()
         .call(&tool, r#"{"go": true}"#)

@@ -17,6 +17,7 @@ mod foundation;
 mod hardening;
 mod hub;
 mod hub_builtin;
+mod hub_grants;
 mod hub_http;
 mod hub_list_changed;
 mod hub_raw;

@@ -127,8 +127,15 @@ fn with_claims(patch: Value) -> String {
     token(&header("RS256", "rsa-1"), &c, Sig::Rsa)
 }
 
+/// A good RS256 token of agent `sub` carrying `scope`.
+pub(crate) fn jwt_for(sub: &str, scope: &str) -> String {
+    let mut c = claims(sub);
+    c["scope"] = json!(scope);
+    token(&header("RS256", "rsa-1"), &c, Sig::Rsa)
+}
+
 /// An auth config over the fixture key set, in `dir`.
-fn auth_config(dir: &Path, jwks: &str, tables: &str) -> PathBuf {
+pub(crate) fn auth_config(dir: &Path, jwks: &str, tables: &str) -> PathBuf {
     let path = dir.join("auth.toml");
     std::fs::write(
         &path,
@@ -138,7 +145,7 @@ fn auth_config(dir: &Path, jwks: &str, tables: &str) -> PathBuf {
     path
 }
 
-fn file_jwks() -> String {
+pub(crate) fn file_jwks() -> String {
     format!("file = {:?}", fixture("jwks.json").display().to_string())
 }
 

@@ -157,6 +157,7 @@ pub fn open_with_idle(
         session_idle_secs,
         trust: registry.trust.clone(),
         registry_poll,
+        allow_tools: None,
     };
     Opened::open(&options, common.runtime()?).map_err(|e| e.to_string())
 }

@@ -90,11 +90,21 @@ impl Opened {
     /// caller sees, else the hub tool of that name. An input its
     /// `inputSchema` refuses is [`ErrorKind::InvalidInput`] with the JSON
     /// pointer of the first offending value.
+    ///
+    /// A hub tool the context's grant does not allow
+    /// ([`ForgeOptions::allow_tools`]) is not found, as one that does not
+    /// exist; what a forged tool reaches is checked by the forge at any
+    /// depth.
     pub async fn call(&self, name: &str, input: &Value) -> Result<Called, Failure> {
         match self.forge.invoke(name, input, &self.ctx).await {
             Ok(inv) => Ok(Called::Forged(inv)),
+            Err(e @ temper_forge::InvokeError::NotFound { .. })
+                if !self.ctx.grant().allows_hub(name) =>
+            {
+                Err(e.into())
+            }
             Err(temper_forge::InvokeError::NotFound { .. }) if self.forge.is_hub_tool(name) => {
-                match self.forge.call_native(name, input).await {
+                match self.forge.call_native(name, input, &self.ctx).await {
                     Some(Ok(v)) => Ok(Called::Hub(v)),
                     Some(Err(message)) => Err(Failure {
                         kind: ErrorKind::ToolFailed {
@@ -156,7 +166,7 @@ impl Opened {
                 output_schema: t.output_schema,
             })
             .collect();
-        callable.extend(self.forge.hub_tools().into_iter().map(|t| CodeTool {
+        callable.extend(self.hub_tools().into_iter().map(|t| CodeTool {
             name: t.name,
             description: t.description,
             input_schema: t.input_schema,
@@ -166,6 +176,16 @@ impl Opened {
             temper_mcp::tools::forge_tool_definition(&allowed),
             run_code_definition(&callable),
         ])
+    }
+}
+
+impl Opened {
+    /// The hub tools the caller may call: those the host policy allows and
+    /// the context's grant does not narrow away, by name.
+    pub fn hub_tools(&self) -> Vec<temper_forge::NativeToolSpec> {
+        let mut tools = self.forge.hub_tools();
+        tools.retain(|t| self.ctx.grant().allows_hub(&t.name));
+        tools
     }
 }
 

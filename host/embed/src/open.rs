@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use temper_forge::judge::{Judge, LlmJudge, LlmJudgeConfig, NoJudge, ReviewFocus, RulesJudge};
 use temper_forge::session::SessionSnapshot;
-use temper_forge::{DisabledTool, Forge, ForgeConfig, ForgeContext};
-use temper_policy::{HostPolicy, LimitsConfig};
+use temper_forge::{
+    CallerGrant, DisabledTool, Forge, ForgeConfig, ForgeContext, HubNarrowing, NarrowedBy,
+};
+use temper_policy::{HostPolicy, LimitsConfig, ToolAllow};
 use temper_runtime::limits::{CacheLimits, Limits};
 use temper_runtime::{Runtime, RuntimeBuilder};
 use temper_sign::TrustPolicy;
@@ -196,6 +198,12 @@ pub struct ForgeOptions {
     /// lookup reads the store (a one-shot command). See
     /// `ForgeBuilder::registry_poll`.
     pub registry_poll: Option<std::time::Duration>,
+    /// Names or globs of the hub tools the caller may reach, directly or
+    /// through any tool at any depth, on top of the host policy's
+    /// `[tools] allow` (as a token's `tools` narrows them over HTTP):
+    /// part of the context's grant ([`temper_forge::grant`]); `None`: the
+    /// policy's.
+    pub allow_tools: Option<Vec<String>>,
 }
 
 impl Default for ForgeOptions {
@@ -211,6 +219,7 @@ impl Default for ForgeOptions {
             session_idle_secs: 0,
             trust: None,
             registry_poll: Some(temper_forge::watch::DEFAULT_POLL),
+            allow_tools: None,
         }
     }
 }
@@ -272,7 +281,15 @@ impl Opened {
             builder = builder.judge(creation).panel(safety, correctness);
         }
         let forge = builder.build();
-        let ctx = ForgeContext::new(options.agent.clone(), options.session.clone());
+        let narrowing = match &options.allow_tools {
+            Some(globs) => Some(HubNarrowing::new(
+                ToolAllow::for_key("allow_tools", "a tool name", globs.clone())?,
+                NarrowedBy::Context,
+            )),
+            None => None,
+        };
+        let ctx = ForgeContext::new(options.agent.clone(), options.session.clone())
+            .with_grant(CallerGrant::unrestricted().narrowed(narrowing));
         SessionFile::new(&state_dir, &ctx).migrate(&forge)?;
         Ok(Self {
             forge,

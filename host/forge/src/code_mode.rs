@@ -17,6 +17,14 @@
 //!   may call now (session, agent, shared tier, host-native and hub tools),
 //!   narrowed by the `tools` it names, resolved once when the run starts.
 //!
+//! Every call is checked against the grant of the outermost caller
+//! ([`crate::grant`]), at any depth: [`Forge::invoke`] and
+//! [`Forge::run_code`] put it in scope, and [`PinnedCaller`] reads it there
+//! for each call (none in scope: refused). A host-native callee must be one
+//! the grant allows; a pinned artifact runs, and its own callees are
+//! checked in turn. A `run_code` run's tools are those the caller's grant
+//! allows (its tiers, its narrowings of the hub tools).
+//!
 //! `forge_tool`, `promote_tool`, `run_code` and `describe_tools` are never
 //! callable from code: VALIDATE refuses them as grants, the runtime refuses
 //! them as calls ([`NEVER_CALLABLE`]), and they are not tools of the forge
@@ -39,6 +47,7 @@ use temper_runtime::runtime::{CallFailure, Tool};
 use temper_store::StoreError;
 
 use super::error::InvokeError;
+use super::grant::{self, CallerGrant, check_native};
 use super::{Forge, ForgeContext, Inner, lock};
 
 /// Where a callee is: a forged tool's artifact, or a host-native (hub)
@@ -198,6 +207,8 @@ impl Forge {
         request: &ToolCallRequest,
     ) -> Result<ToolCallOutput, ToolCallFailure> {
         let name = &request.tool;
+        // The caller's grant, at any depth; none in scope: refused.
+        let grant = grant::nested(name).map_err(|e| failure(e.to_string()))?;
         match pin {
             Pin::Artifact(id) => {
                 let manifest = self.step_manifest(id, name).await.map_err(invoke_failure)?;
@@ -214,6 +225,7 @@ impl Forge {
             }
             Pin::Native => {
                 let native = lock(&self.inner.natives).get(name).cloned();
+                check_native(&grant, name, native.as_deref()).map_err(|e| failure(e.to_string()))?;
                 let Some(native) = native else {
                     return Err(failure(format!(
                         "host-native tool {name:?} is not registered on this host"
@@ -233,16 +245,18 @@ impl Forge {
     }
 
     /// The tools `ctx` may call from code now, pinned: its visible forged
-    /// tools (session, agent, shared) and the host-native and hub tools,
-    /// minus the never-callable meta-tools; narrowed to `only` when given
-    /// (a name there that is not callable is an error).
+    /// tools (session, agent, shared: the tiers its grant allows) and the
+    /// host-native and hub tools (those its grant allows), minus the
+    /// never-callable meta-tools; narrowed to `only` when given (a name
+    /// there that is not callable is an error).
     pub async fn callable_from_code(
         &self,
         ctx: &ForgeContext,
         only: Option<&[String]>,
     ) -> Result<BTreeMap<String, Pin>, RunCodeError> {
+        let grant = grant::effective(ctx.grant());
         if let Some(only) = only
-            && let Some(pins) = self.pins_by_name(ctx, only).await?
+            && let Some(pins) = self.pins_by_name(ctx, &grant, only).await?
         {
             return Ok(pins);
         }
@@ -252,11 +266,19 @@ impl Forge {
             .with_store("visible_tools", move |_| forge.visible_tools(&c))
             .await?;
         let mut all = BTreeMap::new();
-        for native in self.native_tools() {
-            all.insert(native.name, Pin::Native);
+        {
+            let natives = lock(&self.inner.natives);
+            for (name, native) in natives.iter() {
+                if check_native(&grant, name, Some(native)).is_ok() {
+                    all.insert(name.clone(), Pin::Native);
+                }
+            }
         }
         // A forged tool shadows a native one of the same name, as in VALIDATE.
         for info in visible {
+            if !grant.allows_tier(info.tier) {
+                continue;
+            }
             if let Ok(id) = ArtifactId::from_hex(&info.id) {
                 all.insert(info.name, Pin::Artifact(id));
             }
@@ -292,6 +314,7 @@ impl Forge {
     async fn pins_by_name(
         &self,
         ctx: &ForgeContext,
+        grant: &CallerGrant,
         only: &[String],
     ) -> Result<Option<BTreeMap<String, Pin>>, RunCodeError> {
         let mut pins = BTreeMap::new();
@@ -308,10 +331,11 @@ impl Forge {
                 return Err(not_callable());
             }
             // A forged tool shadows a native one of the same name.
-            let pin = match self.resolve_for_call(name, ctx).await {
+            let pin = match self.resolve_granted(name, ctx, grant).await {
                 Ok(target) => Pin::Artifact(target.artifact.clone()),
                 Err(InvokeError::NotFound { .. }) => {
-                    if lock(&self.inner.natives).contains_key(name) {
+                    let native = lock(&self.inner.natives).get(name).cloned();
+                    if native.is_some() && check_native(grant, name, native.as_deref()).is_ok() {
                         Pin::Native
                     } else {
                         return Err(not_callable());
@@ -357,7 +381,9 @@ impl Forge {
             forge: Arc::downgrade(&self.inner),
             pins,
         }));
-        let outcome = runtime.call(&tool, "{}").await;
+        // Every call the code makes, at any depth, under the caller's grant.
+        let grant = grant::effective(ctx.grant());
+        let outcome = grant::scoped(grant, runtime.call(&tool, "{}")).await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.count_run_code(outcome.is_ok(), started.elapsed());
         let out = outcome.map_err(RunCodeError::Run)?;

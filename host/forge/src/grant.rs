@@ -286,6 +286,26 @@ impl GrantError {
     }
 }
 
+/// Whether `grant` lets a call reach the host-native tool `name` by name
+/// (`tool`: the one registered under it, if any). A hub tool must pass
+/// every narrowing; the embedder's own native tools are narrowed by none. A
+/// name no narrowing allows is refused whether or not there is such a
+/// tool, so the refusal tells nothing of what exists.
+pub(crate) fn check_native(
+    grant: &CallerGrant,
+    name: &str,
+    tool: Option<&crate::native::NativeTool>,
+) -> Result<(), GrantError> {
+    match grant.hub_refusal(name) {
+        None => Ok(()),
+        Some(_) if tool.is_some_and(|t| t.hub_source.is_none()) => Ok(()),
+        Some(by) => Err(GrantError::OutsideGrant {
+            tool: name.to_owned(),
+            by,
+        }),
+    }
+}
+
 tokio::task_local! {
     /// The grant of the outermost call running in this task.
     static GRANT: CallerGrant;
@@ -398,6 +418,55 @@ mod tests {
         for word in ["hub", "exist", "unknown", "upstream"] {
             assert!(!text.contains(word), "{word} in {text}");
         }
+    }
+
+    fn native(name: &str, hub: bool) -> crate::native::NativeTool {
+        let any = serde_json::json!({});
+        crate::native::NativeTool {
+            spec: crate::native::NativeToolSpec {
+                name: name.into(),
+                description: String::new(),
+                input_schema: any.clone(),
+                output_schema: any.clone(),
+            },
+            schemas: crate::schema::ToolSchemas::compile(&any, &any).unwrap(),
+            call: Arc::new(|v| Box::pin(async move { Ok(v) })),
+            hub_source: hub.then(|| "nice".to_string()),
+            own_timeout: None,
+            checks_output: false,
+            checks_input: false,
+            call_output: None,
+        }
+    }
+
+    #[test]
+    fn a_narrowing_hides_hub_tools_and_missing_names_alike() {
+        let grant = CallerGrant::unrestricted().narrowed(Some(HubNarrowing::new(
+            allow(&["nice.echo"]),
+            NarrowedBy::Token,
+        )));
+        let admin = native("nice.admin", true);
+        let echo = native("nice.echo", true);
+        let own = native("local_clock", false);
+        assert!(check_native(&grant, "nice.echo", Some(&echo)).is_ok());
+        // The embedder's own tools are narrowed by no token.
+        assert!(check_native(&grant, "local_clock", Some(&own)).is_ok());
+        // A hidden hub tool and a name that is no tool get the same answer.
+        let hidden = check_native(&grant, "nice.admin", Some(&admin)).unwrap_err();
+        let missing = check_native(&grant, "nice.nothing", None).unwrap_err();
+        assert_eq!(
+            hidden.to_string().replace("nice.admin", "X"),
+            missing.to_string().replace("nice.nothing", "X")
+        );
+        assert_eq!(
+            hidden,
+            GrantError::OutsideGrant {
+                tool: "nice.admin".into(),
+                by: NarrowedBy::Token
+            }
+        );
+        // Unnarrowed: every hub tool passes.
+        assert!(check_native(&CallerGrant::unrestricted(), "nice.admin", Some(&admin)).is_ok());
     }
 
     #[tokio::test]

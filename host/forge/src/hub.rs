@@ -14,6 +14,7 @@ use temper_hub::{CallOutput, Hub, HubError, Relay};
 use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec, OutputFn, OutputFuture};
 use super::schema::ToolSchemas;
 use super::validate::RESERVED_NAMES;
+use super::grant::GrantError;
 use super::{Forge, ForgeContext, lock};
 use temper_store::{StoreError, Tier};
 
@@ -276,10 +277,20 @@ impl Forge {
     }
 
     /// Calls the host-native tool `name` (a hub tool or the embedder's)
-    /// with the input and output checks, bounded by a hub tool's own
-    /// `timeout_ms` (else the runtime's timeout); errors name the tool.
-    /// `None` when there is no such tool.
-    pub async fn call_native(&self, name: &str, input: &Value) -> Option<Result<Value, String>> {
+    /// for `ctx` with the input and output checks, bounded by a hub tool's
+    /// own `timeout_ms` (else the runtime's timeout); errors name the tool.
+    /// `None` when there is no such tool. A name `ctx`'s grant does not
+    /// allow is refused first, whether or not there is such a tool
+    /// ([`crate::grant`]).
+    pub async fn call_native(
+        &self,
+        name: &str,
+        input: &Value,
+        ctx: &ForgeContext,
+    ) -> Option<Result<Value, String>> {
+        if let Err(refused) = self.check_native_call(name, ctx) {
+            return Some(Err(refused.to_string()));
+        }
         let tool = self.native(name)?;
         let timeout = self.runtime().limits().timeout;
         let call = tool.invoke_value(input.clone(), timeout);
@@ -297,7 +308,11 @@ impl Forge {
         name: &str,
         input: &Value,
         relay: Option<Relay>,
+        ctx: &ForgeContext,
     ) -> Option<Result<CallOutput, String>> {
+        if let Err(refused) = self.check_native_call(name, ctx) {
+            return Some(Err(refused.to_string()));
+        }
         let tool = self.native(name)?;
         let timeout = self.runtime().limits().timeout;
         let call = tool.invoke_output(input.clone(), timeout, relay);
@@ -306,6 +321,17 @@ impl Forge {
             self.observed_native(name, call, |r| r.is_err() || failed(r))
                 .await,
         )
+    }
+
+    /// Whether `ctx` (within the grant of the call it is made in, if any)
+    /// may call the host-native tool `name` by name.
+    pub fn check_native_call(&self, name: &str, ctx: &ForgeContext) -> Result<(), GrantError> {
+        let grant = super::grant::effective(ctx.grant());
+        if !grant.is_narrowed() {
+            return Ok(());
+        }
+        let tool = self.native(name);
+        super::grant::check_native(&grant, name, tool.as_deref())
     }
 
     /// The host-native tool `name`, a hub tool that appeared since the

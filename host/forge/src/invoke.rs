@@ -5,6 +5,14 @@
 //! output against its `outputSchema`, and counts the call in the tool's
 //! stats. Agent- and shared-tier names are resolved through the name cache
 //! (`names`) while a registry watch keeps it current.
+//!
+//! The caller's grant ([`crate::grant`]) is applied here, on the path every
+//! call takes: a tool in a tier the grant does not allow is not found; a
+//! tool that reaches (through its pinned callees and steps, at any depth)
+//! a hub tool the grant does not allow is refused before it runs; and the
+//! call runs with the grant in scope, so that every nested call (compose
+//! steps linked in [`Forge::link_steps`], code-mode calls) is checked
+//! against it again when it is made.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,6 +31,7 @@ use super::observe::{
 use super::outcome::Invocation;
 use super::schema::ToolSchemas;
 use super::session::CachedTier;
+use super::grant::{self, CallerGrant, check_native};
 use super::{Forge, ForgeContext, lock};
 use temper_compose::run::{ComposeTool, LinkedStep, StepCall, StepFuture, StepOutput};
 use temper_runtime::artifact::{self, ArtifactManifest, Mode};
@@ -80,6 +89,9 @@ struct ArtifactStep {
 impl StepCall for ArtifactStep {
     fn call(&self, input: String) -> StepFuture<'_> {
         Box::pin(async move {
+            // A pinned step runs if its caller may run; only with a
+            // caller's grant in scope, for its own callees (fail closed).
+            grant::nested(&self.manifest.name).map_err(|e| e.to_string())?;
             let input: Value = serde_json::from_str(&input)
                 .map_err(|e| format!("{}: input is not JSON: {e}", self.manifest.name))?;
             let span = callee_span("compose_step", &self.manifest.name);
@@ -103,15 +115,25 @@ impl StepCall for ArtifactStep {
     }
 }
 
-/// A compose step that is a host-native tool.
+/// A compose (or bundle) step that is a host-native tool, checked against
+/// the caller's grant when it is called.
 pub(super) struct NativeStep {
     pub(super) tool: Arc<NativeTool>,
     pub(super) timeout: std::time::Duration,
+    /// The grant it is called under; `None`: the grant in scope, and no
+    /// call without one (fail closed).
+    pub(super) grant: Option<CallerGrant>,
 }
 
 impl StepCall for NativeStep {
     fn call(&self, input: String) -> StepFuture<'_> {
         Box::pin(async move {
+            let name = &self.tool.spec.name;
+            let grant = match &self.grant {
+                Some(own) => grant::effective(own),
+                None => grant::nested(name).map_err(|e| e.to_string())?,
+            };
+            check_native(&grant, name, Some(&self.tool)).map_err(|e| e.to_string())?;
             let span = callee_span("compose_step", &self.tool.spec.name);
             let output = self
                 .tool
@@ -133,6 +155,11 @@ impl StepCall for NativeStep {
             .map(|_| self.tool.call_timeout(self.timeout))
     }
 }
+
+/// How many pinned artifacts a call's reach check reads at most (each
+/// distinct artifact once); past it the check stops, and the calls past it
+/// are still checked when they are made.
+const MAX_REACH_CHECKED: usize = 256;
 
 impl Forge {
     /// Calls the tool `name` as `ctx` sees it (session tier first, then the
@@ -188,15 +215,22 @@ impl Forge {
             .enter()
             .await
             .map_err(|b| (None, InvokeError::Busy(b)))?;
+        let grant = grant::effective(ctx.grant());
         let target = self
-            .resolve_for_call(name, ctx)
+            .resolve_granted(name, ctx, &grant)
             .await
             .map_err(|e| (None, e))?;
         let tier = Some(target.tier);
         record_target(target.tier, target.artifact.as_str());
-        let outcome = self
-            .call_artifact(&target.artifact, &target.manifest, input, 0)
-            .await;
+        // Refused before it runs: nothing it would call first is called.
+        self.check_reach(&target.manifest, &grant)
+            .await
+            .map_err(|e| (tier, e))?;
+        let outcome = grant::scoped(
+            grant,
+            self.call_artifact(&target.artifact, &target.manifest, input, 0),
+        )
+        .await;
         let (ok, latency_us) = match &outcome {
             Ok((_, _, latency_us)) => (true, *latency_us),
             Err(_) => (false, 0),
@@ -347,6 +381,11 @@ impl Forge {
                 "compose tools nest more than {MAX_COMPOSE_DEPTH} levels deep"
             )));
         }
+        // Every step is checked against the caller's grant before any runs.
+        let grant = grant::nested(&m.name).map_err(|refusal| InvokeError::Grant {
+            tool: m.name.clone(),
+            refusal,
+        })?;
         let mut linked = Vec::with_capacity(m.steps.len());
         for step in &m.steps {
             let call: Arc<dyn StepCall> = match &step.blake3 {
@@ -362,10 +401,14 @@ impl Forge {
                     })
                 }
                 None => {
-                    let native = lock(&self.inner.natives)
-                        .get(&step.tool)
-                        .cloned()
-                        .ok_or_else(|| {
+                    let native = lock(&self.inner.natives).get(&step.tool).cloned();
+                    check_native(&grant, &step.tool, native.as_deref()).map_err(|refusal| {
+                        InvokeError::Grant {
+                            tool: m.name.clone(),
+                            refusal,
+                        }
+                    })?;
+                    let native = native.ok_or_else(|| {
                             load_err(format!(
                                 "step {:?}: host-native tool {:?} is not registered on this host",
                                 step.name, step.tool
@@ -374,6 +417,7 @@ impl Forge {
                     Arc::new(NativeStep {
                         tool: native,
                         timeout: self.inner.runtime.limits().timeout,
+                        grant: None,
                     })
                 }
             };
@@ -440,6 +484,99 @@ impl Forge {
             }
             other => other,
         }
+    }
+
+    /// `name` as `ctx` sees it for a call under `grant`
+    /// ([`Forge::resolve_for_call`]): a tool in a tier the grant does not
+    /// allow is not found, as a tool that does not exist.
+    pub(super) async fn resolve_granted(
+        &self,
+        name: &str,
+        ctx: &ForgeContext,
+        grant: &CallerGrant,
+    ) -> Result<Arc<Target>, InvokeError> {
+        let target = self.resolve_for_call(name, ctx).await?;
+        if grant.allows_tier(target.tier) {
+            Ok(target)
+        } else {
+            Err(InvokeError::NotFound {
+                name: name.to_string(),
+                agent: ctx.agent_id.clone(),
+                session: ctx.session_id.clone(),
+            })
+        }
+    }
+
+    /// Refuses a call of the tool of manifest `m` under a narrowed `grant`
+    /// before it runs when its pins reach, at any depth, a host-native tool
+    /// the grant does not allow (its compose steps and code-mode calls, and
+    /// theirs, each pinned artifact read once from the manifest cache). The
+    /// same check is made again at each call ([`Forge::link_steps`], the
+    /// code-mode caller): this one only spares what would run before it.
+    pub(super) async fn check_reach(
+        &self,
+        m: &ArtifactManifest,
+        grant: &CallerGrant,
+    ) -> Result<(), InvokeError> {
+        if !grant.is_narrowed() {
+            return Ok(());
+        }
+        let refuse = |refusal| InvokeError::Grant {
+            tool: m.name.clone(),
+            refusal,
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut pending = self
+            .reach_step(m, grant, &mut seen)
+            .await
+            .map_err(refuse)?;
+        while let Some(callee) = pending.pop() {
+            let more = self
+                .reach_step(&callee, grant, &mut seen)
+                .await
+                .map_err(refuse)?;
+            pending.extend(more);
+        }
+        Ok(())
+    }
+
+    /// One step of [`Forge::check_reach`]: `m`'s host-native callees
+    /// checked against `grant`, and the manifests of its pinned artifacts
+    /// not `seen` yet (at most [`MAX_REACH_CHECKED`] in all).
+    async fn reach_step(
+        &self,
+        m: &ArtifactManifest,
+        grant: &CallerGrant,
+        seen: &mut std::collections::HashSet<ArtifactId>,
+    ) -> Result<Vec<Arc<ArtifactManifest>>, grant::GrantError> {
+        let pins = m
+            .steps
+            .iter()
+            .map(|s| (&s.tool, &s.blake3))
+            .chain(m.calls.iter().map(|c| (&c.tool, &c.blake3)));
+        let mut next = Vec::new();
+        for (tool, pin) in pins {
+            match pin {
+                None => {
+                    let native = lock(&self.inner.natives).get(tool).cloned();
+                    check_native(grant, tool, native.as_deref())?;
+                }
+                Some(hex) => {
+                    // A malformed pin, or an unreadable manifest: the call
+                    // fails naming it when it is made.
+                    let Ok(id) = ArtifactId::from_hex(hex) else {
+                        continue;
+                    };
+                    if seen.len() < MAX_REACH_CHECKED
+                        && seen.insert(id.clone())
+                        && let Ok(callee) = self.step_manifest(&id, tool).await
+                    {
+                        next.push(callee);
+                    }
+                }
+            }
+        }
+        Ok(next)
     }
 
     /// `name` in `ctx`'s agent or shared tier: from the name cache while

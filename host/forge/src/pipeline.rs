@@ -284,7 +284,10 @@ impl Forge {
         // runs within the forge deadline.
         progress(Stage::Test);
         let done = AtomicUsize::new(0);
-        let tested = tokio::time::timeout_at(deadline.into(), async {
+        // The tests run under the forging caller's grant: what the tool
+        // calls, at any depth, is checked as in a call of it.
+        let grant = super::grant::effective(ctx.grant());
+        let tested = tokio::time::timeout_at(deadline.into(), super::grant::scoped(grant, async {
             let results = self.test_run(&a, &done).await;
             let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
             if let Some(first) = failed.first() {
@@ -301,7 +304,7 @@ impl Forge {
             }
             let repeat = self.test_run(&a, &done).await;
             Ok((results, repeat))
-        })
+        }))
         .await;
         let (results, repeat) = tested.map_err(|_elapsed| ForgeError::Deadline {
             limit_ms: inner.config.forge_deadline_ms,
@@ -510,7 +513,9 @@ impl Forge {
 
 /// The registry as VALIDATE sees it for one caller: the session tier in
 /// memory, the agent and shared tiers in the registry, the host's native
-/// tools. Reads only.
+/// tools, each as the caller's grant lets it see them (a step or a
+/// `tool:NAME` grant outside it is refused as an unknown tool). Reads
+/// only.
 struct ForgeView<'a> {
     forge: &'a Forge,
     ctx: &'a ForgeContext,
@@ -524,6 +529,9 @@ impl RegistryView for ForgeView<'_> {
     fn tool(&self, name: &str) -> Result<Option<ViewedTool>, StoreError> {
         use super::error::InvokeError;
         match self.forge.resolve(name, self.ctx) {
+            // A tier the caller's grant does not allow holds nothing it
+            // may pin (as a tool that does not exist).
+            Ok(target) if !self.ctx.grant().allows_tier(target.tier) => Ok(None),
             Ok(target) => Ok(Some(ViewedTool {
                 artifact: target.artifact,
                 manifest: Arc::unwrap_or_clone(target.manifest),
@@ -538,9 +546,10 @@ impl RegistryView for ForgeView<'_> {
     }
 
     fn native_output_schema(&self, name: &str) -> Option<Value> {
-        lock(&self.forge.inner.natives)
-            .get(name)
-            .map(|n| n.spec.output_schema.clone())
+        let native = lock(&self.forge.inner.natives).get(name).cloned()?;
+        // A hub tool the caller's grant does not allow is none it may pin.
+        super::grant::check_native(self.ctx.grant(), name, Some(&native)).ok()?;
+        Some(native.spec.output_schema.clone())
     }
 
     fn occupancy(&self, name: &str) -> Result<validate::Occupancy, StoreError> {

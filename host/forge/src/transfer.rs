@@ -109,7 +109,7 @@ impl Forge {
         let session = self.session_tier(ctx).map_err(ValidateError::from)?;
         self.check_occupancy(&session, &manifest.name, ctx, tier)?;
         let base = if manifest.mode == Mode::Bundle {
-            self.bundle_tool(bytes.clone()).await?
+            self.bundle_tool(bytes.clone(), None).await?
         } else {
             self.inner
                 .runtime
@@ -349,9 +349,13 @@ impl Forge {
     /// registry: its host-native imports linked to this host's native tools
     /// (each missing one is an error naming it), granted its manifest's
     /// capabilities ∩ this host's policy.
-    pub async fn load_bundle(&self, bytes: Vec<u8>) -> Result<Tool, ImportError> {
+    ///
+    /// Its host-native steps are called under `ctx`'s grant (within the
+    /// grant of the call it runs in, if any): a hub tool outside it is
+    /// refused ([`crate::grant`]).
+    pub async fn load_bundle(&self, bytes: Vec<u8>, ctx: &ForgeContext) -> Result<Tool, ImportError> {
         let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;
-        let base = self.bundle_tool(bytes).await?;
+        let base = self.bundle_tool(bytes, Some(ctx.grant().clone())).await?;
         self.inner
             .runtime
             .grant(&base, &manifest.capabilities)
@@ -360,8 +364,13 @@ impl Forge {
 
     /// A bundle's component with its native imports linked (no grants):
     /// every import outside the `tool` world must be a host-native tool of
-    /// this host, by its import name.
-    pub(super) async fn bundle_tool(&self, bytes: Vec<u8>) -> Result<Tool, ImportError> {
+    /// this host, by its import name. They are called under `grant`
+    /// (`None`: the grant of the call in scope, none refused).
+    pub(super) async fn bundle_tool(
+        &self,
+        bytes: Vec<u8>,
+        grant: Option<crate::grant::CallerGrant>,
+    ) -> Result<Tool, ImportError> {
         let imports = temper_compose::adapter::component_imports(&bytes)
             .map_err(|e| ImportError::Load(temper_runtime::error::LoadError::Invalid(e)))?;
         let timeout = self.inner.runtime.limits().timeout;
@@ -389,6 +398,7 @@ impl Forge {
                 Arc::new(NativeStep {
                     tool: native,
                     timeout,
+                    grant: grant.clone(),
                 }),
             ));
         }

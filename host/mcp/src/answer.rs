@@ -225,10 +225,12 @@ impl Handler {
         // log message) or refused saying why (an upstream's request).
         progress.report(0, 1, format!("calling {name}"));
         let (relay, notes) = Relay::new(progress.token.is_some());
-        let forge = self.forge.clone();
+        let (forge, ctx) = (self.forge.clone(), self.ctx.clone());
         let (tool, input) = (name.to_string(), arguments.clone());
         let call = Call::Here(Box::pin(async move {
-            forge.call_native_output(&tool, &input, Some(relay)).await
+            forge
+                .call_native_output(&tool, &input, Some(relay), &ctx)
+                .await
         }));
         self.hub_drive(name, call, notes, progress, answers, modern)
             .await

@@ -93,11 +93,10 @@ pub trait Notifier: Send + Sync {
 /// (stdio) or session (HTTP) shares.
 pub struct Handler {
     forge: Forge,
+    /// The caller's context, with its grant (its tiers and its narrowing of
+    /// the hub tools): the forge checks it on every call, at any depth.
     ctx: ForgeContext,
-    access: Access,
     watch: RegistryWatch,
-    /// The caller's narrowing of the hub tools (a token's `tools`).
-    hub_allow: Option<temper_policy::ToolAllow>,
     /// Whether `ctx` is a modern session ([`crate::protocol::modern_context`]):
     /// then `forge_tool`'s result names it in `_meta`.
     modern_session: bool,
@@ -108,16 +107,15 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// A handler acting as `ctx` with `access`; the registry changes it
-    /// makes are read back through `watch` (the transport's, shared by its
-    /// sessions).
+    /// A handler acting as `ctx` with `access` (its grant's tiers narrowed
+    /// to those); the registry changes it makes are read back through
+    /// `watch` (the transport's, shared by its sessions).
     pub fn new(forge: Forge, ctx: ForgeContext, access: Access, watch: RegistryWatch) -> Self {
+        let grant = ctx.grant().clone().with_tiers(access);
         Self {
             forge,
-            ctx,
-            access,
+            ctx: ctx.with_grant(grant),
             watch,
-            hub_allow: None,
             modern_session: false,
             resources_allow: None,
             prompts_allow: None,
@@ -146,31 +144,31 @@ impl Handler {
         self
     }
 
-    /// Narrows the hub tools this caller may see and call to those `tools`
-    /// allows (on top of the host policy's `[tools] allow`); `None` leaves
-    /// the policy's.
-    pub fn with_tools(mut self, tools: Option<temper_policy::ToolAllow>) -> Self {
-        self.hub_allow = tools;
+    /// Narrows the hub tools this caller may see and call, directly or
+    /// through any tool at any depth, to those `tools` allows (on top of
+    /// the host policy's `[tools] allow`): part of the caller's grant;
+    /// `None` leaves it.
+    pub fn with_tools(mut self, tools: Option<temper_forge::HubNarrowing>) -> Self {
+        let grant = self.ctx.grant().clone().narrowed(tools);
+        self.ctx = self.ctx.with_grant(grant);
         self
     }
 
     /// Whether `name` is a hub tool this caller may not use (invisible).
     fn hub_hidden(&self, name: &str) -> bool {
-        self.hub_allow.as_ref().is_some_and(|a| !a.allows(name)) && self.forge.is_hub_tool(name)
+        !self.ctx.grant().allows_hub(name) && self.forge.is_hub_tool(name)
     }
 
     /// The hub tools this caller may see and call.
     fn hub_visible(&self) -> Vec<temper_forge::NativeToolSpec> {
         let mut tools = self.forge.hub_tools();
-        if let Some(allow) = &self.hub_allow {
-            tools.retain(|t| allow.allows(&t.name));
-        }
+        tools.retain(|t| self.ctx.grant().allows_hub(&t.name));
         tools
     }
 
     /// The tiers this caller may use.
     pub fn access(&self) -> Access {
-        self.access
+        self.ctx.grant().tiers()
     }
 
     /// The context requests act in.
@@ -253,7 +251,7 @@ impl Handler {
             .visible_tools_async(&self.ctx)
             .await
             .map_err(|e| RpcError::internal(format!("cannot list the tools: {e}")))?;
-        tools.retain(|t| self.access.allows(t.tier));
+        tools.retain(|t| self.access().allows(t.tier));
         Ok(tools)
     }
 
@@ -270,10 +268,10 @@ impl Handler {
             .copied()
             .collect();
         let mut list = Vec::new();
-        if self.access.session {
+        if self.access().session {
             list.push(tools::forge_tool_definition(&allowed));
         }
-        if self.access.session && self.access.agent {
+        if self.access().session && self.access().agent {
             list.push(tools::promote_tool_definition());
         }
         list.push(tools::stats_tool_definition());
@@ -325,8 +323,8 @@ impl Handler {
         };
         let progress = Progress::of(params, notes);
         match name {
-            FORGE_TOOL if self.access.session => self.forge_tool(&arguments, &progress).await,
-            PROMOTE_TOOL if self.access.session && self.access.agent => {
+            FORGE_TOOL if self.access().session => self.forge_tool(&arguments, &progress).await,
+            PROMOTE_TOOL if self.access().session && self.access().agent => {
                 Ok(self.promote_tool(&arguments, notes).await)
             }
             STATS_TOOL if arguments.get("name").and_then(Value::as_str) == Some(RUN_CODE) => {
@@ -348,12 +346,8 @@ impl Handler {
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("(unnamed)");
-        if let Some(refused) = self.compose_outside_access(request).await? {
-            return Ok(refused);
-        }
-        if let Some(refused) = self.grants_outside_access(request).await? {
-            return Ok(refused);
-        }
+        // A step or a `tool:NAME` grant outside the caller's grant is
+        // refused by the forge's VALIDATE, as an unknown tool.
         // One step per stage (validate, build, test, judge, register), then done.
         let report_stage = |stage: Stage| {
             let step = match stage {
@@ -399,45 +393,6 @@ impl Handler {
         Ok(tools::tool_result(&value, !result.success))
     }
 
-    /// A compose request whose steps name a tool in a tier this caller may
-    /// not use is refused here, as a forge refused at the validate stage
-    /// (the engine resolves steps by agent and session only, so without
-    /// this a caller limited to some tiers could reach the others through
-    /// a pipeline).
-    async fn compose_outside_access(&self, request: &Value) -> Result<Option<Value>, RpcError> {
-        if (self.access == Access::ALL && self.hub_allow.is_none())
-            || request
-                .pointer("/implementation/mode")
-                .and_then(Value::as_str)
-                != Some("compose")
-        {
-            return Ok(None);
-        }
-        let visible = self.visible().await?;
-        let native = self.forge.native_tools();
-        let steps = request
-            .pointer("/implementation/steps")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        for step in steps {
-            let Some(tool) = step.get("tool").and_then(Value::as_str) else {
-                continue; // the engine's validation names this
-            };
-            let reachable = visible.iter().any(|t| t.name == tool)
-                || (native.iter().any(|n| n.name == tool) && !self.hub_hidden(tool));
-            if !reachable {
-                let error = format!(
-                    "validate: compose step tool {tool:?}: {}",
-                    self.not_callable(tool)
-                );
-                let result = json!({ "success": false, "errors": [error], "stage": "validate" });
-                return Ok(Some(tools::tool_result(&result, true)));
-            }
-        }
-        Ok(None)
-    }
-
     async fn promote_tool(&self, arguments: &Value, notes: &dyn Notifier) -> Value {
         let Some(name) = arguments.get("name").and_then(Value::as_str) else {
             return tools::tool_error("promote", "promote_tool: arguments.name must be a string");
@@ -462,7 +417,7 @@ impl Handler {
                 });
                 notes.registry_note(
                     &changes,
-                    crate::watch::reach(&changes, &self.ctx.agent_id, self.access),
+                    crate::watch::reach(&changes, &self.ctx.agent_id, self.access()),
                     jsonrpc::notification(LIST_CHANGED, json!({})),
                 );
                 match serde_json::to_value(&info) {
@@ -498,15 +453,6 @@ impl Handler {
         }
     }
 
-    /// The answer for a compose step this caller cannot call, worded as
-    /// the engine's validation words it.
-    fn not_callable(&self, tool: &str) -> String {
-        format!(
-            "tool {tool:?} is not callable by agent {:?} in session {:?} (not in its session, its agent tier, the shared tier, nor a host-native tool)",
-            self.ctx.agent_id, self.ctx.session_id
-        )
-    }
-
     /// Calls a hub tool (Temper as a gateway): the upstream's result passed
     /// on, a built-in's output as a tool result (`answer.rs`).
     async fn call_hub(&self, name: &str, arguments: &Value, progress: &Progress<'_>) -> Value {
@@ -536,7 +482,7 @@ impl Handler {
             .forged_tier(name, &self.ctx)
             .await
             .map_err(|e| RpcError::internal(format!("cannot resolve {name:?}: {e}")))?;
-        Ok(shadow.is_none_or(|tier| !self.access.allows(tier)))
+        Ok(shadow.is_none_or(|tier| !self.access().allows(tier)))
     }
 
     async fn invoke(
@@ -554,7 +500,7 @@ impl Handler {
         if self.goes_to_hub(name).await? {
             return Ok(self.call_hub(name, arguments, progress).await);
         }
-        let needs_visible = self.access != Access::ALL || self.hub_allow.is_some();
+        let needs_visible = !self.ctx.grant().is_unrestricted();
         let visible = if needs_visible || self.forge.is_hub_tool(name) {
             Some(self.visible().await?)
         } else {
@@ -573,27 +519,8 @@ impl Handler {
                 return Err(RpcError::invalid_params(self.not_found(name)));
             }
         }
-        // A compose tool whose steps reach a hub tool this caller may not
-        // use is refused like the hub tool itself.
-        if let Some(tool) = forged
-            && let Some(step) = tool
-                .steps
-                .iter()
-                .find(|s| s.blake3.is_none() && self.hub_hidden(&s.tool))
-        {
-            return Ok(tools::tool_error(
-                "invoke",
-                &format!(
-                    "{name}: step {:?}: {}",
-                    step.name,
-                    self.not_callable(&step.tool)
-                ),
-            ));
-        }
-        // So is a code tool calling one (run_code.rs).
-        if let Some(refused) = forged.and_then(|t| self.calls_outside_access(t)) {
-            return Ok(refused);
-        }
+        // What the tool reaches, at any depth, is checked by the forge
+        // against the caller's grant (in the context).
         // The messages are made only for a client that asked for progress.
         let progressed = progress.token.is_some();
         if progressed {

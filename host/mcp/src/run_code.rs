@@ -398,63 +398,6 @@ impl Handler {
         ))
     }
 
-    /// A sandbox request granting `tool:NAME` for a tool this caller cannot
-    /// call from code (a tier its access does not allow, a hub tool its
-    /// token does not) is refused here, as a forge refused at the validate
-    /// stage, like a compose step (the engine resolves grants by agent and
-    /// session only).
-    pub(super) async fn grants_outside_access(
-        &self,
-        request: &Value,
-    ) -> Result<Option<Value>, RpcError> {
-        let grants: Vec<&str> = request
-            .pointer("/implementation/allowlist")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .filter_map(|e| e.strip_prefix("tool:"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if grants.is_empty() {
-            return Ok(None);
-        }
-        let callable = self.code_tools().await?;
-        for tool in grants {
-            if !tool.is_empty()
-                && !callable.iter().any(|t| t.name == tool)
-                && !NEVER_CALLABLE.contains(&tool)
-            {
-                let error = format!(
-                    "validate: allowlist: tool:{tool}: {}",
-                    self.not_callable(tool)
-                );
-                let result = json!({ "success": false, "errors": [error], "stage": "validate" });
-                return Ok(Some(tools::tool_result(&result, true)));
-            }
-        }
-        Ok(None)
-    }
-
-    /// A code tool that calls a hub tool this caller's token hides is
-    /// refused like the hub tool itself.
-    pub(super) fn calls_outside_access(&self, tool: &temper_forge::ToolInfo) -> Option<Value> {
-        let call = tool
-            .calls
-            .iter()
-            .find(|c| c.blake3.is_none() && self.hub_hidden(&c.tool))?;
-        Some(tools::tool_error(
-            "invoke",
-            &format!(
-                "{}: calls {:?}: {}",
-                tool.name,
-                call.tool,
-                self.not_callable(&call.tool)
-            ),
-        ))
-    }
-
     /// `tool_stats {name: "run_code"}`: the forge's count of runs.
     pub(super) fn run_code_stats(&self) -> Value {
         match serde_json::to_value(self.forge.run_code_stats()) {

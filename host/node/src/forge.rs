@@ -47,6 +47,11 @@ pub struct OpenOptions {
     pub memory_mb: Option<u32>,
     /// The compiled-component cache directory (default: the platform's).
     pub cache_dir: Option<String>,
+    /// Names or globs of the hub tools this forge's calls may reach,
+    /// directly or through any tool at any depth, on top of the policy's
+    /// `[tools] allow` (as a token's `tools` narrows them over HTTP).
+    /// Default: the policy's.
+    pub allow_tools: Option<Vec<String>>,
 }
 
 /// The host policy of `value`: a path to a TOML file, or an object with
@@ -149,6 +154,7 @@ impl Forge {
             session: o.session.unwrap_or_else(|| "default".into()),
             judge: Some(judge),
             forge_config: o.forge_config.map(PathBuf::from),
+            allow_tools: o.allow_tools,
             ..Default::default()
         };
         let mut opened = Opened::open(&options, runtime).map_err(|e| to_napi(e.into()))?;
@@ -236,7 +242,7 @@ impl Forge {
             .into_iter()
             .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
             .collect();
-        list.extend(forge.hub_tools().into_iter().map(|t| {
+        list.extend(self.opened.hub_tools().into_iter().map(|t| {
             json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema,
                    "outputSchema": t.output_schema, "tier": "hub"})
         }));

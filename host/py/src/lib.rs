@@ -120,7 +120,10 @@ forge_methods! {
     {
         /// Opens the store (a directory or a PostgreSQL URL) as `temper` does.
         #[new]
-        #[pyo3(signature = (store, judge=None, agent="default".to_string(), session="default".to_string(), policy=None, tools=None))]
+        /// `allow_tools` narrows the hub tools its calls may reach, at any
+        /// depth (names or globs, on top of the policy).
+        #[pyo3(signature = (store, judge=None, agent="default".to_string(), session="default".to_string(), policy=None, tools=None, allow_tools=None))]
+        #[allow(clippy::too_many_arguments)]
         fn new(
             py: Python<'_>,
             store: String,
@@ -129,6 +132,7 @@ forge_methods! {
             session: String,
             policy: Option<PathBuf>,
             tools: Option<PathBuf>,
+            allow_tools: Option<Vec<String>>,
         ) -> PyResult<Self> {
             let opened = block_open(py, move || async move {
                 let judge = JudgeChoice::from_name(judge.as_deref())?;
@@ -143,6 +147,7 @@ forge_methods! {
                     agent,
                     session,
                     judge: Some(judge),
+                    allow_tools,
                     ..Default::default()
                 };
                 let mut opened = Opened::open(&options, runtime)?;
@@ -231,7 +236,6 @@ mod ops {
     pub async fn tools(o: Arc<Opened>) -> Outcome {
         let tools = o.forge.visible_tools_async(&o.ctx).await?;
         let hub: Vec<Value> = o
-            .forge
             .hub_tools()
             .into_iter()
             .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema, "outputSchema": t.output_schema}))

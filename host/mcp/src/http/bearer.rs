@@ -17,6 +17,7 @@ use super::wire::{Body, empty, json_response};
 use super::{ENDPOINT, State};
 use crate::access::Access;
 use crate::auth::{Reason, Refusal, metadata};
+use temper_forge::{HubNarrowing, NarrowedBy};
 
 impl State {
     /// The principal of a request, or why there is none.
@@ -45,7 +46,9 @@ impl State {
                 access: entry.access,
                 calls_per_minute: entry.calls_per_minute,
                 max_concurrent: entry.max_concurrent.unwrap_or(self.config.max_concurrent),
-                tools: entry.tools,
+                tools: entry
+                    .tools
+                    .map(|allow| HubNarrowing::new(allow, NarrowedBy::Token)),
                 features: (entry.resources, entry.prompts),
             });
         }
@@ -59,7 +62,9 @@ impl State {
                 access: g.access,
                 calls_per_minute: g.calls_per_minute,
                 max_concurrent: g.max_concurrent.unwrap_or(self.config.max_concurrent),
-                tools: g.tools,
+                tools: g
+                    .tools
+                    .map(|allow| HubNarrowing::new(allow, NarrowedBy::Scopes)),
                 features: (None, None),
             }),
             Err(refusal) => {

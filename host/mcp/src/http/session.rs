@@ -36,8 +36,9 @@ pub(super) struct Principal {
     pub(super) access: Access,
     pub(super) calls_per_minute: Option<u32>,
     pub(super) max_concurrent: u32,
-    /// The token's narrowing of the hub tools, if any.
-    pub(super) tools: Option<temper_policy::ToolAllow>,
+    /// The token's narrowing of the hub tools, if any (its `tools`, or
+    /// its JWT scopes'), part of its grant ([`temper_forge::grant`]).
+    pub(super) tools: Option<temper_forge::HubNarrowing>,
     /// The token's narrowing of the hub's resources and prompts, if any.
     pub(super) features: (
         Option<temper_policy::ToolAllow>,

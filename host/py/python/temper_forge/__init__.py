@@ -74,9 +74,16 @@ class _Base:
         session: str = "default",
         policy: str | os.PathLike[str] | None = None,
         tools: str | os.PathLike[str] | None = None,
+        allow_tools: Sequence[str] | None = None,
     ) -> None:
         self._native = _temper.NativeForge(
-            os.fspath(store), judge, agent, session, _path(policy), _path(tools)
+            os.fspath(store),
+            judge,
+            agent,
+            session,
+            _path(policy),
+            _path(tools),
+            None if allow_tools is None else list(allow_tools),
         )
 
     @classmethod
@@ -104,7 +111,11 @@ class Forge(_Base):
     ``judge="rules"`` is the offline rules judge; ``judge=None`` (the
     default) refuses every forge (fail closed). ``policy`` is a host policy
     TOML file (default: deny every capability), ``tools`` a tools file
-    (hub tools). Every method blocks with the GIL released.
+    (hub tools). ``allow_tools`` (names or globs) narrows the hub tools this
+    forge's calls may reach, directly or through any tool at any depth, on
+    top of the policy (as a token's ``tools`` does over HTTP): a hub tool
+    outside it is not found, and a tool that would reach one is refused.
+    Every method blocks with the GIL released.
     """
 
     def forge(self, request: dict[str, Any] | str) -> dict[str, Any]:
@@ -186,10 +197,18 @@ class AsyncForge(_Base):
         session: str = "default",
         policy: str | os.PathLike[str] | None = None,
         tools: str | os.PathLike[str] | None = None,
+        allow_tools: Sequence[str] | None = None,
     ) -> AsyncForge:
         """Opens the forge off the event loop (see the class)."""
         native = await asyncio.to_thread(
-            _temper.NativeForge, os.fspath(store), judge, agent, session, _path(policy), _path(tools)
+            _temper.NativeForge,
+            os.fspath(store),
+            judge,
+            agent,
+            session,
+            _path(policy),
+            _path(tools),
+            None if allow_tools is None else list(allow_tools),
         )
         return cls._wrap(native)  # type: ignore[no-any-return]
 

@@ -16,6 +16,7 @@ class NativeForge:
         session: str = ...,
         policy: str | None = None,
         tools: str | None = None,
+        allow_tools: list[str] | None = None,
     ) -> NativeForge: ...
     @property
     def agent(self) -> str: ...
