@@ -125,7 +125,8 @@ impl Setup {
 
     /// The markers of the `admin` calls the upstream received.
     fn admin_markers(&self) -> Vec<String> {
-        let text = std::fs::read_to_string(self.dir.path().join("upstream.log")).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.dir.path().join("upstream.log")).unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .filter(|v| v["tool"] == "admin")
@@ -137,7 +138,9 @@ impl Setup {
     /// process, as a person would).
     fn approve(&self, name: &str) {
         let out = Command::new(env!("CARGO_BIN_EXE_temper"))
-            .args(["approve", name, "--by", "reviewer", "--agent", "alice", "--store"])
+            .args([
+                "approve", name, "--by", "reviewer", "--agent", "alice", "--store",
+            ])
             .arg(self.store.path())
             .output()
             .unwrap();
@@ -233,7 +236,11 @@ async fn bypasses_refused(caller: &mut Http, tag: &str, by: &str) {
     let a = caller
         .call("forge_tool", compose_tool("my_admin", "nice.admin"))
         .await;
-    assert_eq!(a.result()["structuredContent"]["stage"], "validate", "{a:?}");
+    assert_eq!(
+        a.result()["structuredContent"]["stage"],
+        "validate",
+        "{a:?}"
+    );
     // The allowed hub tool still works through a tool.
     let a = caller
         .call(

@@ -225,7 +225,8 @@ impl Forge {
             }
             Pin::Native => {
                 let native = lock(&self.inner.natives).get(name).cloned();
-                check_native(&grant, name, native.as_deref()).map_err(|e| failure(e.to_string()))?;
+                check_native(&grant, name, native.as_deref())
+                    .map_err(|e| failure(e.to_string()))?;
                 let Some(native) = native else {
                     return Err(failure(format!(
                         "host-native tool {name:?} is not registered on this host"

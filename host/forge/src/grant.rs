@@ -247,7 +247,10 @@ impl CallerGrant {
 
     /// The first narrowing that does not allow the hub tool name `name`.
     pub fn hub_refusal(&self, name: &str) -> Option<NarrowedBy> {
-        self.hub.iter().find(|n| !n.allow.allows(name)).map(|n| n.by)
+        self.hub
+            .iter()
+            .find(|n| !n.allow.allows(name))
+            .map(|n| n.by)
     }
 }
 

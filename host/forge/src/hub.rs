@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use temper_hub::{CallOutput, Hub, HubError, Relay};
 
+use super::grant::GrantError;
 use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec, OutputFn, OutputFuture};
 use super::schema::ToolSchemas;
 use super::validate::RESERVED_NAMES;
-use super::grant::GrantError;
 use super::{Forge, ForgeContext, lock};
 use temper_store::{StoreError, Tier};
 

@@ -23,6 +23,7 @@ use temper_compose::ComposeRuntime;
 use serde_json::{Value, json};
 
 use super::error::InvokeError;
+use super::grant::{self, CallerGrant, check_native};
 use super::manifest::ToolManifest;
 use super::native::NativeTool;
 use super::observe::{
@@ -31,7 +32,6 @@ use super::observe::{
 use super::outcome::Invocation;
 use super::schema::ToolSchemas;
 use super::session::CachedTier;
-use super::grant::{self, CallerGrant, check_native};
 use super::{Forge, ForgeContext, lock};
 use temper_compose::run::{ComposeTool, LinkedStep, StepCall, StepFuture, StepOutput};
 use temper_runtime::artifact::{self, ArtifactManifest, Mode};
@@ -409,11 +409,11 @@ impl Forge {
                         }
                     })?;
                     let native = native.ok_or_else(|| {
-                            load_err(format!(
-                                "step {:?}: host-native tool {:?} is not registered on this host",
-                                step.name, step.tool
-                            ))
-                        })?;
+                        load_err(format!(
+                            "step {:?}: host-native tool {:?} is not registered on this host",
+                            step.name, step.tool
+                        ))
+                    })?;
                     Arc::new(NativeStep {
                         tool: native,
                         timeout: self.inner.runtime.limits().timeout,
@@ -526,10 +526,7 @@ impl Forge {
             refusal,
         };
         let mut seen = std::collections::HashSet::new();
-        let mut pending = self
-            .reach_step(m, grant, &mut seen)
-            .await
-            .map_err(refuse)?;
+        let mut pending = self.reach_step(m, grant, &mut seen).await.map_err(refuse)?;
         while let Some(callee) = pending.pop() {
             let more = self
                 .reach_step(&callee, grant, &mut seen)

@@ -287,24 +287,27 @@ impl Forge {
         // The tests run under the forging caller's grant: what the tool
         // calls, at any depth, is checked as in a call of it.
         let grant = super::grant::effective(ctx.grant());
-        let tested = tokio::time::timeout_at(deadline.into(), super::grant::scoped(grant, async {
-            let results = self.test_run(&a, &done).await;
-            let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
-            if let Some(first) = failed.first() {
-                return Err(ForgeError::Test {
-                    failed: failed.len(),
-                    total: results.len(),
-                    first: format!(
-                        "case #{}: {}",
-                        first.index,
-                        first.failure.as_deref().unwrap_or("failed")
-                    ),
-                    results: results.clone(),
-                });
-            }
-            let repeat = self.test_run(&a, &done).await;
-            Ok((results, repeat))
-        }))
+        let tested = tokio::time::timeout_at(
+            deadline.into(),
+            super::grant::scoped(grant, async {
+                let results = self.test_run(&a, &done).await;
+                let failed: Vec<&CaseResult> = results.iter().filter(|r| !r.passed).collect();
+                if let Some(first) = failed.first() {
+                    return Err(ForgeError::Test {
+                        failed: failed.len(),
+                        total: results.len(),
+                        first: format!(
+                            "case #{}: {}",
+                            first.index,
+                            first.failure.as_deref().unwrap_or("failed")
+                        ),
+                        results: results.clone(),
+                    });
+                }
+                let repeat = self.test_run(&a, &done).await;
+                Ok((results, repeat))
+            }),
+        )
         .await;
         let (results, repeat) = tested.map_err(|_elapsed| ForgeError::Deadline {
             limit_ms: inner.config.forge_deadline_ms,

@@ -353,7 +353,11 @@ impl Forge {
     /// Its host-native steps are called under `ctx`'s grant (within the
     /// grant of the call it runs in, if any): a hub tool outside it is
     /// refused ([`crate::grant`]).
-    pub async fn load_bundle(&self, bytes: Vec<u8>, ctx: &ForgeContext) -> Result<Tool, ImportError> {
+    pub async fn load_bundle(
+        &self,
+        bytes: Vec<u8>,
+        ctx: &ForgeContext,
+    ) -> Result<Tool, ImportError> {
         let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;
         let base = self.bundle_tool(bytes, Some(ctx.grant().clone())).await?;
         self.inner
