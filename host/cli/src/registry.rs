@@ -377,6 +377,24 @@ pub async fn promote(
     Ok(())
 }
 
+/// `temper delete NAME`: removes a session tool (the session of
+/// `--session`).
+pub fn delete(name: &str, registry: &Registry, common: &Common) -> Result<(), String> {
+    let opened = open(registry, common, None)?;
+    let outcome = opened.forge.delete_session_tool(name, &opened.ctx);
+    save(&opened)?;
+    let t = outcome.map_err(|e| e.to_string())?;
+    if common.json {
+        println!("{}", json!({"ok": true, "deleted": t}));
+    } else {
+        println!(
+            "deleted {} from session {:?}",
+            t.name, opened.ctx.session_id
+        );
+    }
+    Ok(())
+}
+
 /// `temper approve NAME --by PERSON`.
 pub fn approve(
     name: &str,

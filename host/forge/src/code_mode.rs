@@ -203,10 +203,12 @@ impl Forge {
                 let manifest = self.step_manifest(id, name).await.map_err(invoke_failure)?;
                 let input: Value = serde_json::from_str(&request.input)
                     .map_err(|e| failure(format!("{name}: input is not JSON: {e}")))?;
-                let (output, logs, _) = self
+                let started = Instant::now();
+                let called = self
                     .call_artifact(id, &manifest, &input, request.depth)
-                    .await
-                    .map_err(invoke_failure)?;
+                    .await;
+                self.count_nested(name, id, called.is_ok(), started.elapsed());
+                let (output, logs, _) = called.map_err(invoke_failure)?;
                 Ok(ToolCallOutput {
                     output: output.to_string(),
                     logs,
@@ -357,7 +359,7 @@ impl Forge {
             forge: Arc::downgrade(&self.inner),
             pins,
         }));
-        let outcome = runtime.call(&tool, "{}").await;
+        let outcome = super::nested::with_caller(ctx, runtime.call(&tool, "{}")).await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.count_run_code(outcome.is_ok(), started.elapsed());
         let out = outcome.map_err(RunCodeError::Run)?;

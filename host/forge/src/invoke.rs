@@ -82,12 +82,19 @@ impl StepCall for ArtifactStep {
             let input: Value = serde_json::from_str(&input)
                 .map_err(|e| format!("{}: input is not JSON: {e}", self.manifest.name))?;
             let span = callee_span("compose_step", &self.manifest.name);
-            let (output, logs, _) = self
+            let started = Instant::now();
+            let called = self
                 .forge
                 .call_artifact(&self.id, &self.manifest, &input, self.depth)
                 .instrument(span.clone())
-                .await
-                .map_err(|e| {
+                .await;
+            self.forge.count_nested(
+                &self.manifest.name,
+                &self.id,
+                called.is_ok(),
+                started.elapsed(),
+            );
+            let (output, logs, _) = called.map_err(|e| {
                     record_error(
                         &span,
                         invoke_error_kind(&e).map_or("internal", |k| k.as_str()),
@@ -193,9 +200,14 @@ impl Forge {
             .map_err(|e| (None, e))?;
         let tier = Some(target.tier);
         record_target(target.tier, target.artifact.as_str());
-        let outcome = self
-            .call_artifact(&target.artifact, &target.manifest, input, 0)
-            .await;
+        let call = self.call_artifact(&target.artifact, &target.manifest, input, 0);
+        // A tool that calls others: its nested calls of the caller's
+        // session tools count as their uses (`nested`).
+        let outcome = if target.manifest.mode == Mode::Compose || !target.manifest.calls.is_empty() {
+            super::nested::with_caller(ctx, call).await
+        } else {
+            call.await
+        };
         let (ok, latency_us) = match &outcome {
             Ok((_, _, latency_us)) => (true, *latency_us),
             Err(_) => (false, 0),

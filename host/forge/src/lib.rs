@@ -11,13 +11,18 @@
 //! - `invoke`: calling a registered tool with its grants, limits and schema
 //!   checks (compose steps linked per call);
 //! - `transfer`: import, export and bundles of `.wasm` artifacts;
+//! - [`bounded`]: reading an artifact to import under `maxArtifactBytes`;
 //! - [`agentos`]: import and export of AgentOS tool packages;
 //! - `tiers`: listing, stats, promotion (session → agent → shared) and the
 //!   session tier's lifetime ([`session`]);
+//! - `delete`: removing a tool from the caller's session tier;
+//! - [`builtins`]: the built-in tools' names, reserved for them;
 //! - [`native`]: host-native tools the embedder registers;
 //! - [`hub`]: the tool hub's tools (upstream MCP servers, built-ins) as
 //!   host-native tools, filtered by the host policy's `[tools] allow`;
 //! - `cache`: the bounded caches of loaded tools, schemas and manifests;
+//! - `nested`: counting a session tool's uses through compose steps and
+//!   code mode;
 //! - `names`: the bounded cache of resolved agent- and shared-tier names,
 //!   current within the registry watch's poll interval;
 //! - `listing`: the bounded cache of each agent's persisted tools (a
@@ -42,9 +47,12 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod agentos;
+pub mod bounded;
 pub mod build;
+pub mod builtins;
 mod cache;
 pub mod code_mode;
+mod delete;
 pub mod config;
 pub mod error;
 mod gate;
@@ -54,6 +62,7 @@ pub mod judge;
 mod listing;
 pub mod manifest;
 mod names;
+mod nested;
 pub mod native;
 pub mod observe;
 mod outcome;
@@ -75,7 +84,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use cache::CacheCapacity;
 pub use config::{ForgeConfig, PromotionThreshold};
 pub use error::{
-    ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
+    DeleteError, ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
 };
 pub use invoke::MAX_COMPOSE_DEPTH;
 pub use manifest::{ToolInfo, ToolManifest};
