@@ -339,11 +339,10 @@ impl RegistryBackend for SlowStore {
         session: &str,
         name: &str,
         payload: &serde_json::Value,
-    ) -> Result<
-        Option<(temper::store::SessionToolRecord, temper::store::AuditEntry)>,
-        StoreError,
-    > {
-        self.inner.delete_session_tool(agent, session, name, payload)
+    ) -> Result<Option<(temper::store::SessionToolRecord, temper::store::AuditEntry)>, StoreError>
+    {
+        self.inner
+            .delete_session_tool(agent, session, name, payload)
     }
     fn expired_sessions(
         &self,

@@ -136,7 +136,9 @@ async fn delete_removes_a_session_tool_only_audited_and_refuses_clearly() {
         err.to_string(),
         "delete: session \"s1\" has no tool named \"gamma\"; its tools: alpha, beta"
     );
-    let err = forge.delete_session_tool("alpha", &other_agent).unwrap_err();
+    let err = forge
+        .delete_session_tool("alpha", &other_agent)
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "delete: session \"s1\" has no tool named \"alpha\"; it holds no tools (only session-tier tools can be deleted)"
@@ -328,7 +330,9 @@ fn a_scripted_agent_follows_the_session_cap_refusal_to_a_successful_forge() {
         .expect("the deletion is audited");
     assert_eq!(deletion.agent.as_deref(), Some("scripted"));
     assert_eq!(
-        deletion.payload["session"].as_str().map(|s| format!("{s:?}")),
+        deletion.payload["session"]
+            .as_str()
+            .map(|s| format!("{s:?}")),
         Some(session)
     );
 }
@@ -343,7 +347,13 @@ fn mcp_refuses_builtin_names_and_lists_each_name_once() {
         assert_eq!(text, reserved(name));
     }
     let names = unique_names(&m.tools());
-    for name in ["forge_tool", "delete_tool", "promote_tool", "tool_stats", "run_code"] {
+    for name in [
+        "forge_tool",
+        "delete_tool",
+        "promote_tool",
+        "tool_stats",
+        "run_code",
+    ] {
         assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
     }
     m.close();
@@ -357,8 +367,8 @@ fn an_upstream_tool_with_a_builtin_name_is_skipped_with_the_true_reason() {
     let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/hub/upstream_server.py");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hub/upstream_server.py");
     let tools = write_file(
         dir.path(),
         "tools.toml",
@@ -389,7 +399,10 @@ fn an_upstream_tool_with_a_builtin_name_is_skipped_with_the_true_reason() {
     assert!(names.iter().any(|n| n == "web_search"), "{names:?}");
     for t in &tools {
         let d = t["description"].as_str().unwrap_or("");
-        assert!(!d.contains("UPSTREAM"), "an upstream's built-in listed: {t}");
+        assert!(
+            !d.contains("UPSTREAM"),
+            "an upstream's built-in listed: {t}"
+        );
     }
     // A forged tool may not take a hub tool's name either.
     let text = refusal(&m.call("forge_tool", request("web_search")));
@@ -404,4 +417,41 @@ fn an_upstream_tool_with_a_builtin_name_is_skipped_with_the_true_reason() {
         "{log}"
     );
     assert!(!log.contains("is not ASCII letters"), "{log}");
+}
+
+/// Calls made through a compose step count as the step tool's uses: a
+/// session tool used only inside a pipeline reaches promotion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uses_through_compose_steps_count_for_promotion() {
+    let dir = tempfile::tempdir().unwrap();
+    let (forge, _) = forge_in(dir.path());
+    let ctx = ForgeContext::new("agent-a", "s1");
+    let inner = ForgeRequest::from_json(&request("inner").to_string()).unwrap();
+    forge.forge(&inner, &ctx).await.unwrap();
+    let outer = json!({
+        "name": "outer",
+        "description": "Echoes n through inner.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "implementation": {"mode": "compose", "steps": [
+            {"name": "only", "tool": "inner", "inputMapping": {"n": "$input.n"}}
+        ]},
+        "testCases": [{"input": {"n": 1}, "expectedOutput": {"n": 1}}],
+    });
+    forge
+        .forge(&ForgeRequest::from_json(&outer.to_string()).unwrap(), &ctx)
+        .await
+        .unwrap();
+    for n in 0..4 {
+        let out = forge.invoke("outer", &json!({"n": n}), &ctx).await.unwrap();
+        assert_eq!(out.output["n"], n);
+    }
+    let err = forge.promote("inner", &ctx, None).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "promote: \"inner\" has 4 successful uses; promotion needs at least 5"
+    );
+    forge.invoke("outer", &json!({"n": 9}), &ctx).await.unwrap();
+    let promoted = forge.promote("inner", &ctx, None).await.unwrap();
+    assert_eq!(promoted.tier, Tier::Agent);
 }

@@ -42,7 +42,7 @@ pub struct Registry {
     session: String,
     /// Forge settings as JSON with the seed's `emergentConfig` names
     /// (maxSessionTools, maxAgentTools, promotionThreshold,
-    /// persistSandboxSource).
+    /// persistSandboxSource) and Temper's own (maxArtifactBytes, ...).
     #[arg(long, value_name = "FILE")]
     forge_config: Option<PathBuf>,
     /// Write the call counts of agent- and shared-tier tools to the store

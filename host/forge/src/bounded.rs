@@ -68,6 +68,9 @@ mod tests {
         );
         assert_eq!(read_artifact_file(&path, 2048).unwrap().len(), 2048);
         let missing = read_artifact_file(&dir.path().join("none.wasm"), 10).unwrap_err();
-        assert!(missing.to_string().starts_with("import: cannot read "), "{missing}");
+        assert!(
+            missing.to_string().starts_with("import: cannot read "),
+            "{missing}"
+        );
     }
 }

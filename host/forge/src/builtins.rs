@@ -59,7 +59,10 @@ mod tests {
     #[test]
     fn every_never_callable_name_is_a_builtin() {
         for name in NEVER_CALLABLE {
-            assert!(is_builtin(name), "{name} is never callable but not reserved");
+            assert!(
+                is_builtin(name),
+                "{name} is never callable but not reserved"
+            );
         }
     }
 

@@ -34,13 +34,12 @@ pub const DEFAULT_STATS_FLUSH_MS: u64 = 1000;
 
 /// Default `maxArtifactBytes`: the largest artifact an import (a file, a
 /// Python or Node import, an OCI pull) accepts, 16 MiB. The largest
-/// artifact a forge produces is the shim (about 0.9 MB) with the bytecode
-/// of a source at the 1 MiB limit, the source itself
-/// (`persistSandboxSource`) and the test cases (a forge request is at most
-/// an 8 MiB MCP message): measured at 4.3 MB (see
-/// docs/src/ref-forge-config.md); 16 MiB leaves room above it. A compose
-/// bundle of many component steps can be larger: raise the key to import
-/// one.
+/// artifact a forge produces is the shim (0.87 MB) with the bytecode of a
+/// source at the 1 MiB limit, the source itself (`persistSandboxSource`)
+/// and the test cases, all from one forge request of at most an 8 MiB MCP
+/// message: under 11 MB (docs/src/ref-forge-config.md); 16 MiB leaves
+/// room above it. A compose bundle of many component steps can be larger:
+/// raise the key to import one.
 pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What session → agent promotion requires (besides an approving panel).

@@ -46,12 +46,11 @@ impl Forge {
             |_| TierChange::Removed(name.to_string()),
         )?;
         if let Some((record, _entry)) = deleted {
-            let manifest = serde_json::from_value(record.manifest).map_err(|e| {
-                StoreError::Invalid {
+            let manifest =
+                serde_json::from_value(record.manifest).map_err(|e| StoreError::Invalid {
                     op: "delete_session_tool",
                     detail: format!("the deleted tool's manifest: {e}"),
-                }
-            })?;
+                })?;
             let tool = super::session::SessionTool {
                 artifact: record.artifact,
                 manifest,

@@ -193,13 +193,17 @@ pub struct PromotionHint {
 fn promote_hint(closest: &Option<PromotionHint>) -> String {
     match closest {
         Some(PromotionHint { name, missing: 0 }) => {
-            format!("promote_tool {name:?} (it has the successful calls it needs) to move it to your agent tier")
+            format!(
+                "promote_tool {name:?} (it has the successful calls it needs) to move it to your agent tier"
+            )
         }
         Some(PromotionHint { name, missing }) => format!(
             "promote_tool {name:?} once it has {missing} more successful {} to move it to your agent tier",
             if *missing == 1 { "call" } else { "calls" }
         ),
-        None => "promote_tool a tool with enough successful calls to move it to your agent tier".into(),
+        None => {
+            "promote_tool a tool with enough successful calls to move it to your agent tier".into()
+        }
     }
 }
 

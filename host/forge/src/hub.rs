@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use temper_hub::{CallOutput, Hub, HubError, Relay};
 
+use super::builtins::is_builtin;
 use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec, OutputFn, OutputFuture};
 use super::schema::ToolSchemas;
-use super::builtins::is_builtin;
 use super::{Forge, ForgeContext, lock};
 use temper_store::{StoreError, Tier};
 

@@ -95,12 +95,12 @@ impl StepCall for ArtifactStep {
                 started.elapsed(),
             );
             let (output, logs, _) = called.map_err(|e| {
-                    record_error(
-                        &span,
-                        invoke_error_kind(&e).map_or("internal", |k| k.as_str()),
-                    );
-                    e.to_string()
-                })?;
+                record_error(
+                    &span,
+                    invoke_error_kind(&e).map_or("internal", |k| k.as_str()),
+                );
+                e.to_string()
+            })?;
             Ok(StepOutput {
                 output: output.to_string(),
                 logs,
@@ -203,7 +203,8 @@ impl Forge {
         let call = self.call_artifact(&target.artifact, &target.manifest, input, 0);
         // A tool that calls others: its nested calls of the caller's
         // session tools count as their uses (`nested`).
-        let outcome = if target.manifest.mode == Mode::Compose || !target.manifest.calls.is_empty() {
+        let outcome = if target.manifest.mode == Mode::Compose || !target.manifest.calls.is_empty()
+        {
             super::nested::with_caller(ctx, call).await
         } else {
             call.await

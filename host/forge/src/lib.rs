@@ -52,8 +52,8 @@ pub mod build;
 pub mod builtins;
 mod cache;
 pub mod code_mode;
-mod delete;
 pub mod config;
+mod delete;
 pub mod error;
 mod gate;
 pub mod hub;
@@ -62,8 +62,8 @@ pub mod judge;
 mod listing;
 pub mod manifest;
 mod names;
-mod nested;
 pub mod native;
+mod nested;
 pub mod observe;
 mod outcome;
 mod pipeline;
@@ -84,7 +84,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use cache::CacheCapacity;
 pub use config::{ForgeConfig, PromotionThreshold};
 pub use error::{
-    DeleteError, ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
+    DeleteError, ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage,
+    ValidateError,
 };
 pub use invoke::MAX_COMPOSE_DEPTH;
 pub use manifest::{ToolInfo, ToolManifest};

@@ -37,7 +37,19 @@ impl Forge {
     /// memory and written behind, as a direct call is.
     pub(super) fn count_nested(&self, name: &str, id: &ArtifactId, ok: bool, took: Duration) {
         let _ = CALLER.try_with(|ctx| {
-            let Some(tier) = self.cached_session(ctx) else {
+            // The tier as cached while current; without a registry watch
+            // (no lease), as this host read it for the call moments ago,
+            // if nothing changed it since.
+            let tier = self.cached_session(ctx).or_else(|| {
+                let epoch = self
+                    .inner
+                    .store
+                    .session_epoch(&ctx.agent_id, &ctx.session_id);
+                self.inner
+                    .sessions
+                    .get(&ctx.agent_id, &ctx.session_id, epoch)
+            });
+            let Some(tier) = tier else {
                 return;
             };
             if tier.get(name).is_none_or(|t| &t.artifact != id) {

@@ -131,7 +131,12 @@ pub fn check_request<'r>(
     if let Some(hub) = view.native_is_hub_tool(&request.name) {
         return Err(ValidateError::Name {
             name: request.name.clone(),
-            reason: if hub { HUB_TAKEN_REASON } else { NATIVE_TAKEN_REASON }.into(),
+            reason: if hub {
+                HUB_TAKEN_REASON
+            } else {
+                NATIVE_TAKEN_REASON
+            }
+            .into(),
         });
     }
     let (agent, session) = view.caller();

@@ -499,10 +499,15 @@ impl Handler {
             return tools::tool_error("delete", "delete_tool: arguments.name must be a string");
         };
         let (forge, ctx, key) = (self.forge.clone(), self.ctx.clone(), name.to_owned());
-        let deleted = tokio::task::spawn_blocking(move || forge.delete_session_tool(&key, &ctx)).await;
+        let deleted =
+            tokio::task::spawn_blocking(move || forge.delete_session_tool(&key, &ctx)).await;
         match deleted {
             Ok(Ok(info)) => {
-                tracing::info!("{} deleted {name} from session {}", self.ctx.agent_id, self.ctx.session_id);
+                tracing::info!(
+                    "{} deleted {name} from session {}",
+                    self.ctx.agent_id,
+                    self.ctx.session_id
+                );
                 notes.session_note(jsonrpc::notification(LIST_CHANGED, json!({})));
                 match serde_json::to_value(&info) {
                     Ok(v) => tools::tool_result(&json!({"deleted": v}), false),

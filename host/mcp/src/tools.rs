@@ -401,7 +401,12 @@ mod tests {
             "{text}"
         );
         let d = forge_tool_definition_for(&[], 10, 0);
-        assert!(d["description"].as_str().unwrap().contains("yours has 0 slots left"));
+        assert!(
+            d["description"]
+                .as_str()
+                .unwrap()
+                .contains("yours has 0 slots left")
+        );
     }
 
     #[test]

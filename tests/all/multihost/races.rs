@@ -74,11 +74,11 @@ impl RegistryBackend for Interposed {
         session: &str,
         name: &str,
         payload: &serde_json::Value,
-    ) -> Result<
-        Option<(temper::store::SessionToolRecord, temper::store::AuditEntry)>,
-        StoreError,
-    > {
-        self.inner.backend().delete_session_tool(agent, session, name, payload)
+    ) -> Result<Option<(temper::store::SessionToolRecord, temper::store::AuditEntry)>, StoreError>
+    {
+        self.inner
+            .backend()
+            .delete_session_tool(agent, session, name, payload)
     }
     fn expired_sessions(
         &self,
