@@ -249,7 +249,7 @@ class Runtime extends native.Runtime {
   }
 }
 
-for (const name of ['forge', 'tools', 'promote', 'importAgentos', 'exportAgentos', 'timeCalls']) translated(native.Forge.prototype, name)
+for (const name of ['forge', 'tools', 'promote', 'delete', 'importAgentos', 'exportAgentos', 'timeCalls']) translated(native.Forge.prototype, name)
 for (const name of ['validate', 'timeExecutes']) translated(native.Runtime.prototype, name)
 
 // The direct paths (napi `async fn`s): values cross as JSON text,

@@ -99,6 +99,12 @@ export declare class Forge {
    */
   promote(name: string): Promise<ToolInfo>
   /**
+   * Deletes the session tool `name` (frees one of the session's
+   * `maxSessionTools` slots; audited as a deletion). Agent-tier and
+   * shared tools are not deleted. Resolves to the deleted tool.
+   */
+  delete(name: string): Promise<ToolInfo>
+  /**
    * Imports an AgentOS package (`agentos.emergent-tool.v1`, JSON or
    * YAML text) into `tier` (default `agent`): built here, then its tests
    * (`tests`, else the package's own), the judge and registration as

@@ -176,6 +176,7 @@ pub(crate) fn insecure(auth: OciAuth) -> OciOptions {
     OciOptions {
         auth,
         insecure: true,
+        max_artifact_bytes: None,
     }
 }
 

@@ -134,6 +134,17 @@ pub(crate) enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Delete a tool from the session tier (frees a slot; audited as a
+    /// deletion naming the agent and the session). Agent-tier and shared
+    /// tools are not deleted.
+    Delete {
+        /// The session tool's name.
+        name: String,
+        #[command(flatten)]
+        registry: Registry,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Approve an agent-tier tool for every agent (shared tier).
     Approve {
         /// The tool's name.

@@ -240,8 +240,14 @@ pub async fn import(
     if package && file.signature.is_some() {
         return Err("--signature is for .wasm artifacts; an AgentOS package is not signed".into());
     }
+    // Bounded by maxArtifactBytes before anything is read whole.
+    let bytes = opened
+        .forge
+        .read_artifact(file.path)
+        .map_err(|e| e.to_string())?;
     let outcome = if package {
-        let text = crate::read_source(file.path)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| format!("{}: not UTF-8 text: {e}", file.path.display()))?;
         let tests = match file.tests {
             None => None,
             Some(p) => Some(
@@ -254,7 +260,7 @@ pub async fn import(
             .import_agentos(&text, tests, &opened.ctx, tier.into())
             .await
     } else {
-        let bytes = crate::signing::with_signature(read_file(file.path)?, file.signature)?;
+        let bytes = crate::signing::with_signature(bytes, file.signature)?;
         opened.forge.import(bytes, &opened.ctx, tier.into()).await
     };
     let file = file.path;

@@ -203,6 +203,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             judge,
             common,
         } => registry::promote(&name, source.as_deref(), &registry, &judge, &common).await,
+        Command::Delete {
+            name,
+            registry,
+            common,
+        } => registry::delete(&name, &registry, &common),
         Command::Approve {
             name,
             by,

@@ -37,6 +37,8 @@ impl OciArgs {
         Ok(OciOptions {
             auth,
             insecure: self.insecure,
+            // The forge's maxArtifactBytes (pull_and_import).
+            max_artifact_bytes: None,
         })
     }
 }

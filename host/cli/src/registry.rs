@@ -42,7 +42,7 @@ pub struct Registry {
     session: String,
     /// Forge settings as JSON with the seed's `emergentConfig` names
     /// (maxSessionTools, maxAgentTools, promotionThreshold,
-    /// persistSandboxSource).
+    /// persistSandboxSource) and Temper's own (maxArtifactBytes, ...).
     #[arg(long, value_name = "FILE")]
     forge_config: Option<PathBuf>,
     /// Write the call counts of agent- and shared-tier tools to the store
@@ -373,6 +373,24 @@ pub async fn promote(
         println!(
             "promoted {} to the agent tier of {:?}",
             t.name, opened.ctx.agent_id
+        );
+    }
+    Ok(())
+}
+
+/// `temper delete NAME`: removes a session tool (the session of
+/// `--session`).
+pub fn delete(name: &str, registry: &Registry, common: &Common) -> Result<(), String> {
+    let opened = open(registry, common, None)?;
+    let outcome = opened.forge.delete_session_tool(name, &opened.ctx);
+    save(&opened)?;
+    let t = outcome.map_err(|e| e.to_string())?;
+    if common.json {
+        println!("{}", json!({"ok": true, "deleted": t}));
+    } else {
+        println!(
+            "deleted {} from session {:?}",
+            t.name, opened.ctx.session_id
         );
     }
     Ok(())

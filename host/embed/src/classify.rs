@@ -295,6 +295,20 @@ impl From<PromoteError> for Failure {
     }
 }
 
+impl From<temper_forge::DeleteError> for Failure {
+    fn from(e: temper_forge::DeleteError) -> Self {
+        use temper_forge::DeleteError;
+        let kind = match &e {
+            DeleteError::NotFound { name, .. } => ErrorKind::NotFound { name: name.clone() },
+            DeleteError::Store(_) => ErrorKind::Host,
+            DeleteError::Builtin { .. } | DeleteError::NotSessionTier { .. } => {
+                ErrorKind::Refused { stage: "delete" }
+            }
+        };
+        Self::new(kind, e)
+    }
+}
+
 impl From<ExportError> for Failure {
     fn from(e: ExportError) -> Self {
         let kind = match &e {

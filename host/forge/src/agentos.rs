@@ -221,8 +221,17 @@ impl Forge {
         ctx: &ForgeContext,
         tier: Tier,
     ) -> Result<Forged, ForgeError> {
-        let package = parse_package(text, tests)
-            .map_err(|e| ForgeError::Import(super::error::ImportError::Package(e)));
+        let package = super::bounded::check_size(text.len() as u64, self.max_artifact_bytes())
+            .map_err(ForgeError::Import)
+            .and_then(|()| {
+                parse_package(text, tests)
+                    .map_err(|e| ForgeError::Import(super::error::ImportError::Package(e)))
+            })
+            .and_then(|p| {
+                // A built-in's name is refused before anything is built.
+                super::validate::check_name(&p.request.name)?;
+                Ok(p)
+            });
         let package = match package {
             Ok(p) => p,
             Err(e) => {

@@ -214,10 +214,12 @@ impl Forge {
                 let manifest = self.step_manifest(id, name).await.map_err(invoke_failure)?;
                 let input: Value = serde_json::from_str(&request.input)
                     .map_err(|e| failure(format!("{name}: input is not JSON: {e}")))?;
-                let (output, logs, _) = self
+                let started = Instant::now();
+                let called = self
                     .call_artifact(id, &manifest, &input, request.depth)
-                    .await
-                    .map_err(invoke_failure)?;
+                    .await;
+                self.count_nested(name, id, called.is_ok(), started.elapsed());
+                let (output, logs, _) = called.map_err(invoke_failure)?;
                 Ok(ToolCallOutput {
                     output: output.to_string(),
                     logs,
@@ -382,9 +384,14 @@ impl Forge {
             forge: Arc::downgrade(&self.inner),
             pins,
         }));
-        // Every call the code makes, at any depth, under the caller's grant.
+        // Every call the code makes, at any depth, under the caller's grant;
+        // its nested calls of the caller's session tools count as uses.
         let grant = grant::effective(ctx.grant());
-        let outcome = grant::scoped(grant, runtime.call(&tool, "{}")).await;
+        let outcome = grant::scoped(
+            grant,
+            super::nested::with_caller(ctx, runtime.call(&tool, "{}")),
+        )
+        .await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.count_run_code(outcome.is_ok(), started.elapsed());
         let out = outcome.map_err(RunCodeError::Run)?;

@@ -32,6 +32,16 @@ pub const DEFAULT_QUEUED: usize = 1024;
 /// to the store at most this often (a crash loses at most this much).
 pub const DEFAULT_STATS_FLUSH_MS: u64 = 1000;
 
+/// Default `maxArtifactBytes`: the largest artifact an import (a file, a
+/// Python or Node import, an OCI pull) accepts, 16 MiB. The largest
+/// artifact a forge produces is the shim (0.87 MB) with the bytecode of a
+/// source at the 1 MiB limit, the source itself (`persistSandboxSource`)
+/// and the test cases, all from one forge request of at most an 8 MiB MCP
+/// message: under 11 MB (docs/src/ref-forge-config.md); 16 MiB leaves
+/// room above it. A compose bundle of many component steps can be larger:
+/// raise the key to import one.
+pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 16 * 1024 * 1024;
+
 /// What session → agent promotion requires (besides an approving panel).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -120,6 +130,15 @@ pub struct ForgeConfig {
     /// HTTP `initialize`) carry their own limit.
     #[serde(default = "default_session_idle_secs")]
     pub session_idle_secs: u64,
+    /// The largest artifact an import accepts, in bytes (default
+    /// [`DEFAULT_MAX_ARTIFACT_BYTES`]): a larger file, Python or Node
+    /// import or OCI layer is refused before it is read whole.
+    #[serde(default = "default_max_artifact_bytes")]
+    pub max_artifact_bytes: u64,
+}
+
+fn default_max_artifact_bytes() -> u64 {
+    DEFAULT_MAX_ARTIFACT_BYTES
 }
 
 /// The default of [`ForgeConfig::session_idle_secs`]: 30 minutes.
@@ -172,6 +191,7 @@ impl Default for ForgeConfig {
             compact_artifacts: true,
             stats_flush_ms: DEFAULT_STATS_FLUSH_MS,
             session_idle_secs: DEFAULT_SESSION_IDLE_SECS,
+            max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
         }
     }
 }
@@ -195,6 +215,9 @@ mod tests {
         );
         assert!(cfg.persist_sandbox_source);
         assert_eq!(cfg.stats_flush_ms, DEFAULT_STATS_FLUSH_MS);
+        assert_eq!(cfg.max_artifact_bytes, DEFAULT_MAX_ARTIFACT_BYTES);
+        let cfg: ForgeConfig = serde_json::from_str(r#"{"maxArtifactBytes": 1024}"#).unwrap();
+        assert_eq!(cfg.max_artifact_bytes, 1024);
         let cfg: ForgeConfig = serde_json::from_str(r#"{"statsFlushMs": 0}"#).unwrap();
         assert_eq!(cfg.stats_flush_ms, 0);
         let err = serde_json::from_str::<ForgeConfig>(r#"{"maxSesionTools": 3}"#).unwrap_err();

@@ -142,13 +142,20 @@ pub enum ValidateError {
     /// No test cases, or too many.
     #[error("validate: testCases {0}")]
     TestCases(String),
-    /// The session already holds `maxSessionTools` tools.
-    #[error("validate: session {session:?} already holds {limit} tools (maxSessionTools)")]
+    /// The session already holds `maxSessionTools` tools; the message
+    /// names the ways on (`delete_tool`, `promote_tool`, the operator's
+    /// `--forge-config`).
+    #[error(
+        "validate: session {session:?} already holds {limit} tools (maxSessionTools); to make room: delete_tool one you no longer need, {}, or ask the operator to raise maxSessionTools (--forge-config)",
+        promote_hint(.closest)
+    )]
     SessionFull {
         /// The session.
         session: String,
         /// `maxSessionTools`.
         limit: usize,
+        /// The session tool closest to promotion, if known.
+        closest: Option<PromotionHint>,
     },
     /// The agent already owns `maxAgentTools` agent-tier tools.
     #[error("validate: agent {agent:?} already owns {limit} tools (maxAgentTools)")]
@@ -169,6 +176,35 @@ pub enum ValidateError {
     /// Looking up existing tools failed.
     #[error("validate: {0}")]
     Store(#[from] StoreError),
+}
+
+/// The session tool closest to promotion and the successful calls it
+/// still needs (0: it can be promoted now, if its confidence allows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromotionHint {
+    /// The tool.
+    pub name: String,
+    /// Successful calls still missing.
+    pub missing: u64,
+}
+
+/// `promote_tool "slugify" (it needs 3 more successful calls) to move it
+/// to your agent tier`.
+fn promote_hint(closest: &Option<PromotionHint>) -> String {
+    match closest {
+        Some(PromotionHint { name, missing: 0 }) => {
+            format!(
+                "promote_tool {name:?} (it has the successful calls it needs) to move it to your agent tier"
+            )
+        }
+        Some(PromotionHint { name, missing }) => format!(
+            "promote_tool {name:?} once it has {missing} more successful {} to move it to your agent tier",
+            if *missing == 1 { "call" } else { "calls" }
+        ),
+        None => {
+            "promote_tool a tool with enough successful calls to move it to your agent tier".into()
+        }
+    }
 }
 
 /// Why a forge did not register a tool. [`ForgeError::stage`] says where.
@@ -256,6 +292,25 @@ pub enum ImportError {
     /// The trust policy refuses it (names the rule and what is missing).
     #[error("import: {0}")]
     Trust(Box<temper_sign::TrustError>),
+    /// The artifact is over `maxArtifactBytes`: refused before it was
+    /// read whole.
+    #[error(
+        "import: the artifact is {size} bytes, over the {limit}-byte cap (maxArtifactBytes in --forge-config)"
+    )]
+    TooLarge {
+        /// Its size in bytes (at least; a stream is read only to the cap).
+        size: u64,
+        /// `maxArtifactBytes`.
+        limit: u64,
+    },
+    /// The artifact file cannot be read.
+    #[error("import: cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
     /// An AgentOS package was refused before anything was built.
     #[error("import: {0}")]
     Package(#[from] crate::agentos::PackageError),
@@ -427,6 +482,53 @@ pub enum InvokeError {
     },
 }
 
+/// Why `delete_tool` refused: each says what the caller can do instead.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    /// The name is a built-in tool's.
+    #[error("delete: {name:?} is a built-in tool and cannot be deleted")]
+    Builtin {
+        /// The name.
+        name: String,
+    },
+    /// The tool is not in the caller's session tier but in the agent or
+    /// shared tier, which `delete_tool` does not touch.
+    #[error(
+        "delete: {name:?} is in the {tier} tier, not session {session:?}: only session-tier tools can be deleted (an agent-tier tool stays; an operator removes it)"
+    )]
+    NotSessionTier {
+        /// The name.
+        name: String,
+        /// Where it lives.
+        tier: Tier,
+        /// The caller's session.
+        session: String,
+    },
+    /// No tool of that name in the caller's session (the message lists
+    /// the session's tools, at most `maxSessionTools` of them).
+    #[error("delete: session {session:?} has no tool named {name:?}; {}", session_list(.tools))]
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// The caller's session.
+        session: String,
+        /// The session's tools, by name.
+        tools: Vec<String>,
+    },
+    /// Reading or writing the registry failed.
+    #[error("delete: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// `its tools: a, b` or `it holds no tools`.
+fn session_list(tools: &[String]) -> String {
+    if tools.is_empty() {
+        "it holds no tools (only session-tier tools can be deleted)".into()
+    } else {
+        format!("its tools: {}", tools.join(", "))
+    }
+}
+
 /// Why a promotion or approval was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PromoteError {
@@ -443,7 +545,10 @@ pub enum PromoteError {
         owner: String,
     },
     /// Too few successful uses so far.
-    #[error("promote: {name:?} has {have} successful uses; promotion needs at least {need}")]
+    #[error(
+        "promote: {name:?} has {have} successful {}; promotion needs at least {need}",
+        uses_word(.have)
+    )]
     NotEnoughUses {
         /// The tool.
         name: String,
@@ -517,4 +622,9 @@ pub(super) fn conflict_tier(tier: &str) -> Tier {
     } else {
         Tier::Agent
     }
+}
+
+/// `use` or `uses`.
+fn uses_word(n: &u64) -> &'static str {
+    if *n == 1 { "use" } else { "uses" }
 }

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use temper_hub::{CallOutput, Hub, HubError, Relay};
 
+use super::builtins::is_builtin;
 use super::grant::GrantError;
 use super::native::{NativeFn, NativeFuture, NativeTool, NativeToolSpec, OutputFn, OutputFuture};
 use super::schema::ToolSchemas;
-use super::validate::RESERVED_NAMES;
 use super::{Forge, ForgeContext, lock};
 use temper_store::{StoreError, Tier};
 
@@ -41,16 +41,28 @@ pub(crate) struct Unshadowed(Mutex<HashMap<(String, String), u64>>);
 /// Most characters of a hub tool name.
 const MAX_HUB_NAME: usize = 128;
 
-/// Hub tool names: ASCII letters, digits, `_`, `-` and `.` (MCP's tool
-/// name characters), not a meta-tool's name.
-fn hub_name_ok(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_HUB_NAME
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-        && !RESERVED_NAMES.contains(&name)
-        && !matches!(name, "promote_tool" | "tool_stats")
+/// Why a hub tool's name cannot be registered: `None` when it can
+/// (ASCII letters, digits, `_`, `-` and `.`, MCP's tool name characters,
+/// at most [`MAX_HUB_NAME`], and not a built-in tool's).
+fn hub_name_refusal(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("its name is empty".into());
+    }
+    if name.len() > MAX_HUB_NAME {
+        return Some(format!("its name is longer than {MAX_HUB_NAME} characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return Some("its name is not ASCII letters, digits, `_`, `-`, `.`".into());
+    }
+    if is_builtin(name) {
+        return Some(format!(
+            "its name {name:?} is reserved by a built-in tool of this host"
+        ));
+    }
+    None
 }
 
 impl Forge {
@@ -106,8 +118,8 @@ impl Forge {
                 tracing::debug!(tool = %tool.name, "hub tool not in the host policy's [tools] allow: not registered");
                 continue;
             }
-            if !hub_name_ok(&tool.name) {
-                tracing::warn!(tool = %tool.name, source = %tool.source, "hub tool skipped: its name is not ASCII letters, digits, `_`, `-`, `.`");
+            if let Some(why) = hub_name_refusal(&tool.name) {
+                tracing::warn!(tool = %tool.name, source = %tool.source, "hub tool skipped: {why}");
                 continue;
             }
             let output_schema = tool.output_schema.clone().unwrap_or_else(|| json!({}));

@@ -95,18 +95,25 @@ impl StepCall for ArtifactStep {
             let input: Value = serde_json::from_str(&input)
                 .map_err(|e| format!("{}: input is not JSON: {e}", self.manifest.name))?;
             let span = callee_span("compose_step", &self.manifest.name);
-            let (output, logs, _) = self
+            let started = Instant::now();
+            let called = self
                 .forge
                 .call_artifact(&self.id, &self.manifest, &input, self.depth)
                 .instrument(span.clone())
-                .await
-                .map_err(|e| {
-                    record_error(
-                        &span,
-                        invoke_error_kind(&e).map_or("internal", |k| k.as_str()),
-                    );
-                    e.to_string()
-                })?;
+                .await;
+            self.forge.count_nested(
+                &self.manifest.name,
+                &self.id,
+                called.is_ok(),
+                started.elapsed(),
+            );
+            let (output, logs, _) = called.map_err(|e| {
+                record_error(
+                    &span,
+                    invoke_error_kind(&e).map_or("internal", |k| k.as_str()),
+                );
+                e.to_string()
+            })?;
             Ok(StepOutput {
                 output: output.to_string(),
                 logs,
@@ -226,11 +233,17 @@ impl Forge {
         self.check_reach(&target.manifest, &grant)
             .await
             .map_err(|e| (tier, e))?;
-        let outcome = grant::scoped(
-            grant,
-            self.call_artifact(&target.artifact, &target.manifest, input, 0),
-        )
-        .await;
+        let call = self.call_artifact(&target.artifact, &target.manifest, input, 0);
+        // A tool that calls others: its nested calls of the caller's
+        // session tools count as their uses (`nested`).
+        let call = async {
+            if target.manifest.mode == Mode::Compose || !target.manifest.calls.is_empty() {
+                super::nested::with_caller(ctx, call).await
+            } else {
+                call.await
+            }
+        };
+        let outcome = grant::scoped(grant, call).await;
         let (ok, latency_us) = match &outcome {
             Ok((_, _, latency_us)) => (true, *latency_us),
             Err(_) => (false, 0),

@@ -14,13 +14,18 @@
 //!   its narrowings of the hub tools), carried by its [`ForgeContext`] and
 //!   checked at every depth of a call;
 //! - `transfer`: import, export and bundles of `.wasm` artifacts;
+//! - [`bounded`]: reading an artifact to import under `maxArtifactBytes`;
 //! - [`agentos`]: import and export of AgentOS tool packages;
 //! - `tiers`: listing, stats, promotion (session → agent → shared) and the
 //!   session tier's lifetime ([`session`]);
+//! - `delete`: removing a tool from the caller's session tier;
+//! - [`builtins`]: the built-in tools' names, reserved for them;
 //! - [`native`]: host-native tools the embedder registers;
 //! - [`hub`]: the tool hub's tools (upstream MCP servers, built-ins) as
 //!   host-native tools, filtered by the host policy's `[tools] allow`;
 //! - `cache`: the bounded caches of loaded tools, schemas and manifests;
+//! - `nested`: counting a session tool's uses through compose steps and
+//!   code mode;
 //! - `names`: the bounded cache of resolved agent- and shared-tier names,
 //!   current within the registry watch's poll interval;
 //! - `listing`: the bounded cache of each agent's persisted tools (a
@@ -45,10 +50,13 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod agentos;
+pub mod bounded;
 pub mod build;
+pub mod builtins;
 mod cache;
 pub mod code_mode;
 pub mod config;
+mod delete;
 pub mod error;
 mod gate;
 pub mod grant;
@@ -59,6 +67,7 @@ mod listing;
 pub mod manifest;
 mod names;
 pub mod native;
+mod nested;
 pub mod observe;
 mod outcome;
 mod pipeline;
@@ -79,7 +88,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use cache::CacheCapacity;
 pub use config::{ForgeConfig, PromotionThreshold};
 pub use error::{
-    ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
+    DeleteError, ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage,
+    ValidateError,
 };
 pub use grant::{Access, CallerGrant, GrantError, HubNarrowing, NarrowedBy};
 pub use invoke::MAX_COMPOSE_DEPTH;

@@ -197,7 +197,8 @@ impl Forge {
 
         progress(Stage::Validate);
         let view = ForgeView { forge: self, ctx };
-        let valid = validate::check_request(request, runtime.policy(), &inner.config, &view)?;
+        let valid = validate::check_request(request, runtime.policy(), &inner.config, &view)
+            .map_err(|e| self.with_way_on(e, ctx))?;
         let request = &*valid.request;
         // The syntax check: compiling to bytecode (kept for BUILD).
         let bytecode = match &request.implementation {
@@ -409,11 +410,12 @@ impl Forge {
                         .into());
                     }
                     Err(StoreError::SessionFull { limit, .. }) => {
-                        return Err(ValidateError::SessionFull {
+                        let full = ValidateError::SessionFull {
                             session: ctx.session_id.clone(),
                             limit,
-                        }
-                        .into());
+                            closest: None,
+                        };
+                        return Err(self.with_way_on(full, ctx).into());
                     }
                     Err(e) => return Err(ForgeError::Register(e)),
                 }
@@ -553,6 +555,12 @@ impl RegistryView for ForgeView<'_> {
         // A hub tool the caller's grant does not allow is none it may pin.
         super::grant::check_native(self.ctx.grant(), name, Some(&native)).ok()?;
         Some(native.spec.output_schema.clone())
+    }
+
+    fn native_is_hub_tool(&self, name: &str) -> Option<bool> {
+        lock(&self.forge.inner.natives)
+            .get(name)
+            .map(|n| n.hub_source.is_some())
     }
 
     fn occupancy(&self, name: &str) -> Result<validate::Occupancy, StoreError> {

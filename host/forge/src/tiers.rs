@@ -458,5 +458,6 @@ impl Forge {
             occupancy,
             &self.inner.config,
         )
+        .map_err(|e| self.with_way_on(e, ctx))
     }
 }

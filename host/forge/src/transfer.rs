@@ -65,6 +65,7 @@ impl Forge {
         tier: Tier,
         reference: Option<&str>,
     ) -> Result<Forged, ForgeError> {
+        super::bounded::check_size(bytes.len() as u64, self.inner.config.max_artifact_bytes)?;
         let _slot = self.inner.forges.enter().await.map_err(ForgeError::Busy)?;
         let deadline = self.forge_deadline();
         let manifest = artifact::read_manifest(&bytes).map_err(ImportError::Artifact)?;

@@ -15,6 +15,7 @@
 
 use std::borrow::Cow;
 
+use super::builtins::BUILTIN_TOOL_NAMES;
 use super::config::{ForgeConfig, MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_TEST_CASES};
 use super::error::ValidateError;
 use super::schema::ToolSchemas;
@@ -29,8 +30,16 @@ use temper_runtime::request::{ForgeRequest, Implementation};
 use temper_runtime::runtime::MAX_SOURCE_BYTES;
 use temper_store::{StoreError, Tier};
 
-/// Names no forged tool may take (the MCP meta-tool).
-pub const RESERVED_NAMES: &[&str] = &["forge_tool"];
+/// Names no forged or imported tool may take: the built-in tools'
+/// ([`BUILTIN_TOOL_NAMES`]).
+pub const RESERVED_NAMES: &[&str] = BUILTIN_TOOL_NAMES;
+
+/// The refusal reason for a built-in's name (an instruction).
+pub const RESERVED_REASON: &str = "is reserved by a built-in tool; choose another name";
+/// The refusal reason for a hub tool's name the caller sees.
+pub const HUB_TAKEN_REASON: &str = "is taken by a hub tool; choose another name";
+/// The refusal reason for a host-native tool's name.
+pub const NATIVE_TAKEN_REASON: &str = "is taken by a host-native tool; choose another name";
 
 /// A sandbox request that passed the stateless checks.
 #[derive(Debug)]
@@ -87,6 +96,11 @@ pub trait RegistryView {
     /// The output schema of the host-native tool `name`, if this host has
     /// one.
     fn native_output_schema(&self, name: &str) -> Option<Value>;
+    /// Whether `name` is a host-native tool the caller sees: `Some(true)`
+    /// for a hub tool, `Some(false)` for an embedder's, `None` if none.
+    fn native_is_hub_tool(&self, _name: &str) -> Option<bool> {
+        None
+    }
     /// How full the caller's tiers are, and where `name` is taken.
     fn occupancy(&self, name: &str) -> Result<Occupancy, StoreError>;
 }
@@ -114,6 +128,17 @@ pub fn check_request<'r>(
     check_step_tools_exist(request, view)?;
     let request = with_inherited_output_schema(request, view);
     let mut checked = check(&request, policy)?;
+    if let Some(hub) = view.native_is_hub_tool(&request.name) {
+        return Err(ValidateError::Name {
+            name: request.name.clone(),
+            reason: if hub {
+                HUB_TAKEN_REASON
+            } else {
+                NATIVE_TAKEN_REASON
+            }
+            .into(),
+        });
+    }
     let (agent, session) = view.caller();
     check_occupancy(
         &request.name,
@@ -423,7 +448,7 @@ pub fn check_name(name: &str) -> Result<(), ValidateError> {
         );
     }
     if RESERVED_NAMES.contains(&name) {
-        return refuse("is reserved");
+        return refuse(RESERVED_REASON);
     }
     Ok(())
 }
@@ -461,6 +486,7 @@ pub fn check_occupancy(
         return Err(ValidateError::SessionFull {
             session: session.to_string(),
             limit: config.max_session_tools,
+            closest: None,
         });
     }
     if tier != Tier::Shared && occupancy.agent_tools >= config.max_agent_tools {

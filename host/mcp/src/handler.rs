@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::access::Access;
 use super::jsonrpc::{self, RpcError};
 use super::protocol::results;
-use super::tools::{self, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
+use super::tools::{self, DELETE_TOOL, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
 use super::watch::{Changes, RegistryWatch};
 use temper_forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
 
@@ -269,7 +269,8 @@ impl Handler {
             .collect();
         let mut list = Vec::new();
         if self.access().session {
-            list.push(tools::forge_tool_definition(&allowed));
+            list.push(self.forge_tool_definition(&allowed).await);
+            list.push(tools::delete_tool_definition());
         }
         if self.access().session && self.access().agent {
             list.push(tools::promote_tool_definition());
@@ -282,6 +283,9 @@ impl Handler {
         ));
         list.push(run_code::describe_tools_definition());
         visible.sort_by(|a, b| a.name.cmp(&b.name));
+        // A tool stored under a built-in's name (before names were
+        // reserved) is not listed: names in tools/list are unique.
+        visible.retain(|t| !temper_forge::builtins::is_builtin(&t.name));
         // Hub tools (Temper as a gateway), unless a forged tool the caller
         // sees has the name (forged tools keep precedence).
         let mut hub: Vec<_> = self
@@ -327,6 +331,7 @@ impl Handler {
             PROMOTE_TOOL if self.access().session && self.access().agent => {
                 Ok(self.promote_tool(&arguments, notes).await)
             }
+            DELETE_TOOL if self.access().session => Ok(self.delete_tool(&arguments, notes).await),
             STATS_TOOL if arguments.get("name").and_then(Value::as_str) == Some(RUN_CODE) => {
                 Ok(self.run_code_stats())
             }
@@ -426,6 +431,47 @@ impl Handler {
                 }
             }
             Err(e) => tools::tool_error("promote", &e.to_string()),
+        }
+    }
+
+    /// `forge_tool`'s definition for this caller: the session cap and the
+    /// slots its session has left (read off the async worker).
+    async fn forge_tool_definition(&self, allowed: &[temper_policy::Capability]) -> Value {
+        let (forge, ctx) = (self.forge.clone(), self.ctx.clone());
+        let max = forge.max_session_tools();
+        let left = tokio::task::spawn_blocking(move || forge.session_slots_left(&ctx))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(max);
+        tools::forge_tool_definition_for(allowed, max, left)
+    }
+
+    /// `delete_tool`: removes a tool from the caller's session tier and
+    /// announces `tools/list_changed`.
+    async fn delete_tool(&self, arguments: &Value, notes: &dyn Notifier) -> Value {
+        let Some(name) = arguments.get("name").and_then(Value::as_str) else {
+            return tools::tool_error("delete", "delete_tool: arguments.name must be a string");
+        };
+        let (forge, ctx, key) = (self.forge.clone(), self.ctx.clone(), name.to_owned());
+        let deleted =
+            tokio::task::spawn_blocking(move || forge.delete_session_tool(&key, &ctx)).await;
+        match deleted {
+            Ok(Ok(info)) => {
+                tracing::info!(
+                    "{} deleted {name} from session {}",
+                    self.ctx.agent_id,
+                    self.ctx.session_id
+                );
+                notes.session_note(jsonrpc::notification(LIST_CHANGED, json!({})));
+                match serde_json::to_value(&info) {
+                    Ok(v) => tools::tool_result(&json!({"deleted": v}), false),
+                    Err(e) => tools::tool_error("delete", &format!("cannot encode: {e}")),
+                }
+            }
+            Ok(Err(e)) => tools::tool_error("delete", &e.to_string()),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => tools::tool_error("delete", &format!("cannot delete: {e}")),
         }
     }
 

@@ -27,9 +27,9 @@ use temper_forge::code_mode::RunCodeError;
 use temper_runtime::capabilities::tool_calls::NEVER_CALLABLE;
 
 /// The meta-tool that runs code.
-pub const RUN_CODE: &str = "run_code";
+pub const RUN_CODE: &str = temper_forge::builtins::RUN_CODE;
 /// The meta-tool that describes tools as TypeScript.
-pub const DESCRIBE_TOOLS: &str = "describe_tools";
+pub const DESCRIBE_TOOLS: &str = temper_forge::builtins::DESCRIBE_TOOLS;
 /// Most bytes of TypeScript declarations put in `run_code`'s description;
 /// past it, names only.
 pub const MAX_DECLARATION_BYTES: usize = 8 * 1024;

@@ -11,11 +11,54 @@ use temper_forge::config::{MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_TEST_CASES};
 use temper_policy::Capability;
 
 /// The meta-tool's name.
-pub const FORGE_TOOL: &str = "forge_tool";
+pub const FORGE_TOOL: &str = temper_forge::builtins::FORGE_TOOL;
 /// The meta-tool that promotes a session tool to the caller's agent tier.
-pub const PROMOTE_TOOL: &str = "promote_tool";
+pub const PROMOTE_TOOL: &str = temper_forge::builtins::PROMOTE_TOOL;
 /// The meta-tool that reports a visible tool's call statistics.
-pub const STATS_TOOL: &str = "tool_stats";
+pub const STATS_TOOL: &str = temper_forge::builtins::TOOL_STATS;
+/// The meta-tool that deletes a tool from the caller's session tier.
+pub const DELETE_TOOL: &str = temper_forge::builtins::DELETE_TOOL;
+
+/// The `delete_tool` definition.
+pub fn delete_tool_definition() -> Value {
+    json!({
+        "name": DELETE_TOOL,
+        "title": "Delete Tool",
+        "description": "Delete a tool you forged in this session (session tier only), freeing \
+            one of the session's slots for forge_tool. Agent-tier and shared tools stay.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": { "type": "string", "description": "The session tool to delete" },
+            },
+            "required": ["name"],
+        },
+    })
+}
+
+/// The `forge_tool` definition for one caller: [`forge_tool_definition`]
+/// with the session cap (`maxSessionTools`) and the slots left in the
+/// caller's session stated, so an agent plans before it is refused.
+pub fn forge_tool_definition_for(host_allows: &[Capability], max: usize, left: usize) -> Value {
+    let mut def = forge_tool_definition(host_allows);
+    if let Some(Value::String(d)) = def.get_mut("description") {
+        d.push(' ');
+        d.push_str(&session_cap_line(max, left));
+    }
+    def
+}
+
+/// `A session holds at most 10 tools (maxSessionTools); yours has 3 slots
+/// left. delete_tool frees one; promote_tool moves a tool to your agent
+/// tier.`
+pub fn session_cap_line(max: usize, left: usize) -> String {
+    format!(
+        "A session holds at most {max} tools (maxSessionTools); yours has {left} {} left. \
+         delete_tool frees one; promote_tool moves a tool with enough successful calls to your \
+         agent tier.",
+        if left == 1 { "slot" } else { "slots" }
+    )
+}
 
 /// The `promote_tool` definition.
 pub fn promote_tool_definition() -> Value {
@@ -343,6 +386,27 @@ mod tests {
         assert!(e.get("structuredContent").is_none(), "{e}");
         let text: Value = serde_json::from_str(e["content"][0]["text"].as_str().unwrap()).unwrap();
         assert_eq!(text["stage"], "invoke");
+    }
+
+    #[test]
+    fn forge_tool_states_the_cap_and_the_slots_left() {
+        let d = forge_tool_definition_for(&[], 10, 1);
+        let text = d["description"].as_str().unwrap();
+        assert!(
+            text.ends_with(
+                "A session holds at most 10 tools (maxSessionTools); yours has 1 slot left. \
+                 delete_tool frees one; promote_tool moves a tool with enough successful calls to \
+                 your agent tier."
+            ),
+            "{text}"
+        );
+        let d = forge_tool_definition_for(&[], 10, 0);
+        assert!(
+            d["description"]
+                .as_str()
+                .unwrap()
+                .contains("yours has 0 slots left")
+        );
     }
 
     #[test]

@@ -289,6 +289,20 @@ impl Forge {
         serde_json::to_value(info).map_err(errors::host)
     }
 
+    /// Deletes the session tool `name` (frees one of the session's
+    /// `maxSessionTools` slots; audited as a deletion). Agent-tier and
+    /// shared tools are not deleted. Resolves to the deleted tool.
+    #[napi(ts_return_type = "Promise<ToolInfo>")]
+    pub async fn delete(&self, name: String) -> napi::Result<Value> {
+        let opened = &self.opened;
+        let info = opened
+            .forge
+            .delete_session_tool(&name, &opened.ctx)
+            .map_err(|e| to_napi(e.into()))?;
+        opened.save().map_err(|e| to_napi(e.into()))?;
+        serde_json::to_value(info).map_err(errors::host)
+    }
+
     /// Imports an AgentOS package (`agentos.emergent-tool.v1`, JSON or
     /// YAML text) into `tier` (default `agent`): built here, then its tests
     /// (`tests`, else the package's own), the judge and registration as

@@ -137,3 +137,23 @@ test('policy objects are checked like policy files', async () => {
   hash.testCases = [{ input: { text: 'x' }, expectedOutput: { hex: '2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881' } }]
   assert.equal((await open.forge(hash)).success, true)
 })
+
+test('delete frees a session slot; what it cannot delete is refused clearly', async () => {
+  const own = await Forge.open({ store: store.dir, judge: 'rules', agent: 'agent-del', session: 's1' })
+  assert.equal((await own.forge(seed('slugify'))).success, true)
+  const info = await own.delete('slugify')
+  assert.equal(info.name, 'slugify')
+  assert.equal(info.tier, 'session')
+  assert.deepEqual(await own.tools(), [])
+  await assert.rejects(own.delete('slugify'), (e) => e.code === 'ENOTFOUND' &&
+    e.message.includes('delete: session "s1" has no tool named "slugify"; it holds no tools (only session-tier tools can be deleted)'))
+  await assert.rejects(own.delete('run_code'), (e) => e.code === 'EFORGE_REFUSED' &&
+    e.message.includes('delete: "run_code" is a built-in tool and cannot be deleted'))
+})
+
+test('an AgentOS package over maxArtifactBytes is refused before it is parsed', async () => {
+  const cap = 16 * 1024 * 1024
+  const text = ' '.repeat(cap + 1)
+  await assert.rejects(forge.importAgentos(text, { tier: 'session' }), (e) => e.code === 'EFORGE_REFUSED' &&
+    e.message.includes(`import: the artifact is ${cap + 1} bytes, over the ${cap}-byte cap (maxArtifactBytes in --forge-config)`))
+})

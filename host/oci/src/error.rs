@@ -44,8 +44,15 @@ pub enum VerifyFailure {
     #[error("expected exactly one {WASM_LAYER_MEDIA_TYPE:?} layer, found: {0}")]
     Layers(String),
     /// The layer's declared size is negative or too large.
-    #[error("layer size {0} bytes is not accepted (limit {MAX_ARTIFACT_BYTES} bytes)")]
-    LayerSize(i64),
+    #[error(
+        "the layer is {size} bytes, over the {limit}-byte cap (maxArtifactBytes in --forge-config); refused before download"
+    )]
+    LayerSize {
+        /// The size the manifest declares.
+        size: i64,
+        /// The cap.
+        limit: u64,
+    },
     /// The bytes served are not the size the manifest declares.
     #[error("layer is {actual} bytes, the manifest declares {declared}")]
     SizeMismatch {

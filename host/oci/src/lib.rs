@@ -77,8 +77,10 @@ pub const ENV_USERNAME: &str = "TEMPER_OCI_USERNAME";
 pub const ENV_PASSWORD: &str = "TEMPER_OCI_PASSWORD";
 /// Environment variable: registry bearer token.
 pub const ENV_TOKEN: &str = "TEMPER_OCI_TOKEN";
-/// The largest artifact a pull accepts (declared or streamed).
-pub const MAX_ARTIFACT_BYTES: u64 = 64 * 1024 * 1024;
+/// The largest artifact a pull accepts (declared or streamed) unless
+/// [`OciOptions::max_artifact_bytes`] says otherwise: the forge's default
+/// `maxArtifactBytes`.
+pub const MAX_ARTIFACT_BYTES: u64 = temper_forge::config::DEFAULT_MAX_ARTIFACT_BYTES;
 /// The largest config blob a pull accepts.
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// The config's `created`: fixed, so the same artifact always gives the same
@@ -92,6 +94,11 @@ pub struct OciOptions {
     pub auth: OciAuth,
     /// Plain HTTP instead of HTTPS; only accepted for loopback registries.
     pub insecure: bool,
+    /// The largest layer a pull accepts, checked against the size the
+    /// registry's manifest declares before the layer is downloaded (and
+    /// while it streams); `None`: [`MAX_ARTIFACT_BYTES`], or the forge's
+    /// `maxArtifactBytes` for [`pull_and_import`].
+    pub max_artifact_bytes: Option<u64>,
 }
 
 /// What [`push_artifact`] stored.
@@ -423,8 +430,12 @@ pub async fn pull_artifact(
             return Err(verify(VerifyFailure::Layers(format!("{listed:?}"))));
         }
     };
-    if layer.size < 0 || layer.size as u64 > MAX_ARTIFACT_BYTES {
-        return Err(verify(VerifyFailure::LayerSize(layer.size)));
+    let limit = options.max_artifact_bytes.unwrap_or(MAX_ARTIFACT_BYTES);
+    if layer.size < 0 || layer.size as u64 > limit {
+        return Err(verify(VerifyFailure::LayerSize {
+            size: layer.size,
+            limit,
+        }));
     }
     if manifest.config.size < 0 || manifest.config.size as u64 > MAX_CONFIG_BYTES {
         return Err(verify(VerifyFailure::Config(format!(
@@ -539,7 +550,15 @@ pub async fn pull_and_import(
     ctx: &ForgeContext,
     tier: Tier,
 ) -> Result<(PulledArtifact, Forged), OciError> {
-    let pulled = pull_artifact(reference, options).await?;
+    let bounded = OciOptions {
+        max_artifact_bytes: Some(
+            options
+                .max_artifact_bytes
+                .unwrap_or_else(|| forge.max_artifact_bytes()),
+        ),
+        ..options.clone()
+    };
+    let pulled = pull_artifact(reference, &bounded).await?;
     let bytes = with_referrer_signatures(&pulled, options).await?;
     let from = reference.to_string();
     let forged = forge

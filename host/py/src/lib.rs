@@ -191,6 +191,8 @@ forge_methods! {
     fn stats / stats_async (name: String) => ops::stats;
     /// Promotes a session tool to the agent tier: the tool, as JSON.
     fn promote / promote_async (name: String, source: Option<String>) => ops::promote;
+    /// Deletes a session tool (frees a slot): `{deleted: tool}`, as JSON.
+    fn delete / delete_async (name: String) => ops::delete;
     /// Approves an agent tool for every agent: the tool, as JSON.
     fn approve / approve_async (name: String, by: String, note: Option<String>) => ops::approve;
     /// Runs code once with the tools it may call: `{result, logs, tools}`.
@@ -262,6 +264,12 @@ mod ops {
         text(&t?)
     }
 
+    pub async fn delete(o: Arc<Opened>, name: String) -> Outcome {
+        let t = o.forge.delete_session_tool(&name, &o.ctx);
+        o.save()?;
+        text(&json!({"deleted": t?}))
+    }
+
     pub async fn approve(
         o: Arc<Opened>,
         name: String,
@@ -297,8 +305,14 @@ mod ops {
                 )));
             }
         };
-        let bytes = std::fs::read(&path)
-            .map_err(|e| Failure::host(format!("cannot read {}: {e}", path.display())))?;
+        // Bounded by maxArtifactBytes before anything is read whole.
+        let bytes = match o.forge.read_artifact(&path) {
+            Ok(bytes) => bytes,
+            Err(e @ temper_forge::ImportError::Read { .. }) => {
+                return Err(Failure::host(e.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let outcome = o.forge.import(bytes, &o.ctx, tier).await;
         if let Some(failure) = temper_embed::forge_failure(&outcome) {
             return Err(failure);

@@ -126,3 +126,43 @@ def test_same_id_as_temper_forge(store: str, tmp_path: Path) -> None:
     forge = Forge(store=store, judge="rules", agent="agent-1", session="s1")
     for name in PURE:
         assert forge.forge(seed(name))["tool"]["id"] == ids[name], name
+
+
+def test_delete_frees_a_session_slot_sync_and_async(store: str) -> None:
+    forge = Forge(store=store, judge="rules", agent="agent-1", session="s1")
+    forge.forge(seed("slugify"))
+    forge.forge(seed("add_numbers"))
+    deleted = forge.delete("slugify")
+    assert deleted["deleted"]["name"] == "slugify"
+    assert {t["name"] for t in forge.tools()} == {"add_numbers"}
+    with pytest.raises(ToolNotFound) as missing:
+        forge.delete("slugify")
+    assert 'delete: session "s1" has no tool named "slugify"; its tools: add_numbers' in str(missing.value)
+    with pytest.raises(ForgeRefused) as builtin:
+        forge.delete("run_code")
+    assert builtin.value.stage == "delete"
+    assert 'delete: "run_code" is a built-in tool and cannot be deleted' in str(builtin.value)
+
+    async def main() -> None:
+        aforge = await AsyncForge.open(store, judge="rules", agent="agent-1", session="s1")
+        gone = await aforge.delete("add_numbers")
+        assert gone["deleted"]["name"] == "add_numbers"
+        assert await aforge.tools() == []
+
+    asyncio.run(main())
+
+
+def test_an_oversized_import_is_refused_before_it_is_read(store: str, tmp_path: Path) -> None:
+    forge = Forge(store=store, judge="rules", agent="agent-1", session="s1")
+    big = tmp_path / "big.wasm"
+    cap = 16 * 1024 * 1024
+    with big.open("wb") as f:
+        f.truncate(cap + 1)
+    with pytest.raises(ForgeRefused) as refused:
+        forge.import_artifact(big)
+    assert refused.value.stage == "import"
+    assert (
+        f"import: the artifact is {cap + 1} bytes, over the {cap}-byte cap (maxArtifactBytes in --forge-config)"
+        in str(refused.value)
+    )
+    assert forge.tools() == []

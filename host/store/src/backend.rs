@@ -244,6 +244,17 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
         end: SessionEnd,
     ) -> Result<Option<EndedSession>, StoreError>;
 
+    /// In one transaction: deletes the session tool `name` of (agent,
+    /// session) and appends its `deletion` entry (`payload`); `None` (and
+    /// nothing appended) if there is no such tool.
+    fn delete_session_tool(
+        &self,
+        agent: &str,
+        session: &str,
+        name: &str,
+        payload: &Value,
+    ) -> Result<Option<(SessionToolRecord, AuditEntry)>, StoreError>;
+
     /// Up to `limit` sessions expired at `now_ms`, as (agent, session).
     fn expired_sessions(
         &self,

@@ -299,6 +299,28 @@ impl Registry {
         ended
     }
 
+    /// Deletes the session tool `name` of (agent, session) and appends a
+    /// `deletion` entry (`payload`, which should name who asked) in one
+    /// transaction: what was deleted and its entry, or `None` if the
+    /// session holds no such tool.
+    pub fn delete_session_tool(
+        &self,
+        agent: &str,
+        session: &str,
+        name: &str,
+        payload: &Value,
+    ) -> Result<Option<(SessionToolRecord, AuditEntry)>, StoreError> {
+        self.flush_stats()?;
+        let deleted = self
+            .backend
+            .delete_session_tool(agent, session, name, payload);
+        self.tiers.session_changed(agent, session);
+        if let Ok(Some((_, entry))) = &deleted {
+            self.tiers.own().mark([entry.seq]);
+        }
+        deleted
+    }
+
     /// Ends up to `limit` expired sessions, each in its own transaction
     /// that checks it is still expired: when several hosts reap at once,
     /// each session is ended (and its tools audited) once. Returns what

@@ -68,6 +68,18 @@ impl RegistryBackend for Interposed {
     ) -> Result<Option<temper::store::EndedSession>, StoreError> {
         self.inner.backend().end_session(agent, session, end)
     }
+    fn delete_session_tool(
+        &self,
+        agent: &str,
+        session: &str,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> Result<Option<(temper::store::SessionToolRecord, temper::store::AuditEntry)>, StoreError>
+    {
+        self.inner
+            .backend()
+            .delete_session_tool(agent, session, name, payload)
+    }
     fn expired_sessions(
         &self,
         now_ms: i64,

@@ -131,3 +131,49 @@ async fn a_pulled_tool_goes_through_the_import_checks() {
     assert!(!ok);
     assert!(stderr.contains("import refused"), "{stderr}");
 }
+
+/// A layer over the puller's `maxArtifactBytes` is refused from the size
+/// the registry's manifest declares, before the layer is downloaded; the
+/// refusal names the size, the cap and the config key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_over_max_artifact_bytes_is_refused_before_download() {
+    let Some(server) = RegistryServer::start(None) else {
+        return;
+    };
+    let options = insecure(OciAuth::Anonymous);
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let crypto = || HostPolicy::deny_all().with_allow_crypto();
+    let origin = forge_in(a.path(), crypto());
+    let request = ForgeRequest::from_json(
+        &std::fs::read_to_string(fixture("artifacts/hash_message.json")).unwrap(),
+    )
+    .unwrap();
+    origin.forge(&request, &ctx()).await.unwrap();
+    let exported = origin.export("hash_message", &ctx(), false, None).unwrap();
+    let reference = server.reference("tools/too-big:1");
+    oci::push_artifact(&exported.bytes, &reference, &options)
+        .await
+        .unwrap();
+
+    let runtime = support::runtime_builder().policy(crypto()).build().unwrap();
+    let limit = 64 * 1024;
+    let small = Forge::builder(runtime, Arc::new(Registry::open(b.path()).unwrap()))
+        .judge(Arc::new(RulesJudge::standard()))
+        .config(ForgeConfig {
+            max_artifact_bytes: limit,
+            ..ForgeConfig::default()
+        })
+        .build();
+    let err = oci::pull_and_import(&small, &reference, &options, &ctx(), Tier::Agent)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, OciError::Verify { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "verify {reference}: the layer is {} bytes, over the {limit}-byte cap (maxArtifactBytes in --forge-config); refused before download",
+            exported.bytes.len()
+        )
+    );
+    assert!(small.store().artifact_ids().unwrap().is_empty());
+}

@@ -146,6 +146,12 @@ class Forge(_Base):
         """Promotes a session tool to this agent's tier."""
         return json.loads(self._native.promote(name, source))  # type: ignore[no-any-return]
 
+    def delete(self, name: str) -> dict[str, Any]:
+        """Deletes a tool from this session's tier (frees one of its
+        ``maxSessionTools`` slots; audited as a deletion):
+        ``{"deleted": tool}``. Agent-tier and shared tools are not deleted."""
+        return json.loads(self._native.delete(name))  # type: ignore[no-any-return]
+
     def approve(self, name: str, *, by: str, note: str | None = None) -> dict[str, Any]:
         """Approves an agent tool for every agent (the shared tier)."""
         return json.loads(self._native.approve(name, by, note))  # type: ignore[no-any-return]
@@ -235,6 +241,10 @@ class AsyncForge(_Base):
     async def promote(self, name: str, source: str | None = None) -> dict[str, Any]:
         """See :meth:`Forge.promote`."""
         return json.loads(await self._native.promote_async(name, source))  # type: ignore[no-any-return]
+
+    async def delete(self, name: str) -> dict[str, Any]:
+        """See :meth:`Forge.delete`."""
+        return json.loads(await self._native.delete_async(name))  # type: ignore[no-any-return]
 
     async def approve(self, name: str, *, by: str, note: str | None = None) -> dict[str, Any]:
         """See :meth:`Forge.approve`."""

@@ -39,9 +39,17 @@ pub const MAX_TOOL_CALL_DEPTH: usize = 8;
 pub const TOOL_GRANT_PREFIX: &str = "tool:";
 
 /// Tools that code may never call, whatever it is granted: the meta-tools
-/// that forge, promote or run code (a tool must not grow the tool set, nor
-/// start a code-mode run of its own).
-pub const NEVER_CALLABLE: &[&str] = &["forge_tool", "promote_tool", "run_code", "describe_tools"];
+/// that forge, promote, delete or run code (a tool must not change the
+/// tool set, nor start a code-mode run of its own). Every one is also in
+/// `temper_forge::builtins::BUILTIN_TOOL_NAMES` (reserved names; a test
+/// there checks it).
+pub const NEVER_CALLABLE: &[&str] = &[
+    "forge_tool",
+    "promote_tool",
+    "delete_tool",
+    "run_code",
+    "describe_tools",
+];
 
 /// The tool name of an allowlist entry `tool:NAME`, if it is one.
 pub fn tool_grant(entry: &str) -> Option<&str> {

@@ -525,6 +525,31 @@ impl RegistryBackend for PostgresBackend {
         })
     }
 
+    fn delete_session_tool(
+        &self,
+        agent: &str,
+        session: &str,
+        name: &str,
+        payload: &Value,
+    ) -> Result<Option<(SessionToolRecord, AuditEntry)>, StoreError> {
+        let (agent, session, name, payload) = (
+            agent.to_owned(),
+            session.to_owned(),
+            name.to_owned(),
+            payload.clone(),
+        );
+        self.run("delete_session_tool", move |pool, loc| {
+            sessions::delete_session_tool(
+                pool,
+                loc,
+                agent.clone(),
+                session.clone(),
+                name.clone(),
+                payload.clone(),
+            )
+        })
+    }
+
     fn expired_sessions(
         &self,
         now_ms: i64,

@@ -13,7 +13,7 @@ use tokio_postgres::{Row, Transaction};
 use super::ops::{
     append_in_tx, begin, client, ensure_artifact, is_unique_violation, lock_head, pg,
 };
-use crate::audit::AuditKind;
+use crate::audit::{AuditEntry, AuditKind};
 use crate::backend::CallBatch;
 use crate::error::StoreError;
 use crate::sessions::{
@@ -292,6 +292,26 @@ pub(super) async fn add_session_tool(
     })?;
     tx.commit().await.map_err(pg(OP))?;
     Ok(entry.seq)
+}
+
+pub(super) async fn delete_session_tool(
+    pool: Pool,
+    loc: Arc<str>,
+    agent: String,
+    session: String,
+    name: String,
+    payload: Value,
+) -> Result<Option<(SessionToolRecord, AuditEntry)>, StoreError> {
+    const OP: &str = "delete_session_tool";
+    let mut c = client(&pool, OP, &loc).await?;
+    let tx = begin(&mut c, OP).await?;
+    lock_head(&tx, OP).await?;
+    let Some(tool) = take_tool(&tx, OP, &agent, &session, &name).await? else {
+        return Ok(None);
+    };
+    let entry = append_in_tx(&tx, OP, AuditKind::Deletion, &name, Some(&agent), &payload).await?;
+    tx.commit().await.map_err(pg(OP))?;
+    Ok(Some((tool, entry)))
 }
 
 pub(super) async fn end_session(

@@ -481,6 +481,16 @@ impl RegistryBackend for SqliteBackend {
         self.end_session_sql(agent, session, end)
     }
 
+    fn delete_session_tool(
+        &self,
+        agent: &str,
+        session: &str,
+        name: &str,
+        payload: &Value,
+    ) -> Result<Option<(SessionToolRecord, AuditEntry)>, StoreError> {
+        self.delete_session_tool_sql(agent, session, name, payload)
+    }
+
     fn expired_sessions(
         &self,
         now_ms: i64,

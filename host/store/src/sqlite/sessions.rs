@@ -3,6 +3,7 @@
 //! appends and with other hosts' reapers.
 
 use rusqlite::{OptionalExtension, Transaction, params};
+use serde_json::Value;
 
 use super::{SqliteBackend, audit, is_unique_violation};
 
@@ -15,7 +16,7 @@ fn is_taken(e: &rusqlite::Error) -> bool {
                 if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
         )
 }
-use crate::audit::AuditKind;
+use crate::audit::{AuditEntry, AuditKind};
 use crate::backend::CallBatch;
 use crate::error::StoreError;
 use crate::sessions::{
@@ -328,6 +329,24 @@ impl SqliteBackend {
                 tools,
                 entries,
             }))
+        })
+    }
+
+    pub(super) fn delete_session_tool_sql(
+        &self,
+        agent: &str,
+        session: &str,
+        name: &str,
+        payload: &Value,
+    ) -> Result<Option<(SessionToolRecord, AuditEntry)>, StoreError> {
+        const OP: &str = "delete_session_tool";
+        self.write(OP, |tx| {
+            let Some(tool) = take_tool(tx, OP, agent, session, name)? else {
+                return Ok(None);
+            };
+            let entry =
+                audit::append_in_tx(tx, OP, AuditKind::Deletion, name, Some(agent), payload)?;
+            Ok(Some((tool, entry)))
         })
     }
 
