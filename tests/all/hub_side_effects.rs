@@ -82,7 +82,11 @@ fn a_forge_never_calls_a_tool_that_may_act_on_its_upstream() {
     // to supply the answer.
     let refused = tool_output(&m.call(
         "forge_tool",
-        wrapper("flagger", "nice.set_flag", json!({"input": {"flag": "beta"}})),
+        wrapper(
+            "flagger",
+            "nice.set_flag",
+            json!({"input": {"flag": "beta"}}),
+        ),
     ));
     assert_eq!(refused["success"], json!(false), "{refused}");
     assert_eq!(refused["stage"], json!("test"), "{refused}");
@@ -123,7 +127,11 @@ fn a_forge_never_calls_a_tool_that_may_act_on_its_upstream() {
     // case runs twice: the repeat run is the determinism evidence).
     let reader = tool_output(&m.call(
         "forge_tool",
-        wrapper("reader", "nice.get_flag", json!({"input": {"flag": "beta"}})),
+        wrapper(
+            "reader",
+            "nice.get_flag",
+            json!({"input": {"flag": "beta"}}),
+        ),
     ));
     assert_eq!(reader["success"], json!(true), "{reader}");
     let got: Vec<Value> = received(&calls)
@@ -140,7 +148,11 @@ fn the_operator_may_allow_live_tests() {
     let (mut m, calls) = start(dir.path(), "allow_live_tests = true");
     let forged = tool_output(&m.call(
         "forge_tool",
-        wrapper("flagger", "nice.set_flag", json!({"input": {"flag": "beta"}})),
+        wrapper(
+            "flagger",
+            "nice.set_flag",
+            json!({"input": {"flag": "beta"}}),
+        ),
     ));
     assert_eq!(forged["success"], json!(true), "{forged}");
     assert_eq!(

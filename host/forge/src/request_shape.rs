@@ -23,7 +23,8 @@ const TEST_CASES: &str = r#"an array of test cases such as {"input": {…}, "exp
 const TEST_CASE: &str = r#"an object such as {"input": {…}, "expectedOutput": {…}} or {"input": {…}, "expectError": true}"#;
 const EXPECT_ERROR: &str = "true or a part of the expected error message (a non-empty string)";
 const CASSETTE: &str = r#"an array of recorded HTTP exchanges such as {"request": {"method": "GET", "url": "…"}, "response": {"status": 200, "headers": [["content-type", "application/json"]], "body": "…"}}"#;
-const RECORDED_CALLS: &str = r#"an array of recorded answers such as {"tool": "nice.admin", "input": {…}, "output": {…}}"#;
+const RECORDED_CALLS: &str =
+    r#"an array of recorded answers such as {"tool": "nice.admin", "input": {…}, "output": {…}}"#;
 const RECORDED_CALL: &str = r#"an object such as {"tool": "nice.admin", "input": {…}, "output": {…}} (or "error": "…" in place of "output")"#;
 
 /// Parses `text` as a forge request; why not, in the schema's terms.
@@ -112,17 +113,15 @@ fn implementation_error(implementation: &serde_json::Map<String, Value>) -> Opti
             }
             match implementation.get("allowlist") {
                 None | Some(Value::Null) => None,
-                Some(Value::Array(entries)) => {
-                    entries.iter().enumerate().find_map(|(i, entry)| {
-                        (!entry.is_string()).then(|| {
-                            must_be(
-                                &format!("implementation.allowlist[{i}]"),
-                                r#"a capability name such as "fetch""#,
-                                entry,
-                            )
-                        })
+                Some(Value::Array(entries)) => entries.iter().enumerate().find_map(|(i, entry)| {
+                    (!entry.is_string()).then(|| {
+                        must_be(
+                            &format!("implementation.allowlist[{i}]"),
+                            r#"a capability name such as "fetch""#,
+                            entry,
+                        )
                     })
-                }
+                }),
                 Some(other) => Some(must_be("implementation.allowlist", ALLOWLIST, other)),
             }
         }
@@ -131,7 +130,9 @@ fn implementation_error(implementation: &serde_json::Map<String, Value>) -> Opti
             Some(Value::Array(_)) => None,
             Some(other) => Some(must_be("implementation.steps", STEPS, other)),
         },
-        Some(Value::String(mode)) => Some(format!("implementation.mode must be {MODE}, got {mode:?}")),
+        Some(Value::String(mode)) => {
+            Some(format!("implementation.mode must be {MODE}, got {mode:?}"))
+        }
         Some(other) => Some(must_be("implementation.mode", MODE, other)),
     }
 }
@@ -168,7 +169,11 @@ fn test_case_error(index: usize, case: &Value) -> Option<String> {
             .iter()
             .enumerate()
             .find_map(|(i, call)| recorded_call_error(&format!("{at}.recordedCalls[{i}]"), call)),
-        Some(other) => Some(must_be(&format!("{at}.recordedCalls"), RECORDED_CALLS, other)),
+        Some(other) => Some(must_be(
+            &format!("{at}.recordedCalls"),
+            RECORDED_CALLS,
+            other,
+        )),
     }
 }
 
@@ -192,7 +197,12 @@ fn recorded_call_error(at: &str, call: &Value) -> Option<String> {
         return Some(must_be(at, RECORDED_CALL, call));
     };
     match fields.get("tool") {
-        None => return Some(missing(&format!("{at}.tool"), "the name of the tool called")),
+        None => {
+            return Some(missing(
+                &format!("{at}.tool"),
+                "the name of the tool called",
+            ));
+        }
         Some(Value::String(_)) => {}
         Some(other) => return Some(must_be(&format!("{at}.tool"), "a tool name", other)),
     }
@@ -210,7 +220,11 @@ fn recorded_call_error(at: &str, call: &Value) -> Option<String> {
             "{at} has neither output nor error: give the tool's answer to this input"
         )),
         (None, Some(Value::String(_))) | (Some(_), None) => None,
-        (None, Some(other)) => Some(must_be(&format!("{at}.error"), "the error message, a string", other)),
+        (None, Some(other)) => Some(must_be(
+            &format!("{at}.error"),
+            "the error message, a string",
+            other,
+        )),
     }
 }
 

@@ -50,12 +50,7 @@ pub async fn scope<F: Future>(calls: TestCalls, fut: F) -> F::Output {
 /// usual (no forge test is running, or it may be called live and no
 /// answer is recorded); `Some` answer from the case's `recordedCalls`, or
 /// the refusal.
-pub fn serve(
-    tool: &str,
-    source: &str,
-    live: bool,
-    input: &Value,
-) -> Option<Result<Value, String>> {
+pub fn serve(tool: &str, source: &str, live: bool, input: &Value) -> Option<Result<Value, String>> {
     let case = CASE.try_with(Arc::clone).ok()?;
     if let Some(recorded) = case
         .recorded
@@ -149,11 +144,19 @@ mod tests {
         let (error, long) = scope(calls(vec![recorded]), async {
             (
                 serve("nice.admin", "upstream \"nice\"", false, &json!(null)),
-                serve("nice.admin", "upstream \"nice\"", false, &json!("x".repeat(5000))),
+                serve(
+                    "nice.admin",
+                    "upstream \"nice\"",
+                    false,
+                    &json!("x".repeat(5000)),
+                ),
             )
         })
         .await;
-        assert_eq!(error, Some(Err("nice.admin: no such user (recorded answer)".into())));
+        assert_eq!(
+            error,
+            Some(Err("nice.admin: no such user (recorded answer)".into()))
+        );
         let long = long.unwrap().unwrap_err();
         assert!(long.len() < 900, "{}", long.len());
     }

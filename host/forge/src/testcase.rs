@@ -151,11 +151,12 @@ where
                 let (output, failure) = run.await;
                 (output, failure.map(with_offline_hint))
             }
-            Some(given) => match Cassette::from_json(&format!("testCases[{index}].cassette"), given)
-            {
-                Ok(tape) => cassette::scoped(tape, run).await,
-                Err(e) => (None, Some(e.to_string())),
-            },
+            Some(given) => {
+                match Cassette::from_json(&format!("testCases[{index}].cassette"), given) {
+                    Ok(tape) => cassette::scoped(tape, run).await,
+                    Err(e) => (None, Some(e.to_string())),
+                }
+            }
         };
         results.push(CaseResult {
             index,
@@ -396,13 +397,17 @@ mod tests {
     async fn a_bad_cassette_fails_its_case_naming_it() {
         let cases = [TestCase {
             input: json!({"n": 1}),
-            cassette: Some(json!([{"request": {"method": "GET", "url": "ftp://x"}, "response": {"status": 200}}])),
+            cassette: Some(
+                json!([{"request": {"method": "GET", "url": "ftp://x"}, "response": {"status": 200}}]),
+            ),
             ..Default::default()
         }];
         let results = run_cases_with(None, &cases, double).await;
         assert_eq!(
             results[0].failure.as_deref(),
-            Some("fetch cassette testCases[0].cassette: invalid: interaction 0: URL \"ftp://x\" is not http or https")
+            Some(
+                "fetch cassette testCases[0].cassette: invalid: interaction 0: URL \"ftp://x\" is not http or https"
+            )
         );
     }
 }

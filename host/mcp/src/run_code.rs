@@ -576,7 +576,9 @@ mod tests {
         assert_eq!(body["unknown"], json!(["nope"]));
         assert_eq!(
             body["hint"],
-            json!("no tool by these names is visible to you: run_code's description names the tools you can call")
+            json!(
+                "no tool by these names is visible to you: run_code's description names the tools you can call"
+            )
         );
         let none = described(&[], &["nope".to_string()]);
         assert_eq!(none["isError"], json!(true));

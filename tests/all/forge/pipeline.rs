@@ -350,7 +350,9 @@ async fn a_request_without_output_schema_builds_the_same_artifact() {
 async fn an_offline_fetch_tool_forges_with_a_cassette() {
     // httpstat.us resolves to 127.0.0.1, where nothing listens on 443: the
     // network is unreachable for this host.
-    let mut policy = HostPolicy::deny_all().with_allow_net("httpstat.us").unwrap();
+    let mut policy = HostPolicy::deny_all()
+        .with_allow_net("httpstat.us")
+        .unwrap();
     policy.fetch.allow_private = true;
     let transport = TransportOptions {
         resolve_overrides: HashMap::from([(

@@ -104,7 +104,12 @@ fn no_refusal_uses_the_deserializers_words() {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_str().unwrap().to_string();
         let text = refusal(&name);
-        for serde_word in ["internally tagged", "line 1 column", "invalid type", "missing field"] {
+        for serde_word in [
+            "internally tagged",
+            "line 1 column",
+            "invalid type",
+            "missing field",
+        ] {
             assert!(!text.contains(serde_word), "{name}: {text}");
         }
     }

@@ -351,7 +351,11 @@ impl Cassette {
             path: PathBuf::from(label),
             message,
         })?;
-        Ok(Cassette::new(PathBuf::from(label), CassetteMode::Replay, state))
+        Ok(Cassette::new(
+            PathBuf::from(label),
+            CassetteMode::Replay,
+            state,
+        ))
     }
 }
 
@@ -702,7 +706,9 @@ mod tests {
         assert_eq!(c.mode(), CassetteMode::Replay);
         let r = c.lookup("GET", "https://httpstat.us/200", None).unwrap();
         assert_eq!((r.status, r.body.as_slice()), (200, &b"200 OK"[..]));
-        let err = c.lookup("GET", "https://httpstat.us/404", None).unwrap_err();
+        let err = c
+            .lookup("GET", "https://httpstat.us/404", None)
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "fetch: no recorded response for GET https://httpstat.us/404 in cassette testCases[0].cassette (replay mode: no network)"
