@@ -60,16 +60,24 @@ export class TemperSandboxForge {
   }
 
   /**
-   * AgentOS's static check: Temper checks code when it builds it (its
-   * static check and the compile), and denies capabilities at run time,
-   * so this only reports what AgentOS's callers rely on: an allowlist
-   * naming an API AgentOS does not know.
+   * AgentOS's static check, with Temper's: the one the forge runs (eval,
+   * Function, require, import, process and the other blocked APIs), so
+   * AgentOS's engine refuses such code at validation, as it does with its
+   * own sandbox, with one violation per blocked use in Temper's words
+   * (`blocked API \`eval\` at 1:30 (arbitrary code execution)`). Also
+   * reported: an allowlist naming an API AgentOS does not know, and empty
+   * code. Syntax is checked when the code is built (`runtime.validate`
+   * checks both, asynchronously).
    * @returns {{ valid: boolean, violations: string[] }}
    */
   validateCode (code, allowlist = []) {
     const known = new Set(['fetch', 'fs.readFile', 'crypto'])
     const violations = allowlist.filter((a) => !known.has(a)).map((a) => `unknown API in the allowlist: ${a}`)
-    if (typeof code !== 'string' || code.trim() === '') violations.push('code is empty')
+    if (typeof code !== 'string' || code.trim() === '') {
+      violations.push('code is empty')
+    } else {
+      violations.push(...this.runtime.staticCheck(code))
+    }
     return { valid: violations.length === 0, violations }
   }
 

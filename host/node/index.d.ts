@@ -147,6 +147,13 @@ export declare class Runtime {
    */
   timeExecutes(code: string, input: string, allowlist: Array<string>, count: number): Promise<number[]>
   /**
+   * Temper's static check of `code` (the one the forge runs, on the
+   * source it builds): one line per blocked API use, in source order,
+   * as the forge's refusal lists them; empty when there is none.
+   * Synchronous, as AgentOS's `validateCode` is.
+   */
+  staticCheck(code: string): Array<string>
+  /**
    * Checks `code` without running it: the static check and the compile
    * (syntax). Resolves to `{ valid, violations }`, as AgentOS's
    * `validateCode` returns.

@@ -44,6 +44,7 @@ fn request(name: &str, code: &str, cases: usize) -> ForgeRequest {
             .map(|i| TestCase {
                 input: json!({"a": i, "b": 1}),
                 expected_output: None,
+                ..Default::default()
             })
             .collect();
         r

@@ -58,6 +58,7 @@ fn sandbox(name: &str, code: &str, allowlist: &[&str], input: Value) -> ForgeReq
         test_cases: vec![TestCase {
             input,
             expected_output: None,
+            ..Default::default()
         }],
     }
 }
@@ -74,6 +75,7 @@ fn compose(name: &str, steps: Value, input: Value) -> ForgeRequest {
         test_cases: vec![TestCase {
             input,
             expected_output: None,
+            ..Default::default()
         }],
     }
 }

@@ -428,6 +428,7 @@ async fn seed_check_http_status_works_as_written() {
     let cases = vec![temper::request::TestCase {
         input: json!({"url": format!("http://api.example.test:{port}/status/200")}),
         expected_output: req.test_cases[0].expected_output.clone(),
+        ..Default::default()
     }];
     let results = temper::testcase::run_cases(&rt, &tool, None, &cases).await;
     assert!(results[0].passed, "{:?}", results[0]);

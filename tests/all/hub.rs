@@ -84,7 +84,9 @@ fn gateway_lists_calls_and_composes_allowed_hub_tools_only() {
             &python,
             "search",
             None,
-            "tools = [\"web_search\", \"plain_text\", \"env_probe\"]",
+            // Its tools are not marked read-only: the operator lets the
+            // forge's tests call them.
+            "tools = [\"web_search\", \"plain_text\", \"env_probe\"]\nallow_live_tests = true",
         ),
     );
     // plain_text is exposed by the tools file but not allowed by the policy.

@@ -609,7 +609,9 @@ fn seed_upstream(python: &Path, tools: &str) -> String {
     let script = root().join("tests/fixtures/hub/seed_search_server.py");
     let command = [python.display().to_string(), script.display().to_string()];
     format!(
-        "[upstream.search]\ncommand = {}\ntools = {tools}\n\n",
+        // A search is read-only; the upstream does not say so, the tools
+        // file does (a forge's tests call only read-only tools live).
+        "[upstream.search]\ncommand = {}\ntools = {tools}\n\n[upstream.search.annotations.web_search]\nreadOnlyHint = true\n\n",
         serde_json::to_string(&command).unwrap()
     )
 }

@@ -149,7 +149,9 @@ fn gateway_lists_calls_and_composes_a_typescript_http_upstream() {
     let tools = tools_file(
         dir.path(),
         &format!("http://127.0.0.1:{}/mcp", upstream.port),
-        "tools = [\"search_issues\", \"echo_text\", \"liar\", \"fail\", \"revoked\"]",
+        // The fake issue tracker marks no tool read-only: the operator
+        // allows the forge's tests to call it live.
+        "tools = [\"search_issues\", \"echo_text\", \"liar\", \"fail\", \"revoked\"]\nallow_live_tests = true",
     );
     // github.fail is exposed by the tools file but not allowed.
     let policy = tools_policy(

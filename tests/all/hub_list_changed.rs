@@ -21,7 +21,7 @@ fn python_upstream_args(python: &Path, dir: &Path, tools: &[&str]) -> Vec<String
         dir,
         "tools.toml",
         &format!(
-            "[upstream.search]\ncommand = {}\ntools = {}\n",
+            "[upstream.search]\ncommand = {}\ntools = {}\nallow_live_tests = true\n",
             serde_json::to_string(&command).unwrap(),
             serde_json::to_string(tools).unwrap()
         ),

@@ -743,6 +743,15 @@ fn upstream_resources_and_prompts_are_denied_by_default_and_narrowed_by_the_poli
         &[],
         "no-secret-here",
     );
+    // The tools file selects resources and prompts: both are advertised.
+    let init = m.request(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    let caps = &init["result"]["capabilities"];
+    assert_eq!(caps["resources"], json!({"listChanged": true}), "{init}");
+    assert_eq!(caps["prompts"], json!({"listChanged": true}), "{init}");
+    assert_eq!(caps["completions"], json!({}), "{init}");
     let listed = m.request("resources/list", json!({}));
     let uris: Vec<&str> = listed["result"]["resources"]
         .as_array()

@@ -192,7 +192,12 @@ fn mcp_over_stdio_pipes() {
         json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}),
     );
     assert_eq!(init["protocolVersion"], "2025-06-18");
-    assert_eq!(init["capabilities"]["tools"]["listChanged"], true);
+    // No tools file selects resources or prompts: only tools are offered.
+    assert_eq!(
+        init["capabilities"],
+        json!({"tools": {"listChanged": true}}),
+        "{init}"
+    );
     assert_eq!(init["serverInfo"]["name"], "temper");
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let again = c.ok("initialize", json!({"protocolVersion": "2099-01-01"}));
@@ -654,15 +659,45 @@ fn run_code_over_stdio() {
         "{r}"
     );
 
+    // tool_stats answers run_code in the registered tools' shape.
     let stats = c.call("tool_stats", json!({"name": "run_code"}));
-    assert_eq!(stats["structuredContent"]["runs"], 3, "{stats}");
-    assert_eq!(stats["structuredContent"]["failures"], 2, "{stats}");
-    let d = c.call("describe_tools", json!({"names": ["slugify"]}));
+    let run_code = &stats["structuredContent"];
+    assert_eq!(run_code["name"], "run_code", "{stats}");
+    assert_eq!(run_code["total_calls"], 3, "{stats}");
+    assert_eq!(run_code["successes"], 1, "{stats}");
+    assert_eq!(run_code["p95_latency_ms"], Value::Null, "{stats}");
+    let tool = c.call("tool_stats", json!({"name": "slugify"}));
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(run_code), keys(&tool["structuredContent"]), "{tool}");
+    assert_eq!(
+        keys(run_code),
+        [
+            "avg_latency_ms",
+            "name",
+            "p95_latency_ms",
+            "success_rate",
+            "successes",
+            "total_calls"
+        ]
+    );
+    // describe_tools answers the names it knows and lists the others.
+    let d = c.call("describe_tools", json!({"names": ["slugify", "nope"]}));
+    assert_eq!(d["isError"], false, "{d}");
     assert!(
         d["structuredContent"]["declarations"]
             .as_str()
             .unwrap()
             .contains("slugify(input: { text: string; })"),
+        "{d}"
+    );
+    assert_eq!(d["structuredContent"]["unknown"], json!(["nope"]), "{d}");
+    assert_eq!(
+        d["structuredContent"]["hint"],
+        "no tool by these names is visible to you: run_code's description names the tools you can call",
         "{d}"
     );
     c.close();

@@ -234,7 +234,12 @@ async fn discover_headers_versions_and_removed_methods() {
         versions,
         [V, "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
     );
-    assert_eq!(r["capabilities"]["tools"]["listChanged"], true);
+    // No hub resources or prompts here: not advertised.
+    assert_eq!(
+        r["capabilities"],
+        json!({"tools": {"listChanged": true}}),
+        "{r}"
+    );
     assert_eq!(r["cacheScope"], "public");
     assert!(r["ttlMs"].as_u64().is_some(), "{r}");
     assert_eq!(

@@ -91,5 +91,6 @@ fn test_case() -> impl Strategy<Value = TestCase> {
     (json_value(), prop::option::of(json_value())).prop_map(|(input, expected_output)| TestCase {
         input,
         expected_output,
+        ..Default::default()
     })
 }

@@ -6,7 +6,6 @@ use clap::ValueEnum;
 use serde_json::json;
 use temper::artifact;
 use temper::forge::ForgeResult;
-use temper::request::ForgeRequest;
 use temper::store::Tier;
 
 use crate::Common;
@@ -305,7 +304,7 @@ pub async fn verify(
     let source = source.map(crate::read_source).transpose()?;
     let request = match request {
         Some(p) => Some(
-            ForgeRequest::from_json(&crate::read_source(p)?)
+            temper::forge::request_shape::parse(&crate::read_source(p)?)
                 .map_err(|e| format!("{}: not a forge request: {e}", p.display()))?,
         ),
         None => None,

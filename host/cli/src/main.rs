@@ -70,7 +70,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             let is_request = source.extension().is_some_and(|e| e == "json");
             let artifact = if is_request {
                 // A forge request: the artifact carries its manifest.
-                let req = temper::request::ForgeRequest::from_json(&text)
+                let req = temper::forge::request_shape::parse(&text)
                     .map_err(|e| format!("{}: not a forge request: {e}", source.display()))?;
                 temper::forge::build::build_sandbox(&runtime, &req, false)
                     .await
@@ -104,7 +104,7 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::Test { request, common } => {
             let runtime = common.runtime()?;
             let text = read_source(&request)?;
-            let req = temper::request::ForgeRequest::from_json(&text)
+            let req = temper::forge::request_shape::parse(&text)
                 .map_err(|e| format!("{}: not a forge request: {e}", request.display()))?;
             let (code, allowlist) = match &req.implementation {
                 temper::request::Implementation::Sandbox { code, allowlist } => (code, allowlist),

@@ -366,6 +366,7 @@ tool:
         vec![TestCase {
             input: json!({"text": "A b"}),
             expected_output: Some(json!({"slug": "a-b"})),
+            ..Default::default()
         }]
     }
 

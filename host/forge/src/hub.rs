@@ -172,6 +172,7 @@ impl Forge {
                     // (this copy may predate a `list_changed`).
                     checks_input: tool.checks_input,
                     call_output: Some(call_output),
+                    live_in_tests: tool.live_in_tests,
                 }),
             );
             registered.push(tool.name);

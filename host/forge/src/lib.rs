@@ -33,6 +33,10 @@
 //! - [`watch`]: the forge's registry watch, which keeps those caches and
 //!   the session tiers' current when other hosts share the store (a
 //!   thread of its own polling the audit trail, [`ForgeBuilder::registry_poll`]);
+//! - [`test_calls`]: what the TEST stage may call (a hub tool that may act
+//!   on its upstream is answered from the request's recorded answers);
+//! - [`request_shape`]: a request read and refused in `forge_tool`'s schema
+//!   terms;
 //! - [`verify`]: rebuilding an artifact from its manifest and comparing bytes.
 //!
 //! Errors are typed per stage ([`error`]).
@@ -71,9 +75,11 @@ mod nested;
 pub mod observe;
 mod outcome;
 mod pipeline;
+pub mod request_shape;
 pub mod schema;
 pub mod session;
 mod session_tier;
+pub mod test_calls;
 pub mod testcase;
 mod tiers;
 mod transfer;

@@ -91,6 +91,10 @@ pub struct NativeTool {
     /// A hub tool's call that keeps the upstream's result as it came (a
     /// gateway's call); `None`: `call`'s output is written anew.
     pub(crate) call_output: Option<OutputFn>,
+    /// A forge's tests may call it live (see [`super::test_calls`]): the
+    /// embedder's tools, built-ins, read-only upstream tools and those of
+    /// an upstream that allows live tests.
+    pub(crate) live_in_tests: bool,
 }
 
 impl NativeTool {
@@ -126,6 +130,12 @@ impl NativeTool {
         input: Value,
         timeout: std::time::Duration,
     ) -> Result<Value, String> {
+        if let Some(source) = &self.hub_source
+            && let Some(answer) =
+                super::test_calls::serve(&self.spec.name, source, self.live_in_tests, &input)
+        {
+            return answer;
+        }
         self.checked(input, timeout, &*self.call, |v| v).await
     }
 
@@ -227,6 +237,7 @@ impl Forge {
                 checks_output: false,
                 checks_input: false,
                 call_output: None,
+                live_in_tests: true,
             }),
         );
         Ok(())

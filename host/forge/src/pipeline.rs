@@ -87,7 +87,8 @@ pub(super) fn used_apis(source: &str) -> Vec<String> {
 
 impl Forge {
     /// Parses `json` as a forge request and forges it; a document that is
-    /// not a forge request is refused at the validate stage.
+    /// not a forge request is refused at the validate stage, in the terms
+    /// of `forge_tool`'s input schema ([`super::request_shape`]).
     pub async fn forge_json(&self, json: &str, ctx: &ForgeContext) -> Result<Forged, ForgeError> {
         self.forge_json_with_progress(json, ctx, &|_| {}).await
     }
@@ -101,10 +102,10 @@ impl Forge {
         ctx: &ForgeContext,
         progress: &(dyn Fn(Stage) + Send + Sync),
     ) -> Result<Forged, ForgeError> {
-        match ForgeRequest::from_json(json) {
+        match super::request_shape::parse(json) {
             Ok(request) => self.forge_with_progress(&request, ctx, progress).await,
             Err(e) => {
-                let err = ForgeError::Validate(ValidateError::Request(e.to_string()));
+                let err = ForgeError::Validate(ValidateError::Request(e));
                 self.audit_rejection("(invalid request)", ctx, &err);
                 let err = Err(err);
                 self.observe_forge(&err, std::time::Duration::ZERO);
@@ -323,7 +324,7 @@ impl Forge {
             name: m.name.clone(),
             description: m.description.clone(),
             input_schema: m.input_schema.clone(),
-            output_schema: Some(m.output_schema.clone()),
+            output_schema: (!m.output_schema.is_null()).then(|| m.output_schema.clone()),
             source: a.source.clone(),
             composition: composition_of(m),
             allowlist: m.capabilities.clone(),

@@ -137,8 +137,14 @@ pub struct ToolSchemas {
 }
 
 impl ToolSchemas {
-    /// Compiles both; the first that fails is the error.
+    /// Compiles both; the first that fails is the error. `outputSchema` is
+    /// optional (as in the seed's request format): absent (`null`), the
+    /// output is only checked to be JSON (the schema `true`).
     pub fn compile(input: &Value, output: &Value) -> Result<Self, SchemaError> {
+        let output = match output {
+            Value::Null => &Value::Bool(true),
+            given => given,
+        };
         Ok(Self {
             input: CompiledSchema::compile(SchemaRole::Input, input)?,
             output: CompiledSchema::compile(SchemaRole::Output, output)?,
@@ -220,5 +226,17 @@ mod tests {
         let err = s.check(&json!([1, 2, 3, 4, 5, 6, 7])).unwrap_err();
         assert_eq!(err.violations.len(), 7);
         assert!(err.to_string().ends_with("and 2 more"), "{err}");
+    }
+
+    #[test]
+    fn an_absent_output_schema_takes_any_json() {
+        let s = ToolSchemas::compile(&json!({"type": "object"}), &Value::Null).unwrap();
+        assert!(s.output.check(&json!([1, "two", null])).is_ok());
+        assert!(s.output.check(&json!("text")).is_ok());
+        let err = ToolSchemas::compile(&Value::Null, &Value::Null).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "inputSchema is not a valid JSON Schema: missing (a JSON Schema object is required)"
+        );
     }
 }

@@ -4,11 +4,21 @@
 //! is present and matches (extra keys in the output are allowed); arrays
 //! match element by element with equal length; numbers compare by value
 //! (`212` equals `212.0`); other scalars compare exactly.
+//!
+//! A case with `expectError` passes when the call fails instead: `true`
+//! takes any error, a string must be part of the error message (an input
+//! that does not match `inputSchema` is such an error, as every caller
+//! would meet it).
+//!
+//! A case with a `cassette` runs with its `fetch` calls served from it (no
+//! network); a case without one whose fetch cannot reach its host fails
+//! with [`OFFLINE_HINT`] appended, saying how to give one.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::schema::ToolSchemas;
+use temper_runtime::capabilities::cassette::{self, Cassette};
 use temper_runtime::request::TestCase;
 use temper_runtime::runtime::{Runtime, Tool};
 
@@ -80,7 +90,9 @@ pub struct CaseResult {
     /// The case's index in the request (0-based).
     pub index: usize,
     /// Whether it passed: the input matched `inputSchema`, the call
-    /// succeeded, the output matched `outputSchema` and `expectedOutput`.
+    /// succeeded, the output matched `outputSchema` and `expectedOutput`;
+    /// or, for a case with `expectError`, the call failed (an input
+    /// `inputSchema` refuses counts) with that error.
     pub passed: bool,
     /// The input the tool was called with.
     pub input: Value,
@@ -127,7 +139,25 @@ where
 {
     let mut results = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
-        let (output, failure) = run_case(&call, schemas, case).await;
+        // The case's recorded answers are in scope for every tool the run
+        // calls (`test_calls`: no side effect of testing on an upstream).
+        let calls = crate::test_calls::TestCalls {
+            index,
+            recorded: case.recorded_calls.clone(),
+        };
+        let run = crate::test_calls::scope(calls, run_case(&call, schemas, case));
+        let (output, failure) = match &case.cassette {
+            None => {
+                let (output, failure) = run.await;
+                (output, failure.map(with_offline_hint))
+            }
+            Some(given) => {
+                match Cassette::from_json(&format!("testCases[{index}].cassette"), given) {
+                    Ok(tape) => cassette::scoped(tape, run).await,
+                    Err(e) => (None, Some(e.to_string())),
+                }
+            }
+        };
         results.push(CaseResult {
             index,
             passed: failure.is_none(),
@@ -140,6 +170,35 @@ where
 }
 
 async fn run_case<F, Fut>(
+    call: &F,
+    schemas: Option<&ToolSchemas>,
+    case: &TestCase,
+) -> (Option<Value>, Option<String>)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
+    let (output, error) = call_case(call, schemas, case).await;
+    match (&case.expect_error, error) {
+        (None, error) => (output, error),
+        (Some(expected), Some(error)) => (output, expected_error_differs(expected, &error)),
+        (Some(_), None) => {
+            let got = output.as_ref().map_or_else(String::new, Value::to_string);
+            (
+                output,
+                Some(format!(
+                    "expectError: the call was expected to fail but returned {got}"
+                )),
+            )
+        }
+    }
+}
+
+/// Calls the tool with the case's input (checked against `inputSchema`
+/// first, as every caller's is) and checks the output: JSON, matching
+/// `outputSchema`, then `expectedOutput`. Returns the output when there is
+/// one and why the case failed.
+async fn call_case<F, Fut>(
     call: &F,
     schemas: Option<&ToolSchemas>,
     case: &TestCase,
@@ -172,6 +231,42 @@ where
         .and_then(|exp| output_matches(exp, &output).err())
         .map(|m| format!("output differs from expectedOutput {m}"));
     (Some(output), failure)
+}
+
+/// What a case failed by an unreachable network is told: a fetch tool's
+/// tests run live, so on a host with no network they fail; a cassette in
+/// the case serves them instead.
+pub const OFFLINE_HINT: &str = " (the offline path: this host could not reach the network, and a \
+    fetch tool's tests run live; give the test case the responses to serve instead, as \
+    \"cassette\": [{\"request\": {\"method\": \"GET\", \"url\": \"…\"}, \"response\": \
+    {\"status\": 200, \"headers\": [[\"content-type\", \"application/json\"]], \"body\": \"…\"}}])";
+
+/// `failure` with [`OFFLINE_HINT`] when a fetch could not reach its host
+/// (a connection or name failure, or a timeout; not a policy refusal).
+fn with_offline_hint(failure: String) -> String {
+    let unreachable = failure.contains("fetch: request to ")
+        && (failure.contains(" failed") || failure.contains(" timed out"));
+    if unreachable {
+        failure + OFFLINE_HINT
+    } else {
+        failure
+    }
+}
+
+/// Whether the error a case met is the one its `expectError` asks for:
+/// `true` takes any error, a string must be part of the message. `None`
+/// when it is; otherwise why not.
+pub fn expected_error_differs(expected: &Value, error: &str) -> Option<String> {
+    match expected {
+        Value::Bool(true) => None,
+        Value::String(part) if error.contains(part.as_str()) => None,
+        Value::String(part) => Some(format!(
+            "expectError: the error does not contain {part:?}: {error}"
+        )),
+        other => Some(format!(
+            "expectError must be true or a part of the error message, got {other}"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -229,5 +324,90 @@ mod tests {
         assert!(output_matches(&json!(null), &json!(null)).is_ok());
         assert!(output_matches(&json!(true), &json!(1)).is_err());
         assert!(output_matches(&json!({}), &json!([])).is_err());
+    }
+
+    /// A tool that fails on a negative `n` and doubles it otherwise.
+    async fn double(input: String) -> Result<String, String> {
+        let v: Value = serde_json::from_str(&input).unwrap();
+        let n = v["n"].as_i64().unwrap();
+        if n < 0 {
+            Err("execute threw: Error: n must be >= 0".into())
+        } else {
+            Ok(json!({ "n": n * 2 }).to_string())
+        }
+    }
+
+    fn case(input: Value, expect_error: Option<Value>) -> TestCase {
+        TestCase {
+            input,
+            expect_error,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn expect_error_passes_on_the_error_it_names() {
+        let cases = [
+            case(json!({"n": -1}), Some(json!(true))),
+            case(json!({"n": -1}), Some(json!("must be >= 0"))),
+            case(json!({"n": -1}), Some(json!("overflow"))),
+            case(json!({"n": 2}), Some(json!(true))),
+        ];
+        let results = run_cases_with(None, &cases, double).await;
+        assert!(results[0].passed, "{:?}", results[0]);
+        assert!(results[1].passed, "{:?}", results[1]);
+        assert!(!results[2].passed);
+        assert_eq!(
+            results[2].failure.as_deref(),
+            Some(
+                "expectError: the error does not contain \"overflow\": execute threw: Error: n must be >= 0"
+            )
+        );
+        assert!(!results[3].passed);
+        assert_eq!(
+            results[3].failure.as_deref(),
+            Some("expectError: the call was expected to fail but returned {\"n\":4}")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_input_the_schema_refuses_is_an_expected_error() {
+        let schemas = ToolSchemas::compile(
+            &json!({"type": "object", "required": ["n"]}),
+            &json!({"type": "object"}),
+        )
+        .unwrap();
+        let cases = [case(json!({}), Some(json!("does not match inputSchema")))];
+        let results = run_cases_with(Some(&schemas), &cases, double).await;
+        assert!(results[0].passed, "{:?}", results[0]);
+    }
+
+    #[test]
+    fn an_unreachable_network_says_how_to_pass_a_cassette() {
+        let failed = with_offline_hint(
+            "execute threw: TypeError: fetch: request to https://httpstat.us/200 failed: error sending request: dns error".into(),
+        );
+        assert!(failed.ends_with(OFFLINE_HINT), "{failed}");
+        assert!(failed.contains("the offline path"), "{failed}");
+        let denied = with_offline_hint("fetch: not allowed: 127.0.0.1".into());
+        assert_eq!(denied, "fetch: not allowed: 127.0.0.1");
+    }
+
+    #[tokio::test]
+    async fn a_bad_cassette_fails_its_case_naming_it() {
+        let cases = [TestCase {
+            input: json!({"n": 1}),
+            cassette: Some(
+                json!([{"request": {"method": "GET", "url": "ftp://x"}, "response": {"status": 200}}]),
+            ),
+            ..Default::default()
+        }];
+        let results = run_cases_with(None, &cases, double).await;
+        assert_eq!(
+            results[0].failure.as_deref(),
+            Some(
+                "fetch cassette testCases[0].cassette: invalid: interaction 0: URL \"ftp://x\" is not http or https"
+            )
+        );
     }
 }

@@ -24,6 +24,7 @@ use serde_json::Value;
 use temper_compose::CompiledSpec;
 use temper_policy::{Grants, HostPolicy};
 use temper_runtime::artifact::{ArtifactManifest, CallRef, StepRef};
+use temper_runtime::capabilities::cassette::{Cassette, CassetteError};
 use temper_runtime::capabilities::tool_calls::{NEVER_CALLABLE, tool_grant};
 use temper_runtime::id::ArtifactId;
 use temper_runtime::request::{ForgeRequest, Implementation};
@@ -417,6 +418,32 @@ fn check_common(request: &ForgeRequest) -> Result<ToolSchemas, ValidateError> {
             )));
         }
         _ => {}
+    }
+    for (index, case) in request.test_cases.iter().enumerate() {
+        if let Some(given) = &case.cassette {
+            let label = format!("testCases[{index}].cassette");
+            match Cassette::from_json(&label, given) {
+                Ok(_) => {}
+                Err(CassetteError::Format { message, .. }) => {
+                    return Err(ValidateError::TestCases(format!(
+                        "[{index}].cassette: {message}"
+                    )));
+                }
+                Err(e) => return Err(ValidateError::TestCases(e.to_string())),
+            }
+        }
+        let Some(expect) = &case.expect_error else {
+            continue;
+        };
+        let at = format!("[{index}]");
+        if let Some(e) = super::request_shape::expect_error_error(&at, expect) {
+            return Err(ValidateError::TestCases(e));
+        }
+        if case.expected_output.is_some() {
+            return Err(ValidateError::TestCases(format!(
+                "{at} has both expectedOutput and expectError: give one"
+            )));
+        }
     }
     Ok(schemas)
 }

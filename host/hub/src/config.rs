@@ -186,6 +186,11 @@ pub struct UpstreamConfig {
     pub annotations: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
     /// Which of its requests are relayed to Temper's callers (`relay`).
     pub relay: crate::upstream::RelayRequests,
+    /// The forge's tests may call its tools that are not marked
+    /// `readOnlyHint: true` (`allow_live_tests`): the operator accepts the
+    /// side effects of forging. Off by default: such a tool is answered
+    /// from the answers recorded in the forge request.
+    pub allow_live_tests: bool,
 }
 
 /// `[builtin.http_request]`.
@@ -278,6 +283,8 @@ struct RawUpstream {
     annotations: BTreeMap<String, RawAnnotations>,
     #[serde(default)]
     relay: Vec<String>,
+    #[serde(default)]
+    allow_live_tests: bool,
 }
 
 /// `[upstream.NAME.annotations.TOOL]`: MCP's tool annotations, by their
@@ -694,6 +701,7 @@ impl<E: Fn(&str) -> Option<String>> Checker<'_, E> {
                 .map(|(tool, a)| (tool, a.into_map()))
                 .collect(),
             relay: relay::relay_requests(&raw.relay).map_err(|e| self.err("relay", e))?,
+            allow_live_tests: raw.allow_live_tests,
         })
     }
 

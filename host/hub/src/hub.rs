@@ -45,6 +45,21 @@ pub struct HubTool {
     /// name and the tools file's annotation overrides; `None` for a
     /// built-in.
     pub definition: Option<serde_json::Map<String, Value>>,
+    /// Whether a forge's tests may call it live: a built-in, an upstream
+    /// tool marked `readOnlyHint: true` (by its upstream or the tools
+    /// file's annotations), or any tool of an upstream with
+    /// `allow_live_tests = true`. Otherwise calling it while testing would
+    /// act on the upstream, and the forge serves recorded answers instead.
+    pub live_in_tests: bool,
+}
+
+/// Whether a tool definition is marked `annotations.readOnlyHint: true`.
+fn read_only(definition: &serde_json::Map<String, Value>) -> bool {
+    definition
+        .get("annotations")
+        .and_then(|a| a.get("readOnlyHint"))
+        .and_then(Value::as_bool)
+        == Some(true)
 }
 
 /// Why the hub did not start, or a call to it failed.
@@ -215,7 +230,9 @@ impl Hub {
             .iter()
             .flat_map(|u| {
                 let timeout = u.config().timeout;
+                let allow_live = u.config().allow_live_tests;
                 u.tools().into_iter().map(move |t| HubTool {
+                    live_in_tests: allow_live || read_only(&t.definition),
                     source: format!("upstream {:?}", t.upstream),
                     name: t.name,
                     description: t.description,

@@ -189,7 +189,7 @@ impl Handler {
         notes: &dyn Notifier,
     ) -> Result<Value, RpcError> {
         match method {
-            "initialize" => initialize(params),
+            "initialize" => initialize(params, capabilities(&self.forge)),
             "ping" => Ok(json!({})),
             "logging/setLevel" => set_level(params),
             "tools/list" => self.list_tools(None).await,
@@ -213,7 +213,9 @@ impl Handler {
         notes: &dyn Notifier,
     ) -> Result<Value, RpcError> {
         let mut result = match method {
-            "server/discover" => return Ok(encode(&results::discover())),
+            "server/discover" => {
+                return Ok(encode(&results::discover(capabilities(&self.forge))));
+            }
             "tools/list" => self.list_tools(Some(results::TOOLS_LIST_CACHE)).await?,
             "tools/call" => self.call_tool(params, notes).await?,
             _ => match self.hub_feature(method, params).await {
@@ -489,10 +491,7 @@ impl Handler {
         let (forge, ctx, key) = (self.forge.clone(), self.ctx.clone(), name.to_owned());
         let read = tokio::task::spawn_blocking(move || forge.tool_stats(&key, &ctx)).await;
         match read {
-            Ok(Ok(stats)) => match serde_json::to_value(&stats) {
-                Ok(v) => tools::tool_result(&v, false),
-                Err(e) => tools::tool_error("stats", &format!("cannot encode: {e}")),
-            },
+            Ok(Ok(stats)) => tools::StatsAnswer::registered(name, &stats).result(),
             Ok(Err(e)) => tools::tool_error("stats", &e.to_string()),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(e) => tools::tool_error("stats", &format!("cannot read the stats: {e}")),
@@ -640,8 +639,22 @@ impl<'n> Progress<'n> {
     }
 }
 
-/// The `initialize` result for `params`.
-pub fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
+/// What `forge`'s server offers: tools, and its hub's resources and
+/// prompts when the tools file selects some.
+pub fn capabilities(forge: &Forge) -> results::ServerCapabilities {
+    let hub = forge.hub();
+    let offers = |f| hub.as_ref().is_some_and(|h| h.offers(f));
+    results::ServerCapabilities::served(
+        offers(temper_hub::Feature::Resources) || offers(temper_hub::Feature::ResourceTemplates),
+        offers(temper_hub::Feature::Prompts),
+    )
+}
+
+/// The `initialize` result for `params`, offering `capabilities`.
+pub fn initialize(
+    params: Option<&Value>,
+    capabilities: results::ServerCapabilities,
+) -> Result<Value, RpcError> {
     let requested = params
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str)
@@ -650,7 +663,7 @@ pub fn initialize(params: Option<&Value>) -> Result<Value, RpcError> {
         })?;
     Ok(encode(&results::InitializeResult {
         protocol_version: negotiate_version(requested),
-        capabilities: results::CAPABILITIES,
+        capabilities,
         server_info: results::SERVER_INFO,
         instructions: results::INSTRUCTIONS,
     }))
@@ -699,12 +712,18 @@ mod tests {
             negotiate_version("1999-01-01"),
             SUPPORTED_PROTOCOL_VERSIONS[0]
         );
-        let r = initialize(Some(&json!({"protocolVersion": "2025-03-26"}))).unwrap();
+        let r = initialize(
+            Some(&json!({"protocolVersion": "2025-03-26"})),
+            results::CAPABILITIES,
+        )
+        .unwrap();
         assert_eq!(r["protocolVersion"], "2025-03-26");
-        assert_eq!(r["capabilities"]["tools"]["listChanged"], true);
+        assert_eq!(r["capabilities"], json!({"tools": {"listChanged": true}}));
         assert_eq!(r["serverInfo"]["name"], "temper");
         assert_eq!(
-            initialize(Some(&json!({}))).unwrap_err().code,
+            initialize(Some(&json!({})), results::CAPABILITIES)
+                .unwrap_err()
+                .code,
             jsonrpc::INVALID_PARAMS
         );
         assert_eq!(r["instructions"], results::INSTRUCTIONS);

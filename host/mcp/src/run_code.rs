@@ -265,6 +265,20 @@ pub fn describe_tools_definition() -> Value {
     })
 }
 
+/// `describe_tools`' answer: the declarations of the names known and,
+/// when some are not, those names and where to look (an error only when
+/// no name is known).
+fn described(picked: &[CodeTool], unknown: &[String]) -> Value {
+    let mut answer = json!({ "declarations": declarations(picked) });
+    if !unknown.is_empty() {
+        answer["unknown"] = json!(unknown);
+        answer["hint"] = json!(format!(
+            "no tool by these names is visible to you: {RUN_CODE}'s description names the tools you can call"
+        ));
+    }
+    tools::tool_result(&answer, picked.is_empty())
+}
+
 impl Handler {
     /// The tools this caller may call from code, by name: forged tools it
     /// sees (they keep precedence), hub tools its token allows, the host's
@@ -385,25 +399,22 @@ impl Handler {
         }
         let all = self.code_tools().await?;
         let mut picked = Vec::new();
+        let mut unknown = Vec::new();
         for name in names {
             let name = name.as_str().unwrap_or_default();
             match all.iter().find(|t| t.name == name) {
                 Some(t) => picked.push(t.clone()),
-                None => return Ok(tools::tool_error("describe", &self.not_found(name))),
+                None => unknown.push(name.to_string()),
             }
         }
-        Ok(tools::tool_result(
-            &json!({ "declarations": declarations(&picked) }),
-            false,
-        ))
+        Ok(described(&picked, &unknown))
     }
 
     /// `tool_stats {name: "run_code"}`: the forge's count of runs.
+    /// In `tool_stats`' one shape ([`tools::StatsAnswer`]).
     pub(super) fn run_code_stats(&self) -> Value {
-        match serde_json::to_value(self.forge.run_code_stats()) {
-            Ok(v) => tools::tool_result(&v, false),
-            Err(e) => tools::tool_error("stats", &format!("cannot encode: {e}")),
-        }
+        let s = self.forge.run_code_stats();
+        tools::StatsAnswer::runs(RUN_CODE, s.runs, s.failures, s.avg_latency_ms).result()
     }
 }
 
@@ -493,5 +504,29 @@ mod tests {
         assert!(text.contains(DESCRIBE_TOOLS));
         assert!(text.contains("tool_199 and 800 more."), "capped");
         assert!(text.len() < MAX_DECLARATION_BYTES, "{}", text.len());
+    }
+
+    #[test]
+    fn describe_answers_the_known_names_and_lists_the_unknown() {
+        let known = [tool("slugify", json!({"type": "object"}), json!({}))];
+        let answer = described(&known, &["nope".to_string()]);
+        assert_eq!(answer["isError"], json!(false));
+        let body = &answer["structuredContent"];
+        assert!(
+            body["declarations"].as_str().unwrap().contains("slugify("),
+            "{body}"
+        );
+        assert_eq!(body["unknown"], json!(["nope"]));
+        assert_eq!(
+            body["hint"],
+            json!(
+                "no tool by these names is visible to you: run_code's description names the tools you can call"
+            )
+        );
+        let none = described(&[], &["nope".to_string()]);
+        assert_eq!(none["isError"], json!(true));
+        assert_eq!(none["structuredContent"]["unknown"], json!(["nope"]));
+        let all_known = described(&known, &[]);
+        assert!(all_known["structuredContent"].get("unknown").is_none());
     }
 }

@@ -85,14 +85,74 @@ pub fn stats_tool_definition() -> Value {
     json!({
         "name": STATS_TOOL,
         "title": "Tool Statistics",
-        "description": "Call statistics of a tool you can call: total calls, successes, success \
-            rate, mean and p95 latency (ms).",
+        "description": "Call statistics of a tool you can call (run_code included): {name, \
+            total_calls, successes, success_rate, avg_latency_ms, p95_latency_ms} (ms; \
+            p95_latency_ms null for run_code).",
         "inputSchema": {
             "type": "object",
             "properties": { "name": { "type": "string", "description": "The tool" } },
             "required": ["name"],
         },
     })
+}
+
+/// `tool_stats`' answer, one shape for every tool, `run_code` included:
+/// the registered tools' field names, with the tool's `name`.
+/// `p95_latency_ms` is `null` where no latency window is kept (`run_code`,
+/// whose runs are counted in memory).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatsAnswer<'a> {
+    /// The tool asked about.
+    pub name: &'a str,
+    /// Calls recorded.
+    pub total_calls: u64,
+    /// Calls that succeeded.
+    pub successes: u64,
+    /// `successes / total_calls`; 0 when there were none.
+    pub success_rate: f64,
+    /// Mean latency, ms; 0 when there were none.
+    pub avg_latency_ms: f64,
+    /// 95th-percentile latency over the recent calls, ms.
+    pub p95_latency_ms: Option<f64>,
+}
+
+impl<'a> StatsAnswer<'a> {
+    /// A registered tool's statistics.
+    pub fn registered(name: &'a str, s: &temper_store::ToolStats) -> Self {
+        Self {
+            name,
+            total_calls: s.total_calls,
+            successes: s.successes,
+            success_rate: s.success_rate,
+            avg_latency_ms: s.avg_latency_ms,
+            p95_latency_ms: Some(s.p95_latency_ms),
+        }
+    }
+
+    /// Counts of runs (`run_code`'s): `runs`, of which `failures` failed.
+    pub fn runs(name: &'a str, runs: u64, failures: u64, avg_latency_ms: f64) -> Self {
+        let successes = runs.saturating_sub(failures);
+        Self {
+            name,
+            total_calls: runs,
+            successes,
+            success_rate: if runs == 0 {
+                0.0
+            } else {
+                successes as f64 / runs as f64
+            },
+            avg_latency_ms,
+            p95_latency_ms: None,
+        }
+    }
+
+    /// As a `tools/call` result.
+    pub fn result(&self) -> Value {
+        match serde_json::to_value(self) {
+            Ok(v) => tool_result(&v, false),
+            Err(e) => tool_error("stats", &format!("cannot encode: {e}")),
+        }
+    }
 }
 
 /// The `forge_tool` definition. `host_allows` are the capabilities the host
@@ -155,7 +215,7 @@ pub fn forge_request_schema() -> Value {
             },
             "outputSchema": {
                 "type": "object",
-                "description": "JSON Schema of the tool's output (checked on every call)",
+                "description": "JSON Schema of the tool's output (checked on every call); optional: without it the output is only checked to be JSON",
             },
             "implementation": {
                 "type": "object",
@@ -187,12 +247,35 @@ pub fn forge_request_schema() -> Value {
                     "properties": {
                         "input": { "description": "The tool's input" },
                         "expectedOutput": { "description": "The output it must produce" },
+                        "expectError": {
+                            "type": ["boolean", "string"],
+                            "description": "In place of expectedOutput: the call must fail; true for any error, a string for a part of the error message",
+                        },
+                        "cassette": {
+                            "type": "array",
+                            "items": { "type": "object" },
+                            "description": "The HTTP responses this case's fetch calls get, with no network (for a host that is offline): [{request: {method, url}, response: {status, headers: [[name, value]], body}}]",
+                        },
+                        "recordedCalls": {
+                            "type": "array",
+                            "description": "Answers of the hub tools this case's run calls, served instead of calling them while the forge tests (required for a hub tool its upstream does not mark readOnlyHint, unless the operator allows live tests)",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "tool": { "type": "string" },
+                                    "input": { "description": "The input the call is made with" },
+                                    "output": { "description": "The tool's answer" },
+                                    "error": { "type": "string", "description": "Or the error it answers with" },
+                                },
+                                "required": ["tool", "input"],
+                            },
+                        },
                     },
                     "required": ["input"],
                 },
             },
         },
-        "required": ["name", "description", "inputSchema", "outputSchema", "implementation", "testCases"],
+        "required": ["name", "description", "inputSchema", "implementation", "testCases"],
     })
 }
 

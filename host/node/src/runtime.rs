@@ -196,6 +196,19 @@ impl Runtime {
         Ok(times)
     }
 
+    /// Temper's static check of `code` (the one the forge runs, on the
+    /// source it builds): one line per blocked API use, in source order,
+    /// as the forge's refusal lists them; empty when there is none.
+    /// Synchronous, as AgentOS's `validateCode` is.
+    #[napi]
+    pub fn static_check(&self, code: String) -> Vec<String> {
+        let source = temper_forge::agentos::temper_source(&code);
+        match temper_runtime::static_check::check(&source) {
+            Ok(()) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
     /// Checks `code` without running it: the static check and the compile
     /// (syntax). Resolves to `{ valid, violations }`, as AgentOS's
     /// `validateCode` returns.

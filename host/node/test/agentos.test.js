@@ -152,6 +152,27 @@ test('AgentOS settings map onto a deny-by-default policy', async () => {
   assert.equal(sandbox.validateCode('function execute() {}', ['shell']).valid, false)
 })
 
+test('validateCode refuses blocked APIs with the static check the forge runs', async () => {
+  const sandbox = new TemperSandboxForge()
+  const code = 'function execute(input) { return eval(input.expr) }'
+  const checked = sandbox.validateCode(code, [])
+  assert.deepEqual(checked, {
+    valid: false,
+    violations: ['blocked API `eval` at 1:34 (arbitrary code execution)'],
+  })
+  // The same text the runtime's own validation (static check and compile) gives.
+  const validated = await sandbox.runtime.validate(code)
+  assert.equal(validated.valid, false)
+  assert.match(validated.violations[0], /blocked API `eval` at 1:34 \(arbitrary code execution\)/)
+  const many = sandbox.validateCode("function execute() { require('fs'); return new Function('x') }", ['shell'])
+  assert.equal(many.valid, false)
+  assert.equal(many.violations[0], 'unknown API in the allowlist: shell')
+  assert.equal(many.violations.length, 3, many.violations.join('; '))
+  assert.match(many.violations[1], /^blocked API `require` at 1:22 /)
+  assert.match(many.violations[2], /^blocked API `Function` at 1:\d+ /)
+  assert.deepEqual(sandbox.validateCode('function execute(input) { return input.a + 1 }'), { valid: true, violations: [] })
+})
+
 test('the build cache is bounded', async () => {
   const sandbox = new TemperSandboxForge({ cacheEntries: 2 })
   for (let i = 0; i < 4; i++) {

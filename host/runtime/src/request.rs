@@ -48,7 +48,7 @@ pub enum Implementation {
 }
 
 /// One test case: an input and, optionally, the output it must produce.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TestCase {
     /// The input.
@@ -61,6 +61,40 @@ pub struct TestCase {
         skip_serializing_if = "Option::is_none"
     )]
     pub expected_output: Option<Value>,
+    /// The case expects the call to fail: `true` (any error) or a
+    /// substring of the error message; given in place of
+    /// `expectedOutput`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_error: Option<Value>,
+    /// Answers recorded for the tools the case's run calls (hub tools an
+    /// upstream does not mark `readOnlyHint: true`): the forge serves
+    /// these instead of calling the upstream while it tests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded_calls: Vec<RecordedCall>,
+    /// The HTTP exchanges the case's `fetch` calls are served from, in the
+    /// fetch cassette's format (`temper_runtime::capabilities::cassette`):
+    /// the case runs with no network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cassette: Option<Value>,
+}
+
+/// A tool call's answer recorded in a forge request: when the case's run
+/// calls `tool` with `input` (compared as JSON values), `output` is the
+/// answer, or, with `error`, the call fails with that message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedCall {
+    /// The tool called (a hub tool's exposed name).
+    pub tool: String,
+    /// The input it is called with.
+    #[serde(default)]
+    pub input: Value,
+    /// Its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Or the error it answers with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A field that is present is `Some`, even when it is `null`.

@@ -317,3 +317,92 @@ async fn agent_tool_limit_is_enforced_at_forge_and_promotion() {
         "{err}"
     );
 }
+
+/// A request without `outputSchema` (optional in the seed's format) builds
+/// the same artifact every time: two stores, the same bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_output_schema_builds_the_same_artifact() {
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let forge = Forge::builder(runtime(), store(dir.path()))
+            .judge(rules())
+            .build();
+        let mut request = seed("slugify");
+        request.output_schema = serde_json::Value::Null;
+        let forged = forge.forge(&request, &ctx()).await.unwrap();
+        ids.push(forged.tool.id);
+    }
+    assert_eq!(ids[0], ids[1]);
+    let with_schema = seed("slugify");
+    let dir = tempfile::tempdir().unwrap();
+    let forge = Forge::builder(runtime(), store(dir.path()))
+        .judge(rules())
+        .build();
+    let forged = forge.forge(&with_schema, &ctx()).await.unwrap();
+    assert_ne!(forged.tool.id, ids[0], "the schema is part of the artifact");
+}
+
+/// A fetch tool's tests on a host that cannot reach the network: without a
+/// cassette the failing case says it is the offline path and how to pass
+/// one; with the responses in the case's `cassette` it forges, no network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offline_fetch_tool_forges_with_a_cassette() {
+    // httpstat.us resolves to 127.0.0.1, where nothing listens on 443: the
+    // network is unreachable for this host.
+    let mut policy = HostPolicy::deny_all()
+        .with_allow_net("httpstat.us")
+        .unwrap();
+    policy.fetch.allow_private = true;
+    let transport = TransportOptions {
+        resolve_overrides: HashMap::from([(
+            "httpstat.us".to_string(),
+            vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
+        )]),
+        extra_roots_pem: Vec::new(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let forge = Forge::builder(runtime_with(policy, transport), store(dir.path()))
+        .judge(rules())
+        .build();
+    let live = seed("check_http_status");
+    let err = refused(&forge, &live, Stage::Test).await;
+    let text = err.to_string();
+    assert!(
+        text.starts_with("test: 1 of 1 test case(s) failed: case #0: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("fetch: request to https://httpstat.us/200 failed"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(temper::testcase::OFFLINE_HINT),
+        "the offline path is named: {text}"
+    );
+
+    let mut offline = seed("check_http_status");
+    offline.test_cases[0].cassette = Some(json!([{
+        "request": {"method": "HEAD", "url": "https://httpstat.us/200"},
+        "response": {"status": 200, "headers": [["content-type", "text/plain"]]}
+    }]));
+    let forged = forge.forge(&offline, &ctx()).await;
+    let result = ForgeResult::from(&forged);
+    assert!(result.success, "{:?}", result.errors);
+    assert_eq!(
+        result.test_results[0].output,
+        Some(json!({"status": 200, "ok": true, "redirected": false}))
+    );
+
+    // A request the cassette does not hold is named, with no network.
+    let mut missing = renamed(seed("check_http_status"), "check_other_status");
+    missing.test_cases[0].input = json!({"url": "https://httpstat.us/404"});
+    missing.test_cases[0].cassette = offline.test_cases[0].cassette.clone();
+    let err = refused(&forge, &missing, Stage::Test).await;
+    assert!(
+        err.to_string().contains(
+            "fetch: no recorded response for HEAD https://httpstat.us/404 in cassette testCases[0].cassette (replay mode: no network)"
+        ),
+        "{err}"
+    );
+}

@@ -16,6 +16,7 @@ fn request(code: &str, allowlist: &[&str]) -> ForgeRequest {
         test_cases: vec![TestCase {
             input: json!({}),
             expected_output: None,
+            ..Default::default()
         }],
     }
 }

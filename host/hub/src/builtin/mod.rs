@@ -124,6 +124,8 @@ impl Builtin {
             checks_output: false,
             checks_input: false,
             definition: None,
+            // A built-in is the operator's own: called live as any call.
+            live_in_tests: true,
         }
     }
 

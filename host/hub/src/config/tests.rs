@@ -122,6 +122,7 @@ fn default_selection_is_none() {
     .unwrap();
     assert_eq!(f.upstreams["a"].tools, ToolSelection::None);
     assert!(!f.upstreams["a"].tools.selects("anything"));
+    assert!(!f.upstreams["a"].allow_live_tests, "off by default");
     let empty = ToolsFile::parse(Path::new("t.toml"), "", env).unwrap();
     assert!(empty.upstreams.is_empty() && empty.http_request.is_none());
 }
@@ -422,4 +423,23 @@ fn annotation_overrides_are_read_by_their_mcp_names() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("readOnlyHint"), "{err}");
+}
+
+#[test]
+fn allow_live_tests_is_read_and_typed() {
+    let f = ToolsFile::parse(
+        Path::new("t.toml"),
+        "[upstream.nice]\ncommand = [\"x\"]\nallow_live_tests = true\n",
+        |_| None,
+    )
+    .unwrap();
+    assert!(f.upstreams["nice"].allow_live_tests);
+    let err = ToolsFile::parse(
+        Path::new("t.toml"),
+        "[upstream.nice]\ncommand = [\"x\"]\nallow_live_tests = \"yes\"\n",
+        |_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("allow_live_tests"), "{err}");
 }

@@ -521,7 +521,8 @@ pub(super) async fn initialize(
     params: Option<&Value>,
     json_ok: bool,
 ) -> Response<Body> {
-    let result = match crate::handler::initialize(params) {
+    let capabilities = crate::handler::capabilities(&state.forge);
+    let result = match crate::handler::initialize(params, capabilities) {
         Ok(r) => r,
         Err(e) => return json_response(StatusCode::OK, &jsonrpc::error_response(id, &e)),
     };

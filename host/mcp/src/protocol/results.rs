@@ -40,33 +40,49 @@ pub struct ListCapability {
 }
 
 /// What this server offers: tools, whose list changes; resources and
-/// prompts (its tool hub's upstreams', when the tools file and the policy
-/// select some; the lists are empty otherwise).
+/// prompts only when its tool hub's upstreams serve some (the tools file
+/// selects them), with completions of their arguments. A capability it
+/// does not serve is left out, so a client does not ask for empty lists.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerCapabilities {
     /// Tools.
     pub tools: ListCapability,
     /// Resources (`resources/list`, `resources/templates/list`,
-    /// `resources/read`).
-    pub resources: ListCapability,
-    /// Prompts (`prompts/list`, `prompts/get`).
-    pub prompts: ListCapability,
+    /// `resources/read`), when served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ListCapability>,
+    /// Prompts (`prompts/list`, `prompts/get`), when served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<ListCapability>,
     /// Completions of the hub upstreams' prompt and resource-template
-    /// arguments (`completion/complete`).
-    pub completions: Empty,
+    /// arguments (`completion/complete`), when either is served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completions: Option<Empty>,
 }
 
 /// A capability without options (`{}`).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Empty {}
 
-/// This server's capabilities, in every revision.
-pub const CAPABILITIES: ServerCapabilities = ServerCapabilities {
-    tools: ListCapability { list_changed: true },
-    resources: ListCapability { list_changed: true },
-    prompts: ListCapability { list_changed: true },
-    completions: Empty {},
-};
+/// Tools only: a server with no hub resources or prompts.
+pub const CAPABILITIES: ServerCapabilities = ServerCapabilities::served(false, false);
+
+impl ServerCapabilities {
+    /// Tools, and resources and prompts when they are `served`.
+    pub const fn served(resources: bool, prompts: bool) -> Self {
+        const LIST: ListCapability = ListCapability { list_changed: true };
+        Self {
+            tools: LIST,
+            resources: if resources { Some(LIST) } else { None },
+            prompts: if prompts { Some(LIST) } else { None },
+            completions: if resources || prompts {
+                Some(Empty {})
+            } else {
+                None
+            },
+        }
+    }
+}
 
 /// The legacy `initialize` result.
 #[derive(Debug, Clone, Serialize)]
@@ -133,12 +149,12 @@ pub struct DiscoverResult {
 /// changes only with the server's version).
 pub const DISCOVER_TTL_MS: u64 = 10 * 60 * 1000;
 
-/// The `server/discover` result.
-pub fn discover() -> DiscoverResult {
+/// The `server/discover` result of a server with `capabilities`.
+pub fn discover(capabilities: ServerCapabilities) -> DiscoverResult {
     DiscoverResult {
         result_type: ResultType::Complete,
         supported_versions: ALL_PROTOCOL_VERSIONS,
-        capabilities: CAPABILITIES,
+        capabilities,
         instructions: INSTRUCTIONS,
         ttl_ms: DISCOVER_TTL_MS,
         cache_scope: CacheScope::Public,
@@ -361,14 +377,28 @@ mod tests {
 
     #[test]
     fn discover_has_the_specs_shape() {
-        let d = to_value(&discover());
+        let d = to_value(&discover(CAPABILITIES));
         assert_eq!(d["resultType"], "complete");
         assert_eq!(d["supportedVersions"][0], "2026-07-28");
-        assert_eq!(d["capabilities"]["tools"]["listChanged"], true);
+        assert_eq!(d["capabilities"], json!({"tools": {"listChanged": true}}));
         assert_eq!(d["cacheScope"], "public");
         assert!(d["ttlMs"].as_u64().is_some());
         assert_eq!(d["_meta"][meta::SERVER_INFO]["name"], "temper");
         assert!(d["instructions"].as_str().is_some());
+    }
+
+    #[test]
+    fn only_served_capabilities_are_advertised() {
+        let caps = |r, p| to_value(&ServerCapabilities::served(r, p));
+        assert_eq!(caps(false, false), json!({"tools": {"listChanged": true}}));
+        assert_eq!(
+            caps(true, false),
+            json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}, "completions": {}})
+        );
+        assert_eq!(
+            caps(false, true),
+            json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "completions": {}})
+        );
     }
 
     #[test]

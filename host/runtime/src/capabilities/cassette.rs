@@ -333,6 +333,48 @@ impl Cassette {
     }
 }
 
+impl Cassette {
+    /// A replay cassette from JSON given in a forge request (a test case's
+    /// `cassette`): the file format's document, or its `interactions`
+    /// array alone. `label` names it in messages where a file's path
+    /// would (`testCases[0].cassette`).
+    pub fn from_json(label: &str, value: &serde_json::Value) -> Result<Self, CassetteError> {
+        let document = match value {
+            serde_json::Value::Array(interactions) => serde_json::json!({
+                "format": FORMAT,
+                "version": VERSION,
+                "interactions": interactions,
+            }),
+            other => other.clone(),
+        };
+        let state = parse(&document.to_string()).map_err(|message| CassetteError::Format {
+            path: PathBuf::from(label),
+            message,
+        })?;
+        Ok(Cassette::new(
+            PathBuf::from(label),
+            CassetteMode::Replay,
+            state,
+        ))
+    }
+}
+
+tokio::task_local! {
+    static SCOPED: Cassette;
+}
+
+/// Runs `fut` with `cassette` serving every `fetch` it makes, in place of
+/// the runtime's transport (replay: no network), e.g. one test case of a
+/// forge. The policy still checks every request and response.
+pub async fn scoped<F: std::future::Future>(cassette: Cassette, fut: F) -> F::Output {
+    SCOPED.scope(cassette, fut).await
+}
+
+/// The cassette [`scoped`] put in place for the running task, if any.
+pub(crate) fn scoped_cassette() -> Option<Cassette> {
+    SCOPED.try_with(Cassette::clone).ok()
+}
+
 /// The file's text for these exchanges: sorted by request (stable, so
 /// repeated requests keep their order), no timestamps.
 fn render(interactions: &[(RequestKey, RecordedResponse)]) -> String {
@@ -652,5 +694,30 @@ mod tests {
 
         let err = Cassette::record(dir.path().join("no/such/dir/c.json")).unwrap_err();
         assert!(matches!(err, CassetteError::Write { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_request_cassette_is_read_from_json() {
+        let interactions = serde_json::json!([{
+            "request": {"method": "GET", "url": "https://httpstat.us/200"},
+            "response": {"status": 200, "headers": [["content-type", "text/plain"]], "body": "200 OK"}
+        }]);
+        let c = Cassette::from_json("testCases[0].cassette", &interactions).unwrap();
+        assert_eq!(c.mode(), CassetteMode::Replay);
+        let r = c.lookup("GET", "https://httpstat.us/200", None).unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"200 OK"[..]));
+        let err = c
+            .lookup("GET", "https://httpstat.us/404", None)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "fetch: no recorded response for GET https://httpstat.us/404 in cassette testCases[0].cassette (replay mode: no network)"
+        );
+        let bad = serde_json::json!([{"request": {"method": "get", "url": "x"}, "response": {"status": 200}}]);
+        let err = Cassette::from_json("testCases[1].cassette", &bad).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "fetch cassette testCases[1].cassette: invalid: interaction 0: bad method \"get\" (upper-case letters)"
+        );
     }
 }

@@ -247,7 +247,10 @@ impl FetchTransport {
             if remaining.is_zero() {
                 return Err("fetch: out of time".into());
             }
-            let hop = match self.replaying() {
+            // A cassette scoped to this call (a forge's test case) takes
+            // the place of the runtime's.
+            let scoped = super::cassette::scoped_cassette();
+            let hop = match scoped.as_ref().or(self.replaying()) {
                 // Replay: the cassette or nothing; no lookup, no socket.
                 Some(cassette) => Hop::Replayed(
                     cassette
