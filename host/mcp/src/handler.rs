@@ -261,17 +261,9 @@ impl Handler {
     /// name, then the hub tools by name (a deterministic order, so clients
     /// and prompt caches see the same list for the same tools).
     async fn list_tools(&self, cache: Option<results::CacheHints>) -> Result<Value, RpcError> {
-        let allowed: Vec<_> = self
-            .forge
-            .runtime()
-            .policy()
-            .allowed
-            .iter()
-            .copied()
-            .collect();
         let mut list = Vec::new();
         if self.access.session {
-            list.push(tools::forge_tool_definition(&allowed));
+            list.push(tools::forge_tool_definition(self.forge.runtime().policy()));
         }
         if self.access.session && self.access.agent {
             list.push(tools::promote_tool_definition());
@@ -281,6 +273,7 @@ impl Handler {
         let mut visible = self.visible().await?;
         list.push(run_code::run_code_definition(
             &self.code_tools_of(visible.clone()),
+            self.forge.runtime().policy(),
         ));
         list.push(run_code::describe_tools_definition());
         visible.sort_by(|a, b| a.name.cmp(&b.name));
