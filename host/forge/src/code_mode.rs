@@ -145,8 +145,9 @@ pub enum RunCodeError {
         tool: String,
         /// Why it was refused.
         refusal: ToolRefusal,
-        /// The run's console lines.
-        logs: Vec<LogLine>,
+        /// The run's failure (`CapabilityDenied` of `tool:NAME`), with its
+        /// console lines.
+        failure: CallFailure,
     },
     /// The code used a capability the host policy's `[run_code] allow`
     /// does not grant.
@@ -159,8 +160,8 @@ pub enum RunCodeError {
         capability: String,
         /// What `[run_code] allow` grants.
         run_code_allow: Vec<String>,
-        /// The run's console lines.
-        logs: Vec<LogLine>,
+        /// The run's failure (`CapabilityDenied`), with its console lines.
+        failure: CallFailure,
     },
 }
 
@@ -168,7 +169,9 @@ impl RunCodeError {
     /// The run error, for a failed run.
     pub fn run_error(&self) -> Option<&RunError> {
         match self {
-            RunCodeError::Run(f) => Some(&f.error),
+            RunCodeError::Run(f)
+            | RunCodeError::Tool { failure: f, .. }
+            | RunCodeError::Capability { failure: f, .. } => Some(&f.error),
             _ => None,
         }
     }
@@ -176,8 +179,9 @@ impl RunCodeError {
     /// The run's console lines, for a run that started.
     pub fn logs(&self) -> &[LogLine] {
         match self {
-            RunCodeError::Run(f) => &f.logs,
-            RunCodeError::Tool { logs, .. } | RunCodeError::Capability { logs, .. } => logs,
+            RunCodeError::Run(f)
+            | RunCodeError::Tool { failure: f, .. }
+            | RunCodeError::Capability { failure: f, .. } => &f.logs,
             _ => &[],
         }
     }
@@ -473,11 +477,12 @@ impl Forge {
         let RunError::CapabilityDenied { capability } = &failure.error else {
             return RunCodeError::Run(failure);
         };
-        let Some(tool) = temper_runtime::capabilities::tool_calls::tool_grant(capability) else {
+        let capability = capability.clone();
+        let Some(tool) = temper_runtime::capabilities::tool_calls::tool_grant(&capability) else {
             return RunCodeError::Capability {
-                capability: capability.clone(),
+                capability,
                 run_code_allow: self.inner.runtime.policy().run_code.clone(),
-                logs: failure.logs,
+                failure,
             };
         };
         // Every tool the caller may call from code (read only on this
@@ -490,7 +495,7 @@ impl Forge {
         RunCodeError::Tool {
             tool: tool.to_string(),
             refusal: ToolRefusal::of(tool, passed, &visible),
-            logs: failure.logs,
+            failure,
         }
     }
 
