@@ -30,7 +30,7 @@
   for (const k of Object.keys(DENIED)) native[k] = host != null && typeof host[k] === 'function' ? host[k] : null;
   const messageOf = e => (e !== null && typeof e === 'object' && 'message' in e ? String(e.message) : String(e));
   // Capability refusals: the error objects made here for a refused capability,
-  // mapped to its name. The shim asks (through __temper_denied_capability)
+  // mapped to its name. The shim asks (through the internal deniedCapability)
   // whether the value execute() threw is one of them, and reports a typed
   // denial only then: a tool cannot forge an entry, and an error it makes
   // itself with the same words is its own error.
@@ -42,8 +42,8 @@
     apply(markRefusal, REFUSALS, [e, capability]);
     return e;
   }
-  Object.defineProperty(G, '__temper_denied_capability', {
-    value: function (v) { return refused(v); }, writable: false, enumerable: false, configurable: false,
+  Object.defineProperty(G.__temper_internal, 'deniedCapability', {
+    value: function (v) { return refused(v); }, writable: false, enumerable: true, configurable: false,
   });
   // Calls the host; any failure becomes a TypeError of this realm with the
   // host's message (and its Node-style code, when the native side set one).

@@ -97,9 +97,7 @@ fn init_base(prelude: &[u8]) -> Result<(), ToolError> {
         crate::install_console(&ctx).map_err(|e| ToolError::Internal(format!("console: {e}")))?;
         crate::host_bridge::install(&ctx)
             .map_err(|e| ToolError::Internal(format!("host bridge: {e}")))?;
-        crate::eval_bytecode(&ctx, prelude)
-            .map_err(|e| ToolError::Internal(format!("prelude: {}", e.message)))?;
-        Ok(())
+        crate::run_prelude(&ctx, prelude)
     })?;
     BASE.with(|b| *b.borrow_mut() = Some(runtime));
     let compiler = crate::compiler_runtime()?;

@@ -49,6 +49,10 @@ struct Loaded {
 
 thread_local! {
     static LOADED: RefCell<Option<Loaded>> = const { RefCell::new(None) };
+    /// The prelude's internals (its module export `internals`: the
+    /// functions the shim calls), kept here rather than on `globalThis`
+    /// so agent code cannot reach them.
+    static INTERNALS: RefCell<Option<Persistent<Object<'static>>>> = const { RefCell::new(None) };
     static CONSOLE_USED: RefCell<usize> = const { RefCell::new(0) };
 }
 
@@ -159,8 +163,7 @@ fn load_tool(prelude: &[u8], bytecode: &[u8]) -> Result<Loaded, ToolError> {
     let execute = runtime.context().with(|ctx| -> Result<_, ToolError> {
         install_console(&ctx).map_err(|e| ToolError::Internal(format!("console: {e}")))?;
         host_bridge::install(&ctx).map_err(|e| ToolError::Internal(format!("host bridge: {e}")))?;
-        eval_bytecode(&ctx, prelude)
-            .map_err(|e| ToolError::Internal(format!("prelude: {}", e.message)))?;
+        run_prelude(&ctx, prelude)?;
         let namespace = eval_bytecode(&ctx, bytecode).map_err(ToolError::Compile)?;
         let execute: Value = namespace
             .get(EXECUTE_EXPORT)
@@ -176,6 +179,25 @@ fn load_tool(prelude: &[u8], bytecode: &[u8]) -> Result<Loaded, ToolError> {
         Ok(Persistent::save(&ctx, execute))
     })?;
     Ok(Loaded { runtime, execute })
+}
+
+/// Runs the prelude module and keeps its `internals` export for the shim
+/// ([`internal`]).
+fn run_prelude(ctx: &Ctx<'_>, prelude: &[u8]) -> Result<(), ToolError> {
+    let namespace = eval_bytecode(ctx, prelude)
+        .map_err(|e| ToolError::Internal(format!("prelude: {}", e.message)))?;
+    let internals: Object = namespace
+        .get("internals")
+        .map_err(|e| ToolError::Internal(format!("prelude internals: {e}")))?;
+    INTERNALS.with(|slot| *slot.borrow_mut() = Some(Persistent::save(ctx, internals)));
+    Ok(())
+}
+
+/// One of the prelude's internal functions (`fireNextTimer`,
+/// `pendingTimers`, `unserializable`, `deniedCapability`).
+fn internal<'js>(ctx: &Ctx<'js>, name: &str) -> Option<Function<'js>> {
+    let internals = INTERNALS.with(|slot| slot.borrow().clone())?;
+    internals.restore(ctx).ok()?.get(name).ok()
 }
 
 /// Loads a bytecode module, runs its top level to completion, and returns
@@ -249,11 +271,9 @@ fn result_json<'js>(ctx: &Ctx<'js>, result: Value<'js>) -> Result<String, ToolEr
             // JSON.stringify throws for BigInts and cycles anywhere in the
             // value; the prelude names what and where. Anything else thrown
             // (a getter, a toJSON) is the tool's own error.
-            let described: Option<String> = ctx
-                .globals()
-                .get::<_, Function>("__temper_unserializable")
-                .and_then(|f| f.call((result,)))
-                .unwrap_or(None);
+            let described: Option<String> = internal(ctx, "unserializable")
+                .and_then(|f| f.call::<_, Option<String>>((result,)).ok())
+                .flatten();
             match described {
                 Some(what) => Err(bad_output(&what)),
                 None => Err(Thrown::Value(thrown).failure(ctx)),
@@ -303,7 +323,7 @@ impl<'js> Thrown<'js> {
 
     /// The tool error for a failed call: a capability refusal when the
     /// thrown value is the very error the prelude made for a refused
-    /// capability (see `__temper_denied_capability` in `capabilities.js`),
+    /// capability (see `deniedCapability` in `capabilities.js`),
     /// else the JS error.
     fn failure(self, ctx: &Ctx<'js>) -> ToolError {
         if let Thrown::Value(value) = &self
@@ -318,7 +338,7 @@ impl<'js> Thrown<'js> {
 /// The capability `value` is the refusal of, asked of the prelude (which
 /// keeps its refusal errors in a private table: a tool cannot forge one).
 fn denied_capability<'js>(ctx: &Ctx<'js>, value: &Value<'js>) -> Option<String> {
-    let f: Function = ctx.globals().get("__temper_denied_capability").ok()?;
+    let f = internal(ctx, "deniedCapability")?;
     f.call::<_, Option<String>>((value.clone(),)).ok().flatten()
 }
 
@@ -344,7 +364,7 @@ fn settle<'js>(ctx: &Ctx<'js>, promise: Promise<'js>) -> Result<Value<'js>, JsEr
 
 /// [`settle`], keeping a rejection's value.
 fn settle_value<'js>(ctx: &Ctx<'js>, promise: Promise<'js>) -> Result<Value<'js>, Thrown<'js>> {
-    let fire_timer: Option<Function> = ctx.globals().get("__temper_fire_next_timer").ok();
+    let fire_timer = internal(ctx, "fireNextTimer");
     loop {
         match promise.state() {
             PromiseState::Resolved => {

@@ -1,11 +1,19 @@
 // Temper prelude: web globals QuickJS lacks (URL, URLSearchParams, TextEncoder,
 // TextDecoder, atob/btoa, structuredClone, DOMException, virtual timers).
 // Evaluated once per fresh context before the tool; must not use eval/Function.
+// The functions the shim itself calls (timers, the result check, capability
+// refusals) go on `__temper_internal`, a null-prototype object that
+// internals.js takes off globalThis and hands to the shim as the prelude
+// module's export: agent code never sees it.
 (function () {
   'use strict';
   const G = globalThis;
   const def = (name, value) => Object.defineProperty(G, name, { value, writable: true, enumerable: false, configurable: true });
-  const hidden = (name, value) => Object.defineProperty(G, name, { value, writable: false, enumerable: false, configurable: false });
+  if (!Object.prototype.hasOwnProperty.call(G, '__temper_internal')) {
+    Object.defineProperty(G, '__temper_internal', { value: Object.create(null), writable: false, enumerable: false, configurable: true });
+  }
+  const INTERNAL = G.__temper_internal;
+  const hidden = (name, value) => Object.defineProperty(INTERNAL, name, { value, writable: false, enumerable: true, configurable: false });
   const need = (args, n, what) => {
     if (args.length < n) throw new TypeError(`${what}: ${n} argument${n > 1 ? 's' : ''} required, but only ${args.length} present`);
   };
@@ -897,7 +905,7 @@
   // own error. Runs only on that failure path.
   const jsonStringify = JSON.stringify, isArray = Array.isArray, reTest = RegExp.prototype.test, apply = Reflect.apply;
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-  hidden('__temper_unserializable', function (value) {
+  hidden('unserializable', function (value) {
     const holders = [], paths = []; // the objects on the path from the root, and their paths
     let found;
     function replacer(key, v) {
@@ -922,7 +930,7 @@
 
   // ---------------------------------------------------------------- timers (virtual clock)
   // Timers sit in a binary heap ordered by (due, seq); the host fires them one at
-  // a time through __temper_fire_next_timer, which jumps the virtual clock to the
+  // a time through the internal fireNextTimer, which jumps the virtual clock to the
   // next due time. Cleared timers are dropped lazily when they reach the top.
   const MAX_TIMERS = 10000;
   let heap = [], now = 0, nextId = 1, seq = 0;
@@ -982,7 +990,7 @@
     if (typeof fn !== 'function') throw new TypeError('queueMicrotask: callback must be a function');
     Promise.resolve().then(() => fn());
   });
-  hidden('__temper_fire_next_timer', function () {
+  hidden('fireNextTimer', function () {
     let t;
     do { if (!heap.length) return false; t = pop(); } while (t.cleared);
     if (t.due > now) now = t.due;
@@ -991,5 +999,5 @@
     t.fn.apply(G, t.args);
     return true;
   });
-  hidden('__temper_pending_timers', function () { return live.size; });
+  hidden('pendingTimers', function () { return live.size; });
 })();

@@ -571,19 +571,19 @@ test('the host is sent the URL exactly as the tool wrote it; the guest never dec
 test('capability refusals are known by identity, not by their words', async () => {
   const { run, runAsync, grants } = load();
   grants.fetch = false; grants.crypto = false;
-  const denied = fn => run(`(() => { try { ${fn}; } catch (e) { return [__temper_denied_capability(e), e.code, e.message]; } })()`);
+  const denied = fn => run(`(() => { try { ${fn}; } catch (e) { return [__temper_internal.deniedCapability(e), e.code, e.message]; } })()`);
   assert.deepEqual([...denied('crypto.randomUUID()')], ['crypto', 'ECAPABILITY', 'capability not granted: crypto']);
   assert.deepEqual([...denied('fs.readFileSync("/ungranted/x")')], ['fs.readFile', 'ECAPABILITY', 'capability not granted: fs.readFile']);
-  const viaFetch = await runAsync(`try { await fetch('https://api.example.test/echo'); } catch (e) { return __temper_denied_capability(e); }`);
+  const viaFetch = await runAsync(`try { await fetch('https://api.example.test/echo'); } catch (e) { return __temper_internal.deniedCapability(e); }`);
   assert.equal(viaFetch, 'fetch');
   // A tool's own error with the same words is not a refusal, nor are other values.
-  assert.equal(run(`__temper_denied_capability(new TypeError('capability not granted: fetch'))`), undefined);
-  assert.equal(run(`__temper_denied_capability('capability not granted: fetch')`), undefined);
-  assert.equal(run(`__temper_denied_capability(undefined)`), undefined);
+  assert.equal(run(`__temper_internal.deniedCapability(new TypeError('capability not granted: fetch'))`), undefined);
+  assert.equal(run(`__temper_internal.deniedCapability('capability not granted: fetch')`), undefined);
+  assert.equal(run(`__temper_internal.deniedCapability(undefined)`), undefined);
   // Other host failures are plain errors; the lookup cannot be replaced.
   assert.deepEqual([...denied('fs.readFileSync("/secret/x")')], [undefined, 'EACCES', "EACCES: permission denied, open '/secret/x'"]);
-  assert.equal(run(`(() => { 'use strict'; try { globalThis.__temper_denied_capability = () => 'fetch'; } catch (e) { return e.name; } })()`), 'TypeError');
-  assert.equal(run(`(() => { try { WeakMap.prototype.get = () => 'fetch'; return __temper_denied_capability({}); } finally {} })()`), undefined);
+  assert.equal(run(`(() => { 'use strict'; try { globalThis.__temper_internal.deniedCapability = () => 'fetch'; } catch (e) { return e.name; } })()`), 'TypeError');
+  assert.equal(run(`(() => { try { WeakMap.prototype.get = () => 'fetch'; return __temper_internal.deniedCapability({}); } finally {} })()`), undefined);
 });
 
 test('fs: paths outside the grants carry ERR_ACCESS_DENIED, like Node\'s permission model', () => {

@@ -57,7 +57,11 @@ const describeThere = fn(DESCRIBE);
 test('globals are installed with browser-like property attributes', () => {
   const desc = fn(`n => { const d = Object.getOwnPropertyDescriptor(globalThis, n); return d && [typeof d.value, d.enumerable, d.writable, d.configurable].join(); }`);
   for (const n of [...GLOBALS, 'DOMException']) assert.equal(desc(n), 'function,false,true,true', n);
-  for (const n of ['__temper_fire_next_timer', '__temper_pending_timers', '__temper_unserializable']) assert.equal(desc(n), 'function,false,false,false', n);
+  // The shim's internals sit on one non-enumerable object (internals.js takes
+  // it off globalThis in the real prelude); each is fixed.
+  assert.equal(desc('__temper_internal'), 'object,false,false,true');
+  const inner = fn(`n => { const d = Object.getOwnPropertyDescriptor(globalThis.__temper_internal, n); return d && [typeof d.value, d.writable, d.configurable].join(); }`);
+  for (const n of ['fireNextTimer', 'pendingTimers', 'unserializable']) assert.equal(inner(n), 'function,false,false', n);
   assert.equal(run('Object.keys(globalThis).length'), 0, 'nothing enumerable leaks onto globalThis');
 });
 
@@ -319,12 +323,12 @@ test('structuredClone rejects functions/symbols/promises with DataCloneError and
 // ------------------------------------------------------------------ timers
 test('timers fire in (due, insertion) order on a virtual clock', () => {
   const out = JSON.parse(run(`JSON.stringify((() => {
-    const log = [], fire = globalThis.__temper_fire_next_timer;
+    const log = [], fire = globalThis.__temper_internal.fireNextTimer;
     const drain = () => { let n = 0; while (fire()) if (++n > 1000) throw new Error('runaway'); return n; };
-    const r = [fire(), __temper_pending_timers()];
+    const r = [fire(), __temper_internal.pendingTimers()];
     setTimeout(() => log.push('10'), 10); setTimeout(() => log.push('0'), 0);
     setTimeout(() => log.push('5'), 5); setTimeout(() => log.push('0b')); setTimeout(() => log.push('neg'), -7);
-    r.push(__temper_pending_timers(), drain(), log.join(), __temper_pending_timers(), fire());
+    r.push(__temper_internal.pendingTimers(), drain(), log.join(), __temper_internal.pendingTimers(), fire());
     log.length = 0;
     const a = setTimeout(() => log.push('cancelled'), 1), b = setTimeout((x, y) => log.push('args:' + x + y), 2, 'p', 'q');
     clearTimeout(a); clearTimeout(9999); clearTimeout(undefined);
@@ -336,7 +340,7 @@ test('timers fire in (due, insertion) order on a virtual clock', () => {
     log.length = 0;
     let n = 0; const iv = setInterval((tag) => { log.push(tag + (++n)); if (n === 4) clearInterval(iv); }, 10, 'i');
     setTimeout(() => log.push('t25'), 25);
-    r.push(drain(), log.join(), __temper_pending_timers());
+    r.push(drain(), log.join(), __temper_internal.pendingTimers());
     log.length = 0;
     let z = 0; const iz = setInterval(() => { if (++z === 3) clearInterval(iz); }, 0);
     r.push(drain(), z);
@@ -348,23 +352,23 @@ test('timers fire in (due, insertion) order on a virtual clock', () => {
 
 test('timer errors: callback exceptions propagate, string callbacks and overflow throw', () => {
   run('globalThis.__log = []; setTimeout(() => { throw new Error("boom"); }, 1); setTimeout(() => __log.push("after"), 2);');
-  assert.throws(() => run('__temper_fire_next_timer()'), /boom/);
-  assert.equal(run('__temper_fire_next_timer()'), true);
+  assert.throws(() => run('__temper_internal.fireNextTimer()'), /boom/);
+  assert.equal(run('__temper_internal.fireNextTimer()'), true);
   assert.deepEqual(plain(run('__log.slice()')), ['after']);
   assert.throws(() => run('setTimeout("alert(1)", 0)'), { name: 'TypeError' });
   assert.throws(() => run('setInterval(null, 0)'), { name: 'TypeError' });
   const cap = run(`(() => {
     const ids = []; for (let i = 0; i < 10000; i++) ids.push(setTimeout(() => {}, i));
     let err = 'none'; try { setTimeout(() => {}, 1); } catch (e) { err = e.name; }
-    const pending = __temper_pending_timers(); ids.forEach(clearTimeout);
-    return [err, pending, __temper_pending_timers(), new Set(ids).size].join();
+    const pending = __temper_internal.pendingTimers(); ids.forEach(clearTimeout);
+    return [err, pending, __temper_internal.pendingTimers(), new Set(ids).size].join();
   })()`);
   assert.equal(cap, 'RangeError,10000,0,10000');
   // Debounce-style set/clear churn never hits the cap and leaves nothing queued.
   assert.equal(run(`(() => { let id; for (let i = 0; i < 50000; i++) { clearTimeout(id); id = setTimeout(() => {}, 5); }
-    const p = __temper_pending_timers(); clearTimeout(id); return [p, __temper_pending_timers(), __temper_fire_next_timer()].join(); })()`), '1,0,false');
-  assert.throws(() => run('"use strict"; __temper_fire_next_timer = null'), { name: 'TypeError' });
-  assert.equal(run('delete globalThis.__temper_fire_next_timer'), false);
+    const p = __temper_internal.pendingTimers(); clearTimeout(id); return [p, __temper_internal.pendingTimers(), __temper_internal.fireNextTimer()].join(); })()`), '1,0,false');
+  assert.throws(() => run('"use strict"; __temper_internal.fireNextTimer = null'), { name: 'TypeError' });
+  assert.equal(run('delete globalThis.__temper_internal.fireNextTimer'), false);
 });
 
 test('queueMicrotask runs after the current job, before timers', async () => {
@@ -372,13 +376,13 @@ test('queueMicrotask runs after the current job, before timers', async () => {
   assert.deepEqual(plain(run('__mlog.slice()')), ['sync']);
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(plain(run('__mlog.slice()')), ['sync', 'micro']);
-  run('__temper_fire_next_timer()');
+  run('__temper_internal.fireNextTimer()');
   assert.deepEqual(plain(run('__mlog.slice()')), ['sync', 'micro', 'timer']);
   assert.throws(() => run('queueMicrotask(1)'), { name: 'TypeError' });
 });
 
 // ------------------------------------------------------------------ result check (issue 14)
-test('__temper_unserializable names the BigInt or cycle JSON.stringify throws for, and where', () => {
+test('__temper_internal.unserializable names the BigInt or cycle JSON.stringify throws for, and where', () => {
   const cases = [
     ['10n', 'a BigInt'],
     ['({ total: { value: 5n } })', 'a BigInt at $.total.value'],
@@ -390,5 +394,5 @@ test('__temper_unserializable names the BigInt or cycle JSON.stringify throws fo
     ['({ a: 1, b: "x", c: null, d: [true] })', undefined],
     ['({ get boom() { throw new Error("getter"); } })', undefined], // the tool's own error
   ];
-  for (const [src, expected] of cases) assert.equal(run(`__temper_unserializable(${src})`), expected, src);
+  for (const [src, expected] of cases) assert.equal(run(`__temper_internal.unserializable(${src})`), expected, src);
 });

@@ -34,6 +34,7 @@ mod mcp_http;
 mod mcp_inline;
 mod mcp_jwt;
 mod mcp_modern;
+mod mcp_refusals;
 mod multihost;
 mod names;
 mod observe;

@@ -26,7 +26,7 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn seed(name: &str) -> Value {
+pub(crate) fn seed(name: &str) -> Value {
     let path = root()
         .join("tests/fixtures/seeds")
         .join(format!("{name}.json"));
@@ -34,7 +34,7 @@ fn seed(name: &str) -> Value {
 }
 
 /// A `temper mcp` process and the messages it wrote, in order.
-struct Client {
+pub(crate) struct Client {
     child: Child,
     stdin: Option<ChildStdin>,
     messages: mpsc::Receiver<Result<Value, String>>,
@@ -47,7 +47,7 @@ impl Client {
     }
 
     /// `temper mcp` on `store` with `extra` arguments.
-    fn start_with(store: &Path, extra: &[&str]) -> Self {
+    pub(crate) fn start_with(store: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_temper"))
             .args(["mcp", "--judge", "rules", "--timeout-ms", "2000", "--store"])
             .arg(store)
@@ -133,20 +133,20 @@ impl Client {
         }
     }
 
-    fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
         let id = self.start_request(method, params);
         self.response_to(&id)
     }
 
     /// A request that must succeed, with no notifications before it.
-    fn ok(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn ok(&mut self, method: &str, params: Value) -> Value {
         let (m, notes) = self.request(method, params);
         assert!(notes.is_empty(), "unexpected notifications: {notes:?}");
         assert!(m.get("error").is_none(), "{method} failed: {m}");
         m["result"].clone()
     }
 
-    fn call(&mut self, name: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, name: &str, arguments: Value) -> Value {
         self.ok("tools/call", json!({"name": name, "arguments": arguments}))
     }
 
@@ -161,7 +161,7 @@ impl Client {
     }
 
     /// Closes stdin; returns the exit status and whatever was still written.
-    fn close(mut self) -> (ExitStatus, Vec<Value>) {
+    pub(crate) fn close(mut self) -> (ExitStatus, Vec<Value>) {
         drop(self.stdin.take());
         let status = self.child.wait().unwrap();
         let rest = self.messages.iter().map(|m| m.unwrap()).collect();
@@ -170,7 +170,7 @@ impl Client {
 }
 
 /// The JSON a tool result's text content carries.
-fn text_json(result: &Value) -> Value {
+pub(crate) fn text_json(result: &Value) -> Value {
     assert_eq!(result["content"][0]["type"], "text", "{result}");
     serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
 }
@@ -637,7 +637,7 @@ fn run_code_over_stdio() {
         e["error"]
             .as_str()
             .unwrap()
-            .contains("capability not granted: tool:slugify"),
+            .contains("tool \"slugify\" is not in the tools you passed to run_code (tools: []); add it to tools or omit tools to call any visible tool"),
         "{e}"
     );
     // Returns nothing: a bad output.
@@ -655,7 +655,7 @@ fn run_code_over_stdio() {
         text_json(&r)["error"]
             .as_str()
             .unwrap()
-            .contains("unknown tool \"nope\""),
+            .contains("run_code: tools: no tool named \"nope\""),
         "{r}"
     );
 

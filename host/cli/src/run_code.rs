@@ -60,8 +60,8 @@ pub async fn run_code(
                     "{}",
                     json!({"ok": false, "error": e.to_string(), "kind": kind})
                 );
-            } else if let temper::forge::code_mode::RunCodeError::Run(failure) = &e {
-                for line in &failure.logs {
+            } else {
+                for line in e.logs() {
                     eprintln!("[console.{}] {}", line.level, line.message);
                 }
             }

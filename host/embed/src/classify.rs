@@ -335,6 +335,14 @@ impl From<RunCodeError> for Failure {
                 Self::new(ErrorKind::NotFound { name: tool.clone() }, e)
             }
             RunCodeError::Policy(_) | RunCodeError::Store(_) => Self::new(ErrorKind::Host, e),
+            // A refused call or capability: the run's own failure (a
+            // capability refusal), with the text that says which case.
+            RunCodeError::Tool { ref failure, .. }
+            | RunCodeError::Capability { ref failure, .. } => {
+                let mut f = Failure::from(failure.clone());
+                f.message = e.to_string();
+                f
+            }
         }
     }
 }

@@ -146,14 +146,6 @@ impl Opened {
     /// call now).
     pub async fn meta_tools(&self) -> Result<Vec<Value>, Failure> {
         use temper_mcp::handler::run_code::{CodeTool, run_code_definition};
-        let allowed: Vec<temper_policy::Capability> = self
-            .forge
-            .runtime()
-            .policy()
-            .allowed
-            .iter()
-            .copied()
-            .collect();
         let mut callable: Vec<CodeTool> = self
             .forge
             .visible_tools_async(&self.ctx)
@@ -173,8 +165,8 @@ impl Opened {
             output_schema: t.output_schema,
         }));
         Ok(vec![
-            temper_mcp::tools::forge_tool_definition(&allowed),
-            run_code_definition(&callable),
+            temper_mcp::tools::forge_tool_definition(self.forge.runtime().policy()),
+            run_code_definition(&callable, self.forge.runtime().policy()),
         ])
     }
 }

@@ -50,6 +50,9 @@ use super::error::InvokeError;
 use super::grant::{self, CallerGrant, check_native};
 use super::{Forge, ForgeContext, Inner, lock};
 
+pub mod refusal;
+pub use refusal::ToolRefusal;
+
 /// Where a callee is: a forged tool's artifact, or a host-native (hub)
 /// tool by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,8 +119,9 @@ fn invoke_failure(e: InvokeError) -> ToolCallFailure {
 /// Why a `run_code` run failed. Each names its stage.
 #[derive(Debug, thiserror::Error)]
 pub enum RunCodeError {
-    /// The code did not pass the static check or does not compile.
-    #[error("run_code: build: {0}")]
+    /// The code did not pass the static check or does not compile. (The
+    /// build error names its stage, `build: ...`, itself.)
+    #[error("run_code: {0}")]
     Build(#[from] BuildError),
     /// A tool named in `tools` is not one the caller may call from code.
     #[error(
@@ -139,17 +143,55 @@ pub enum RunCodeError {
     #[error("run_code: {0}")]
     Store(#[from] StoreError),
     /// The run failed (threw, timed out, ran out of memory, returned
-    /// undefined, was refused a capability, ...), with its console lines.
+    /// undefined, ...), with its console lines.
     #[error("run_code: {0}")]
     Run(CallFailure),
+    /// The code called a tool it may not call: left out of the `tools` it
+    /// passed, or no visible tool has the name ([`ToolRefusal`]).
+    #[error("run_code: {}", refusal.message(tool))]
+    Tool {
+        /// The name called.
+        tool: String,
+        /// Why it was refused.
+        refusal: ToolRefusal,
+        /// The run's failure (`CapabilityDenied` of `tool:NAME`), with its
+        /// console lines.
+        failure: CallFailure,
+    },
+    /// The code used a capability the host policy's `[run_code] allow`
+    /// does not grant.
+    #[error(
+        "run_code: {}",
+        refusal::capability_refusal(capability, run_code_allow)
+    )]
+    Capability {
+        /// `fetch`, `fs.readFile` or `crypto`.
+        capability: String,
+        /// What `[run_code] allow` grants.
+        run_code_allow: Vec<String>,
+        /// The run's failure (`CapabilityDenied`), with its console lines.
+        failure: CallFailure,
+    },
 }
 
 impl RunCodeError {
     /// The run error, for a failed run.
     pub fn run_error(&self) -> Option<&RunError> {
         match self {
-            RunCodeError::Run(f) => Some(&f.error),
+            RunCodeError::Run(f)
+            | RunCodeError::Tool { failure: f, .. }
+            | RunCodeError::Capability { failure: f, .. } => Some(&f.error),
             _ => None,
+        }
+    }
+
+    /// The run's console lines, for a run that started.
+    pub fn logs(&self) -> &[LogLine] {
+        match self {
+            RunCodeError::Run(f)
+            | RunCodeError::Tool { failure: f, .. }
+            | RunCodeError::Capability { failure: f, .. } => &f.logs,
+            _ => &[],
         }
     }
 }
@@ -167,11 +209,47 @@ pub struct CodeRun {
     pub latency_ms: f64,
 }
 
+/// What `run_code` puts before the body, on the body's first line.
+pub const CODE_PREFIX: &str = "async function execute(input) { ";
+
 /// The source `run_code` runs: the body inside `async function
 /// execute(input)`, on the function's own line so line numbers match the
-/// body's.
+/// body's (columns on line 1 are shifted by [`CODE_PREFIX`]: see
+/// [`body_position`]).
 pub fn code_source(body: &str) -> String {
-    format!("async function execute(input) {{ {body}\n}}\n")
+    format!("{CODE_PREFIX}{body}\n}}\n")
+}
+
+/// A column on line 1 of [`code_source`] as a column of the body: the
+/// wrapper's [`CODE_PREFIX`] taken off (a position inside the wrapper
+/// itself becomes column 1).
+fn body_column(line: u32, column: u32) -> u32 {
+    if line != 1 {
+        return column;
+    }
+    let prefix = u32::try_from(CODE_PREFIX.chars().count()).unwrap_or(u32::MAX);
+    column.saturating_sub(prefix).max(1)
+}
+
+/// A JavaScript position in the wrapped source as a position in the body.
+fn body_position(js: &mut temper_runtime::error::JsLocation) {
+    if let (Some(line), Some(column)) = (js.line, js.column) {
+        js.column = Some(body_column(line, column));
+    }
+}
+
+/// A build error's positions as positions in the body the agent wrote.
+fn body_build_error(mut e: BuildError) -> BuildError {
+    match &mut e {
+        BuildError::StaticCheck(check) => {
+            for used in &mut check.0 {
+                used.column = body_column(used.line, used.column);
+            }
+        }
+        BuildError::Compile(js) | BuildError::Load(js) => body_position(js),
+        _ => {}
+    }
+    e
 }
 
 /// The name `run_code` runs are counted under.
@@ -375,7 +453,7 @@ impl Forge {
             runtime.one_shot_tool(&source)
         );
         let pins = pins?;
-        let base = base?;
+        let base = base.map_err(body_build_error)?;
         let mut allowlist: Vec<String> = runtime.policy().run_code.clone();
         allowlist.extend(pins.keys().map(|n| format!("tool:{n}")));
         let tool = runtime.grant(&base, &allowlist)?;
@@ -394,7 +472,15 @@ impl Forge {
         .await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.count_run_code(outcome.is_ok(), started.elapsed());
-        let out = outcome.map_err(RunCodeError::Run)?;
+        let out = match outcome {
+            Ok(out) => out,
+            Err(mut failure) => {
+                if let RunError::Js { error } = &mut failure.error {
+                    body_position(error);
+                }
+                return Err(self.run_code_failure(failure, tools, &names, ctx).await);
+            }
+        };
         let output: Value = serde_json::from_str(&out.output).map_err(|e| {
             RunCodeError::Run(CallFailure {
                 error: RunError::Internal {
@@ -409,6 +495,42 @@ impl Forge {
             tools: names,
             latency_ms,
         })
+    }
+
+    /// The error of a failed run: a refused tool call or capability told
+    /// apart ([`ToolRefusal`], [`refusal::capability_refusal`]), anything
+    /// else as it failed. `passed` are the `tools` the caller named,
+    /// `granted` the tools the run could call.
+    async fn run_code_failure(
+        &self,
+        failure: CallFailure,
+        passed: Option<&[String]>,
+        granted: &[String],
+        ctx: &ForgeContext,
+    ) -> RunCodeError {
+        let RunError::CapabilityDenied { capability } = &failure.error else {
+            return RunCodeError::Run(failure);
+        };
+        let capability = capability.clone();
+        let Some(tool) = temper_runtime::capabilities::tool_calls::tool_grant(&capability) else {
+            return RunCodeError::Capability {
+                capability,
+                run_code_allow: self.inner.runtime.policy().run_code.clone(),
+                failure,
+            };
+        };
+        // Every tool the caller may call from code (read only on this
+        // failure path); a caller that passed every one of them passed none.
+        let visible: Vec<String> = match self.callable_from_code(ctx, None).await {
+            Ok(all) => all.into_keys().collect(),
+            Err(_) => granted.to_vec(),
+        };
+        let passed = passed.filter(|p| !visible.iter().all(|v| p.contains(v)));
+        RunCodeError::Tool {
+            tool: tool.to_string(),
+            refusal: ToolRefusal::of(tool, passed, &visible),
+            failure,
+        }
     }
 
     /// Counts one `run_code` run.
@@ -479,5 +601,24 @@ mod tests {
         let src = code_source("const a = 1;\nthrow new Error('x');");
         assert_eq!(src.lines().nth(1), Some("throw new Error('x');"));
         assert!(src.starts_with("async function execute(input) { const a = 1;"));
+    }
+
+    #[test]
+    fn line_one_columns_are_the_body_columns() {
+        // `eval` at body column 11 on line 1, at wrapped column 11 + 32.
+        let body = "const x = eval('1');";
+        let wrapped = code_source(body);
+        let err = temper_runtime::static_check::check(&wrapped).unwrap_err();
+        let e = body_build_error(BuildError::StaticCheck(err));
+        let BuildError::StaticCheck(check) = &e else {
+            unreachable!()
+        };
+        assert_eq!((check.0[0].line, check.0[0].column), (1, 11));
+        assert_eq!(
+            e.to_string(),
+            "build: static check refused the source: blocked API `eval` at 1:11 (arbitrary code execution)"
+        );
+        assert_eq!(body_column(2, 5), 5, "other lines are the body's own");
+        assert_eq!(body_column(1, 3), 1, "inside the wrapper: column 1");
     }
 }

@@ -261,17 +261,9 @@ impl Handler {
     /// name, then the hub tools by name (a deterministic order, so clients
     /// and prompt caches see the same list for the same tools).
     async fn list_tools(&self, cache: Option<results::CacheHints>) -> Result<Value, RpcError> {
-        let allowed: Vec<_> = self
-            .forge
-            .runtime()
-            .policy()
-            .allowed
-            .iter()
-            .copied()
-            .collect();
         let mut list = Vec::new();
         if self.access().session {
-            list.push(self.forge_tool_definition(&allowed).await);
+            list.push(self.forge_tool_definition().await);
             list.push(tools::delete_tool_definition());
         }
         if self.access().session && self.access().agent {
@@ -282,6 +274,7 @@ impl Handler {
         let mut visible = self.visible().await?;
         list.push(run_code::run_code_definition(
             &self.code_tools_of(visible.clone()),
+            self.forge.runtime().policy(),
         ));
         list.push(run_code::describe_tools_definition());
         visible.sort_by(|a, b| a.name.cmp(&b.name));
@@ -438,7 +431,7 @@ impl Handler {
 
     /// `forge_tool`'s definition for this caller: the session cap and the
     /// slots its session has left (read off the async worker).
-    async fn forge_tool_definition(&self, allowed: &[temper_policy::Capability]) -> Value {
+    async fn forge_tool_definition(&self) -> Value {
         let (forge, ctx) = (self.forge.clone(), self.ctx.clone());
         let max = forge.max_session_tools();
         let left = tokio::task::spawn_blocking(move || forge.session_slots_left(&ctx))
@@ -446,7 +439,7 @@ impl Handler {
             .ok()
             .and_then(Result::ok)
             .unwrap_or(max);
-        tools::forge_tool_definition_for(allowed, max, left)
+        tools::forge_tool_definition_for(self.forge.runtime().policy(), max, left)
     }
 
     /// `delete_tool`: removes a tool from the caller's session tier and

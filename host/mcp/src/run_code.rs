@@ -11,9 +11,23 @@
 //!
 //! The tools a run may call are the caller's: its visible forged tools (the
 //! tiers its access allows), the hub tools its token allows and the host's
-//! other native tools; narrowed by the request's `tools`. The run gets no
-//! `fetch`, `fs` or `crypto` unless the host policy's `[run_code] allow`
-//! grants them.
+//! other native tools; narrowed by the request's `tools`.
+//!
+//! The code itself gets exactly the capabilities of the host policy's
+//! `[run_code] allow` (none by default), not those the top-level `allow`
+//! grants forged tools, and the description says which, built from the
+//! policy ([`temper_policy::HostPolicy::run_code_capabilities`]): anything
+//! else is reached through the tools it calls. Why a separate grant rather
+//! than the host's: a forged tool's capabilities were reviewed with its
+//! code (tests, judge) before it was registered; a `run_code` body runs
+//! once and unreviewed, so the operator decides apart what such code may
+//! touch, and a capability already reviewed inside a tool stays the way in.
+//!
+//! A refused call says which case it is (the forge's
+//! [`temper_forge::code_mode::ToolRefusal`], told apart again here with the
+//! names this caller sees): a tool left out of `tools`, a name no visible
+//! tool has (with the nearest visible name), or a capability `[run_code]
+//! allow` does not grant.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -23,7 +37,8 @@ use serde_json::{Value, json};
 use super::Handler;
 use crate::jsonrpc::RpcError;
 use crate::tools;
-use temper_forge::code_mode::RunCodeError;
+use temper_forge::code_mode::{RunCodeError, ToolRefusal};
+use temper_policy::HostPolicy;
 use temper_runtime::capabilities::tool_calls::NEVER_CALLABLE;
 
 /// The meta-tool that runs code.
@@ -194,10 +209,12 @@ pub fn declarations(tools: &[CodeTool]) -> String {
     out
 }
 
-/// The `run_code` definition for a caller who may call `tools`: the full
-/// declarations when they fit [`MAX_DECLARATION_BYTES`], else the names
-/// and a pointer to `describe_tools`.
-pub fn run_code_definition(tools: &[CodeTool]) -> Value {
+/// The `run_code` definition for a caller who may call `tools` on a host
+/// with `policy`: the full declarations when they fit
+/// [`MAX_DECLARATION_BYTES`], else the names and a pointer to
+/// `describe_tools`; and what the code itself may use, exactly the
+/// policy's `[run_code] allow` ([`HostPolicy::run_code_capabilities`]).
+pub fn run_code_definition(tools: &[CodeTool], policy: &HostPolicy) -> Value {
     let decls = declarations(tools);
     let callable = if tools.is_empty() {
         "You can call no tools right now (forge some, or ask for hub tools).".to_string()
@@ -227,9 +244,10 @@ pub fn run_code_definition(tools: &[CodeTool]) -> Value {
             tool calls: `code` is the body of an async function; `return` its result. Call tools \
             with `await tools.NAME(input)` or `await callTool(name, input)`; a failed call throws \
             an Error with `code` \"ETOOL\", `tool` and the callee's message. Each tool runs in its \
-            own sandbox with its own grants; the code itself gets no network, files or crypto \
-            unless the host allows it. `tools` (optional) narrows what the code may call. The \
-            result is the returned value and the console lines. Nothing is registered.\n\n{callable}"
+            own sandbox with its own grants. {capabilities} `tools` (optional) narrows what the \
+            code may call. The result is the returned value and the console lines. Nothing is \
+            registered.\n\n{callable}",
+            capabilities = policy.run_code_capabilities(),
         ),
         "inputSchema": {
             "type": "object",
@@ -334,8 +352,9 @@ impl Handler {
             .into_iter()
             .map(|t| t.name)
             .collect();
+        let passed = matches!(arguments.get("tools"), Some(Value::Array(_)));
         let only: Vec<String> = match arguments.get("tools") {
-            None | Some(Value::Null) => callable,
+            None | Some(Value::Null) => callable.clone(),
             Some(Value::Array(names)) => {
                 let mut only = Vec::with_capacity(names.len());
                 for name in names {
@@ -346,9 +365,10 @@ impl Handler {
                         ));
                     };
                     if !callable.iter().any(|c| c == name) {
+                        let unknown = ToolRefusal::of(name, None, &callable);
                         return Ok(tools::tool_error(
                             "run_code",
-                            &format!("run_code: tools: {}", self.not_found(name)),
+                            &format!("run_code: tools: {}", unknown.message(name)),
                         ));
                     }
                     only.push(name.to_string());
@@ -372,11 +392,15 @@ impl Handler {
                     .collect();
                 tools::tool_result(&json!({ "result": run.output, "logs": logs }), false)
             }
-            Err(e) => {
-                if let RunCodeError::Run(failure) = &e {
-                    for line in &failure.logs {
-                        tracing::info!(target: "temper_mcp::console", "[run_code console.{}] {}", line.level, line.message);
-                    }
+            Err(mut e) => {
+                for line in e.logs() {
+                    tracing::info!(target: "temper_mcp::console", "[run_code console.{}] {}", line.level, line.message);
+                }
+                // Told apart again with what this caller sees (the forge
+                // also knows hub tools its token hides, which no refusal
+                // may name).
+                if let RunCodeError::Tool { tool, refusal, .. } = &mut e {
+                    *refusal = ToolRefusal::of(tool, passed.then_some(&only[..]), &callable);
                 }
                 tools::tool_error("run_code", &e.to_string())
             }
@@ -487,7 +511,7 @@ mod tests {
         let few: Vec<CodeTool> = (0..3)
             .map(|i| tool(&format!("t{i}"), json!({"type": "object"}), json!({})))
             .collect();
-        let d = run_code_definition(&few);
+        let d = run_code_definition(&few, &HostPolicy::deny_all());
         let text = d["description"].as_str().unwrap();
         assert!(text.contains("declare const tools: {"), "{text}");
         assert!(
@@ -497,7 +521,7 @@ mod tests {
         let many: Vec<CodeTool> = (0..1000)
             .map(|i| tool(&format!("tool_{i}"), json!({"type": "object"}), json!({})))
             .collect();
-        let d = run_code_definition(&many);
+        let d = run_code_definition(&many, &HostPolicy::deny_all());
         let text = d["description"].as_str().unwrap();
         assert!(!text.contains("declare const"), "names only");
         assert!(text.contains("You can call 1000 tools: tool_0, tool_1,"));

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use temper_forge::ToolInfo;
 use temper_forge::config::{MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_TEST_CASES};
-use temper_policy::Capability;
+use temper_policy::{Capability, HostPolicy};
 
 /// The meta-tool's name.
 pub const FORGE_TOOL: &str = temper_forge::builtins::FORGE_TOOL;
@@ -39,8 +39,8 @@ pub fn delete_tool_definition() -> Value {
 /// The `forge_tool` definition for one caller: [`forge_tool_definition`]
 /// with the session cap (`maxSessionTools`) and the slots left in the
 /// caller's session stated, so an agent plans before it is refused.
-pub fn forge_tool_definition_for(host_allows: &[Capability], max: usize, left: usize) -> Value {
-    let mut def = forge_tool_definition(host_allows);
+pub fn forge_tool_definition_for(policy: &HostPolicy, max: usize, left: usize) -> Value {
+    let mut def = forge_tool_definition(policy);
     if let Some(Value::String(d)) = def.get_mut("description") {
         d.push(' ');
         d.push_str(&session_cap_line(max, left));
@@ -155,27 +155,22 @@ impl<'a> StatsAnswer<'a> {
     }
 }
 
-/// The `forge_tool` definition. `host_allows` are the capabilities the host
-/// policy allows; the description names them so an agent does not ask for
-/// others.
-pub fn forge_tool_definition(host_allows: &[Capability]) -> Value {
-    let allowed = if host_allows.is_empty() {
-        "none".to_string()
-    } else {
-        host_allows
-            .iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+/// The `forge_tool` definition for a host with `policy`: one line per
+/// capability, what the host allows (the JavaScript API, the guest
+/// directories, the fetch domains) and what it does not, so an agent does
+/// not ask for what it cannot get ([`HostPolicy::capability_lines`]; its
+/// lists are capped, and nothing in it grows with the number of tools).
+pub fn forge_tool_definition(policy: &HostPolicy) -> Value {
+    let capabilities = policy.capability_lines().join("\n");
     let description = format!(
         "Create a new tool at runtime when no existing tool fits the task. Provide: name \
          (snake_case), description, inputSchema and outputSchema (JSON Schema), implementation \
          and testCases. implementation.mode \"sandbox\": JavaScript defining `function \
          execute(input) {{ ... }}` (sync or async) returning JSON; it runs in a fresh \
-         WebAssembly sandbox per call with no capabilities except those in `allowlist` that the \
-         host also allows (here: {allowed}); eval, Function, require, import and process are \
-         refused. implementation.mode \"compose\": `steps` [{{name, tool, inputMapping}}] chaining \
+         WebAssembly sandbox per call with no capabilities except those its `allowlist` names \
+         that this host allows:\n{capabilities}\n\
+         eval, Function, require, import and process are refused. implementation.mode \
+         \"compose\": `steps` [{{name, tool, inputMapping}}] chaining \
          tools this agent can already call; inputMapping values may reference $input, $input.x, \
          $prev, $prev.x, $steps.NAME.x (a whole-string reference keeps its JSON type, references \
          inside text are interpolated, $$ is a literal $); a compose tool gets no capability of \
@@ -473,7 +468,7 @@ mod tests {
 
     #[test]
     fn forge_tool_states_the_cap_and_the_slots_left() {
-        let d = forge_tool_definition_for(&[], 10, 1);
+        let d = forge_tool_definition_for(&HostPolicy::deny_all(), 10, 1);
         let text = d["description"].as_str().unwrap();
         assert!(
             text.ends_with(
@@ -483,7 +478,7 @@ mod tests {
             ),
             "{text}"
         );
-        let d = forge_tool_definition_for(&[], 10, 0);
+        let d = forge_tool_definition_for(&HostPolicy::deny_all(), 10, 0);
         assert!(
             d["description"]
                 .as_str()
@@ -494,15 +489,29 @@ mod tests {
 
     #[test]
     fn forge_tool_names_the_host_capabilities() {
-        let d = forge_tool_definition(&[Capability::Crypto]);
+        let policy = HostPolicy::deny_all()
+            .with_allow_read("./data:/data")
+            .unwrap()
+            .with_allow_crypto();
+        let d = forge_tool_definition(&policy);
+        let text = d["description"].as_str().unwrap();
         assert!(
-            d["description"]
-                .as_str()
-                .unwrap()
-                .contains("(here: crypto)")
+            text.contains(
+                "that this host allows:\n\
+                 - \"fetch\": NOT allowed by this host (`fetch(url, init)` (Headers, Request, Response)); only its operator can allow it\n\
+                 - \"fs.readFile\": allowed: `fs.readFile(path, encoding)`, `fs.readFileSync`, `fs.promises.readFile`; directories (read-only): /data\n\
+                 - \"crypto\": allowed: `crypto.createHash`, `crypto.createHmac`, `crypto.randomBytes`, `crypto.getRandomValues`, `crypto.randomUUID`\n\
+                 eval, Function"
+            ),
+            "{text}"
         );
-        let d = forge_tool_definition(&[]);
-        assert!(d["description"].as_str().unwrap().contains("(here: none)"));
+        let none = forge_tool_definition(&HostPolicy::deny_all());
+        let none = none["description"].as_str().unwrap();
+        assert_eq!(
+            none.matches("NOT allowed by this host").count(),
+            3,
+            "{none}"
+        );
         assert_eq!(d["inputSchema"]["required"].as_array().unwrap().len(), 6);
     }
 }

@@ -106,6 +106,7 @@
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod domain;
+pub mod explain;
 mod ip;
 
 use std::collections::BTreeSet;
@@ -180,7 +181,12 @@ pub enum PolicyError {
     UnknownCapability(String),
     /// The tool's allowlist names a capability the host policy does not
     /// allow.
-    #[error("capability \"{0}\" is requested by the tool but not allowed by the host policy")]
+    /// The message says that only the host's operator can allow it, and
+    /// how ([`Capability::operator_grant`]).
+    #[error(
+        "capability \"{0}\" is requested by the tool but not allowed by the host policy; only the host's operator can allow it ({grant}); forge the tool without it, or ask the operator",
+        grant = .0.operator_grant()
+    )]
     NotAllowedByHost(Capability),
     /// A fetch domain rule that does not parse.
     #[error("bad domain rule \"{rule}\": {reason}")]

@@ -124,8 +124,13 @@ pub enum RunError {
         /// The cap in bytes.
         limit_bytes: usize,
     },
-    /// The tool used a capability it was not granted.
-    #[error("run: capability not granted: {capability}")]
+    /// The tool used a capability it was not granted. The message says
+    /// what to do: list it in the tool's `implementation.allowlist` (the
+    /// forge refuses a capability the host does not allow, naming who can
+    /// allow it).
+    #[error(
+        "run: capability not granted: {capability} (the tool's implementation.allowlist does not list \"{capability}\": add it and forge the tool again)"
+    )]
     CapabilityDenied {
         /// `fetch`, `fs.readFile`, `crypto` or `tool:NAME`.
         capability: String,

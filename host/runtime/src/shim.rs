@@ -12,13 +12,16 @@ pub fn shim_id() -> String {
 }
 
 /// The prelude every JS tool runs before its own code: web globals, the JS
-/// surfaces of the capabilities, and the lock-down (in that order).
+/// surfaces of the capabilities, the lock-down, and the module export that
+/// hands the shim its internals off `globalThis` (in that order).
 pub const PRELUDE_JS: &str = concat!(
     include_str!("../../../guest-js-shim/src/prelude.js"),
     "\n;\n",
     include_str!("../../../guest-js-shim/src/capabilities.js"),
     "\n;\n",
     include_str!("../../../guest-js-shim/src/lockdown.js"),
+    "\n;\n",
+    include_str!("../../../guest-js-shim/src/internals.js"),
 );
 
 /// blake3 of [`PRELUDE_JS`], hex: with the shim, what built an artifact.

@@ -104,7 +104,7 @@ async fn composing_never_widens_capabilities() {
             index: 1,
             step: "sneak".into(),
             tool: "sneaky".into(),
-            message: "invoke sneaky: run: capability not granted: fetch".into(),
+            message: "invoke sneaky: run: capability not granted: fetch (the tool's implementation.allowlist does not list \"fetch\": add it and forge the tool again)".into(),
         }
     );
     assert_eq!(server.seen(), vec!["GET /granted"; 5]);

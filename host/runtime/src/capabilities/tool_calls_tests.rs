@@ -142,7 +142,10 @@ async fn an_ungranted_tool_is_denied_computed_names_included() {
             capability: "tool:add".into()
         }
     );
-    assert_eq!(err.to_string(), "run: capability not granted: tool:add");
+    assert_eq!(
+        err.to_string(),
+        "run: capability not granted: tool:add (the tool's implementation.allowlist does not list \"tool:add\": add it and forge the tool again)"
+    );
     // Granted `add` only: a computed name reaching `slugify` is refused,
     // through `tools[...]` and through `callTool`.
     for body in [

@@ -465,12 +465,37 @@ impl Runtime {
         compiled: bool,
     ) -> Result<CallOutput, CallFailure> {
         let limits = &self.inner.limits;
-        let result = settle(outcome, store.data().memory.hit, limits);
-        if let Err(e) = &result {
+        let mut result = settle(outcome, store.data().memory.hit, limits);
+        if let Err(e) = &mut result {
             self.inner.observe_denial(e);
+            name_granted_dirs(e, self.policy());
         }
         let logs = std::mem::take(&mut store.data_mut().console).into_lines();
         self.retire(store);
         deliver(result, logs, limits, compiled)
+    }
+}
+
+/// What the shim says for a path outside every granted directory (the guest
+/// knows its preopens only by descriptor, not by name); see `open_error` in
+/// `guest-js-shim/src/host_bridge.rs`.
+pub(crate) const OUTSIDE_GRANTED_DIRS: &str = "path outside the granted directories: ";
+
+/// A file refusal names the directories the tool may read (their guest
+/// paths, capped), so the agent can retry with a path inside one: the
+/// guest cannot name them, the host can.
+pub(crate) fn name_granted_dirs(error: &mut RunError, policy: &temper_policy::HostPolicy) {
+    if let RunError::Js { error } = error
+        && error.message.contains(OUTSIDE_GRANTED_DIRS)
+        && !error.message.contains("; the granted directories: ")
+    {
+        error.message.push_str(&format!(
+            "; the granted directories: {} (read a path inside one, like {}/FILE)",
+            policy.granted_dirs(),
+            policy
+                .read_dirs
+                .first()
+                .map_or("/data", |d| d.guest.trim_end_matches('/'))
+        ));
     }
 }
