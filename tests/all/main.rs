@@ -30,6 +30,7 @@ mod mcp_http;
 mod mcp_inline;
 mod mcp_jwt;
 mod mcp_modern;
+mod mcp_principals;
 mod multihost;
 mod observe;
 mod oci;

@@ -655,8 +655,8 @@ fn run_code_over_stdio() {
     );
 
     let stats = c.call("tool_stats", json!({"name": "run_code"}));
-    assert_eq!(stats["structuredContent"]["runs"], 3, "{stats}");
-    assert_eq!(stats["structuredContent"]["failures"], 2, "{stats}");
+    assert_eq!(stats["structuredContent"]["total_calls"], 3, "{stats}");
+    assert_eq!(stats["structuredContent"]["successes"], 1, "{stats}");
     let d = c.call("describe_tools", json!({"names": ["slugify"]}));
     assert!(
         d["structuredContent"]["declarations"]

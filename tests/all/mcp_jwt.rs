@@ -110,7 +110,7 @@ fn header(alg: &str, kid: &str) -> Value {
     json!({"alg": alg, "typ": "JWT", "kid": kid})
 }
 
-fn good(alg: &str, sub: &str) -> String {
+pub(crate) fn good(alg: &str, sub: &str) -> String {
     let (kid, sig) = match alg {
         "RS256" => ("rsa-1", Sig::Rsa),
         "ES256" => ("ec-1", Sig::Ec),
@@ -128,7 +128,7 @@ fn with_claims(patch: Value) -> String {
 }
 
 /// An auth config over the fixture key set, in `dir`.
-fn auth_config(dir: &Path, jwks: &str, tables: &str) -> PathBuf {
+pub(crate) fn auth_config(dir: &Path, jwks: &str, tables: &str) -> PathBuf {
     let path = dir.join("auth.toml");
     std::fs::write(
         &path,
@@ -138,7 +138,7 @@ fn auth_config(dir: &Path, jwks: &str, tables: &str) -> PathBuf {
     path
 }
 
-fn file_jwks() -> String {
+pub(crate) fn file_jwks() -> String {
     format!("file = {:?}", fixture("jwks.json").display().to_string())
 }
 

@@ -455,9 +455,10 @@ impl Handler {
         ))
     }
 
-    /// `tool_stats {name: "run_code"}`: the forge's count of runs.
+    /// `tool_stats {name: "run_code"}`: the caller's agent's runs on this
+    /// host, in the figures of a registered tool's stats.
     pub(super) fn run_code_stats(&self) -> Value {
-        match serde_json::to_value(self.forge.run_code_stats()) {
+        match serde_json::to_value(self.forge.run_code_stats(&self.ctx.agent_id)) {
             Ok(v) => tools::tool_result(&v, false),
             Err(e) => tools::tool_error("stats", &format!("cannot encode: {e}")),
         }

@@ -28,6 +28,7 @@ impl State {
                 access: Access::ALL,
                 calls_per_minute: None,
                 max_concurrent: self.config.max_concurrent,
+                tool_quotas: Default::default(),
                 tools: None,
                 features: (None, None),
             });
@@ -45,6 +46,7 @@ impl State {
                 access: entry.access,
                 calls_per_minute: entry.calls_per_minute,
                 max_concurrent: entry.max_concurrent.unwrap_or(self.config.max_concurrent),
+                tool_quotas: entry.tool_calls_per_minute,
                 tools: entry.tools,
                 features: (entry.resources, entry.prompts),
             });
@@ -59,6 +61,7 @@ impl State {
                 access: g.access,
                 calls_per_minute: g.calls_per_minute,
                 max_concurrent: g.max_concurrent.unwrap_or(self.config.max_concurrent),
+                tool_quotas: g.tool_calls_per_minute,
                 tools: g.tools,
                 features: (None, None),
             }),
