@@ -354,6 +354,9 @@ impl RegistryBackend for SlowStore {
     fn touch_sessions(&self, touches: &[temper::store::SessionTouch]) -> Result<(), StoreError> {
         self.inner.touch_sessions(touches)
     }
+    fn lease_quota(&self, lease: &temper::store::QuotaLease) -> Result<u32, StoreError> {
+        self.inner.lease_quota(lease)
+    }
     fn kind(&self) -> BackendKind {
         self.inner.kind()
     }

@@ -526,8 +526,10 @@ async fn run_code_runs_a_body_with_the_callers_tools_and_registers_nothing() {
             "{meta}"
         );
     }
-    let stats = forge.run_code_stats();
-    assert_eq!((stats.runs, stats.failures), (5, 4), "{stats:?}");
+    let stats = forge.run_code_stats(&ctx().agent_id);
+    assert_eq!((stats.total_calls, stats.successes), (5, 1), "{stats:?}");
+    let other = forge.run_code_stats("another-agent");
+    assert_eq!(other.total_calls, 0, "another agent's runs are apart");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

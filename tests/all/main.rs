@@ -35,6 +35,7 @@ mod mcp_inline;
 mod mcp_jwt;
 mod mcp_modern;
 mod mcp_refusals;
+mod mcp_principals;
 mod multihost;
 mod names;
 mod observe;

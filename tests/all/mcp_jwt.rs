@@ -110,7 +110,7 @@ fn header(alg: &str, kid: &str) -> Value {
     json!({"alg": alg, "typ": "JWT", "kid": kid})
 }
 
-fn good(alg: &str, sub: &str) -> String {
+pub(crate) fn good(alg: &str, sub: &str) -> String {
     let (kid, sig) = match alg {
         "RS256" => ("rsa-1", Sig::Rsa),
         "ES256" => ("ec-1", Sig::Ec),

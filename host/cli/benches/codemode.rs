@@ -236,10 +236,11 @@ async fn main() {
         us(r50) / us(d50),
         if us(r50) <= bound { "met" } else { "NOT met" },
     ));
-    let stats = forge.run_code_stats();
+    let stats = forge.run_code_stats(&ctx.agent_id);
     report.push_str(&format!(
         "\nrun_code runs counted: {} ({} failed)\n",
-        stats.runs, stats.failures
+        stats.total_calls,
+        stats.total_calls - stats.successes
     ));
 
     print!("{report}");

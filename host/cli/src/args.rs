@@ -378,9 +378,14 @@ pub(crate) struct McpHttpArgs {
     /// Requests in flight per token (a token's max_concurrent overrides).
     #[arg(long, value_name = "N", default_value_t = 64, requires = "http")]
     pub(crate) max_concurrent: u32,
-    /// Sessions per token.
+    /// Sessions per token (every protocol revision's together).
     #[arg(long, value_name = "N", default_value_t = 64, requires = "http")]
     pub(crate) max_sessions: usize,
+    /// Call quotas are shared by the hosts on a store: a host leases
+    /// max(1, limit / N) calls at a time (larger leases: fewer store round
+    /// trips, a larger possible undershoot; never an overshoot).
+    #[arg(long, value_name = "N", default_value_t = 10, requires = "http")]
+    pub(crate) quota_lease_divisor: u32,
     /// Time allowed for a request's headers, for its body, and for a
     /// blocked write to a client that stopped reading.
     #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "http")]
@@ -408,6 +413,7 @@ impl McpHttpArgs {
         }
         c.max_concurrent = self.max_concurrent.max(1);
         c.max_sessions = self.max_sessions.max(1);
+        c.quota_lease_divisor = self.quota_lease_divisor.max(1);
         let io = std::time::Duration::from_millis(self.io_timeout_ms.max(1));
         (c.header_timeout, c.body_timeout, c.write_timeout) = (io, io, io);
         c.registry_poll = self.registry_poll();

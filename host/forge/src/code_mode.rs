@@ -31,11 +31,12 @@
 //! (they are meta-tools of the MCP server) in any case.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use temper_store::{CallCounters, ToolStats};
 use temper_runtime::artifact::ArtifactManifest;
 use temper_runtime::capabilities::tool_calls::{
     NEVER_CALLABLE, ToolCallFailure, ToolCallFuture, ToolCallOutput, ToolCallRequest, ToolCaller,
@@ -471,7 +472,7 @@ impl Forge {
         )
         .await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-        self.count_run_code(outcome.is_ok(), started.elapsed());
+        self.count_run_code(&ctx.agent_id, outcome.is_ok(), started.elapsed());
         let out = match outcome {
             Ok(out) => out,
             Err(mut failure) => {
@@ -533,68 +534,77 @@ impl Forge {
         }
     }
 
-    /// Counts one `run_code` run.
-    fn count_run_code(&self, ok: bool, took: Duration) {
-        self.inner.run_code_stats.record(ok, took);
+    /// Counts one `run_code` run of `agent`.
+    fn count_run_code(&self, agent: &str, ok: bool, took: Duration) {
+        self.inner.run_code_stats.record(agent, ok, took);
     }
 
-    /// The `run_code` runs of this forge so far.
-    pub fn run_code_stats(&self) -> RunCodeStats {
-        self.inner.run_code_stats.snapshot()
+    /// `agent`'s `run_code` runs on this host so far, in the figures the
+    /// store reports for a registered tool (no other agent's runs in them).
+    pub fn run_code_stats(&self, agent: &str) -> ToolStats {
+        self.inner.run_code_stats.of(agent)
     }
 }
 
-/// Counts of `run_code` runs (they register nothing, so they have no row in
-/// the registry's stats): kept by the forge, in memory.
+/// Agents whose `run_code` runs a forge counts, at most; past it, the agent
+/// with the fewest runs is forgotten to make room.
+pub const MAX_RUN_CODE_AGENTS: usize = 4096;
+
+/// `run_code` runs per agent (they register nothing, so they have no row in
+/// the registry's stats): kept by the forge, in memory, bounded by
+/// [`MAX_RUN_CODE_AGENTS`].
 #[derive(Debug, Default)]
 pub(crate) struct RunCodeCounters {
-    runs: AtomicU64,
-    failures: AtomicU64,
-    total_us: AtomicU64,
+    by_agent: Mutex<HashMap<String, CallCounters>>,
 }
 
 impl RunCodeCounters {
-    fn record(&self, ok: bool, took: Duration) {
-        self.runs.fetch_add(1, Ordering::Relaxed);
-        if !ok {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-        }
+    fn record(&self, agent: &str, ok: bool, took: Duration) {
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        self.total_us.fetch_add(us, Ordering::Relaxed);
-    }
-
-    fn snapshot(&self) -> RunCodeStats {
-        let runs = self.runs.load(Ordering::Relaxed);
-        let total_us = self.total_us.load(Ordering::Relaxed);
-        RunCodeStats {
-            name: RUN_CODE_STATS,
-            runs,
-            failures: self.failures.load(Ordering::Relaxed),
-            avg_latency_ms: if runs == 0 {
-                0.0
-            } else {
-                total_us as f64 / runs as f64 / 1000.0
-            },
+        let mut all = self.by_agent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = all.get_mut(agent) {
+            c.record(ok, us);
+            return;
         }
+        if all.len() >= MAX_RUN_CODE_AGENTS
+            && let Some(fewest) = all
+                .iter()
+                .min_by_key(|(name, c)| (c.total, (*name).clone()))
+                .map(|(name, _)| name.clone())
+        {
+            all.remove(&fewest);
+        }
+        all.entry(agent.to_owned()).or_default().record(ok, us);
     }
-}
 
-/// `run_code` runs counted by a forge ([`Forge::run_code_stats`]).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunCodeStats {
-    /// [`RUN_CODE_STATS`].
-    pub name: &'static str,
-    /// Runs so far.
-    pub runs: u64,
-    /// Of which failed.
-    pub failures: u64,
-    /// Mean wall-clock time of a run, ms.
-    pub avg_latency_ms: f64,
+    fn of(&self, agent: &str) -> ToolStats {
+        let all = self.by_agent.lock().unwrap_or_else(|p| p.into_inner());
+        all.get(agent).map(CallCounters::stats).unwrap_or_else(|| {
+            CallCounters::default().stats()
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_code_runs_are_counted_per_agent_within_a_bound() {
+        let c = RunCodeCounters::default();
+        c.record("alice", true, Duration::from_millis(4));
+        c.record("alice", false, Duration::from_millis(2));
+        let alice = c.of("alice");
+        assert_eq!((alice.total_calls, alice.successes), (2, 1));
+        assert_eq!(alice.avg_latency_ms, 3.0);
+        assert_eq!(c.of("bob").total_calls, 0, "bob sees none of alice's runs");
+        for i in 0..MAX_RUN_CODE_AGENTS {
+            c.record(&format!("agent-{i}"), true, Duration::from_millis(1));
+        }
+        let held = c.by_agent.lock().unwrap().len();
+        assert_eq!(held, MAX_RUN_CODE_AGENTS);
+        assert_eq!(c.of("alice").total_calls, 2, "the busiest agent is kept");
+    }
 
     #[test]
     fn the_body_keeps_its_line_numbers() {

@@ -55,6 +55,7 @@ mod observe;
 pub mod protocol;
 pub mod server;
 pub mod tokens;
+pub mod tool_quotas;
 pub mod tools;
 mod trace;
 pub mod watch;

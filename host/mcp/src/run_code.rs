@@ -434,11 +434,11 @@ impl Handler {
         Ok(described(&picked, &unknown))
     }
 
-    /// `tool_stats {name: "run_code"}`: the forge's count of runs.
-    /// In `tool_stats`' one shape ([`tools::StatsAnswer`]).
+    /// `tool_stats {name: "run_code"}`: the caller's agent's runs on this
+    /// host, in `tool_stats`' one shape ([`tools::StatsAnswer`]).
     pub(super) fn run_code_stats(&self) -> Value {
-        let s = self.forge.run_code_stats();
-        tools::StatsAnswer::runs(RUN_CODE, s.runs, s.failures, s.avg_latency_ms).result()
+        let s = self.forge.run_code_stats(&self.ctx.agent_id);
+        tools::StatsAnswer::registered(RUN_CODE, &s).result()
     }
 }
 

@@ -10,6 +10,7 @@
 //! agent = "alice"                      # the agent this token acts as
 //! tiers = ["session", "agent", "shared"] # optional; default: all three
 //! calls_per_minute = 120               # optional tools/call quota; default: none
+//! tool_calls_per_minute = { "web.fetch" = 10 } # optional per-tool quotas
 //! max_concurrent = 8                   # optional; default: the server's --max-concurrent
 //! tools = ["github.*"]                 # optional; narrows the policy's [tools] allow
 //! resources = ["docs.*"]               # optional; narrows the policy's [resources] allow
@@ -94,6 +95,17 @@ pub enum TokensError {
         /// What is wrong.
         reason: String,
     },
+    /// A `tool_calls_per_minute` entry that is not a tool name with a
+    /// limit of at least 1.
+    #[error("tokens: {key:?}: bad {field}: {reason}")]
+    BadToolQuota {
+        /// The entry.
+        key: String,
+        /// The key at fault (`tool_calls_per_minute."NAME"`).
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// `calls_per_minute` or `max_concurrent` is 0.
     #[error("tokens: {key:?}: {field} must be at least 1")]
     Zero {
@@ -153,6 +165,8 @@ pub struct TokenEntry {
     pub calls_per_minute: Option<u32>,
     /// Its concurrency cap, if it has its own.
     pub max_concurrent: Option<u32>,
+    /// Its per-tool quotas (`tool_calls_per_minute`).
+    pub tool_calls_per_minute: crate::tool_quotas::ToolQuotas,
     /// The hub tools it may use, narrowing the host policy's `[tools]
     /// allow` (a hub tool must be allowed by both); `None`: the policy's.
     pub tools: Option<temper_policy::ToolAllow>,
@@ -184,6 +198,8 @@ struct RawEntry {
     tiers: Option<Vec<String>>,
     calls_per_minute: Option<u32>,
     max_concurrent: Option<u32>,
+    #[serde(default)]
+    tool_calls_per_minute: std::collections::BTreeMap<String, u32>,
     tools: Option<Vec<String>>,
     resources: Option<Vec<String>>,
     prompts: Option<Vec<String>>,
@@ -226,6 +242,14 @@ impl Tokens {
                     return Err(TokensError::Zero { key, field });
                 }
             }
+            let tool_calls_per_minute =
+                crate::tool_quotas::ToolQuotas::parse(entry.tool_calls_per_minute).map_err(
+                    |(field, reason)| TokensError::BadToolQuota {
+                        key: key.clone(),
+                        field,
+                        reason,
+                    },
+                )?;
             let tools = entry
                 .tools
                 .map(temper_policy::ToolAllow::new)
@@ -250,6 +274,7 @@ impl Tokens {
                 access,
                 calls_per_minute: entry.calls_per_minute,
                 max_concurrent: entry.max_concurrent,
+                tool_calls_per_minute,
                 tools,
                 resources,
                 prompts,

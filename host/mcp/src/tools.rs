@@ -129,23 +129,6 @@ impl<'a> StatsAnswer<'a> {
         }
     }
 
-    /// Counts of runs (`run_code`'s): `runs`, of which `failures` failed.
-    pub fn runs(name: &'a str, runs: u64, failures: u64, avg_latency_ms: f64) -> Self {
-        let successes = runs.saturating_sub(failures);
-        Self {
-            name,
-            total_calls: runs,
-            successes,
-            success_rate: if runs == 0 {
-                0.0
-            } else {
-                successes as f64 / runs as f64
-            },
-            avg_latency_ms,
-            p95_latency_ms: None,
-        }
-    }
-
     /// As a `tools/call` result.
     pub fn result(&self) -> Value {
         match serde_json::to_value(self) {

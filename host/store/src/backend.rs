@@ -265,6 +265,14 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
     /// Moves the sessions' last uses forward (never back), in one
     /// transaction.
     fn touch_sessions(&self, touches: &[SessionTouch]) -> Result<(), StoreError>;
+
+    // ---- shared call quotas (see `store::quotas`) ----
+
+    /// In one statement: takes up to `lease.want` calls of the key's
+    /// window within `lease.limit` and returns how many were granted; the
+    /// key's older windows are deleted when its window's first lease is
+    /// taken.
+    fn lease_quota(&self, lease: &crate::QuotaLease) -> Result<u32, StoreError>;
 }
 
 /// The owner column of a record: the agent for [`Tier::Agent`], `""` for

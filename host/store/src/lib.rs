@@ -55,6 +55,7 @@ mod behind;
 mod error;
 mod freshness;
 mod location;
+mod quotas;
 mod sessions;
 pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
 #[cfg(feature = "postgres")]
@@ -79,6 +80,7 @@ use behind::WriteBehind;
 pub use error::{AuditError, StoreError};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresBackend;
+pub use quotas::{QUOTA_WINDOW_MS, QuotaLease, quota_window};
 pub use sessions::{
     EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
     now_ms,

@@ -90,6 +90,9 @@ impl RegistryBackend for Interposed {
     fn touch_sessions(&self, touches: &[temper::store::SessionTouch]) -> Result<(), StoreError> {
         self.inner.backend().touch_sessions(touches)
     }
+    fn lease_quota(&self, lease: &temper::store::QuotaLease) -> Result<u32, StoreError> {
+        self.inner.backend().lease_quota(lease)
+    }
     fn kind(&self) -> BackendKind {
         self.inner.backend().kind()
     }

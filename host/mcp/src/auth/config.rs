@@ -11,6 +11,7 @@
 //! authorization_servers = ["https://id.example"]  # RFC 9728 metadata; default [issuer]
 //! calls_per_minute = 600                       # per agent (optional)
 //! max_concurrent = 16                          # per agent (optional)
+//! tool_calls_per_minute = { "web.fetch" = 10 } # per agent and tool (optional)
 //!
 //! [jwks]
 //! url = "https://id.example/.well-known/jwks.json"  # or: file = "jwks.json"
@@ -134,6 +135,8 @@ pub struct JwtConfig {
     pub calls_per_minute: Option<u32>,
     /// Per-agent cap on requests in flight.
     pub max_concurrent: Option<u32>,
+    /// Per-agent, per-tool quotas (`tool_calls_per_minute`).
+    pub tool_calls_per_minute: crate::tool_quotas::ToolQuotas,
     /// The key set.
     pub jwks: JwksConfig,
     /// Scope → grant; `None`: any valid token gets every tier.
@@ -152,6 +155,8 @@ struct RawConfig {
     authorization_servers: Option<Vec<String>>,
     calls_per_minute: Option<u32>,
     max_concurrent: Option<u32>,
+    #[serde(default)]
+    tool_calls_per_minute: BTreeMap<String, u32>,
     jwks: RawJwks,
     scopes: Option<BTreeMap<String, RawScope>>,
 }
@@ -267,6 +272,9 @@ impl JwtConfig {
                 return Err(bad(key, "must be at least 1".into()));
             }
         }
+        let tool_calls_per_minute =
+            crate::tool_quotas::ToolQuotas::parse(raw.tool_calls_per_minute)
+                .map_err(|(key, reason)| bad(&key, reason))?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let jwks = jwks_config(raw.jwks, dir, &bad)?;
         let scopes = match raw.scopes {
@@ -316,6 +324,7 @@ impl JwtConfig {
             authorization_servers,
             calls_per_minute: raw.calls_per_minute,
             max_concurrent: raw.max_concurrent,
+            tool_calls_per_minute,
             jwks,
             scopes,
         })

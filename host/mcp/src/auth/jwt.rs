@@ -150,6 +150,7 @@ impl JwtVerifier {
             access,
             calls_per_minute: self.config.calls_per_minute,
             max_concurrent: self.config.max_concurrent,
+            tool_calls_per_minute: self.config.tool_calls_per_minute.clone(),
             tools,
         };
         Ok((grant, kid.to_owned(), key, exp))

@@ -53,6 +53,8 @@ pub struct Grant {
     pub calls_per_minute: Option<u32>,
     /// The per-agent cap on requests in flight, if any.
     pub max_concurrent: Option<u32>,
+    /// The per-agent, per-tool quotas.
+    pub tool_calls_per_minute: crate::tool_quotas::ToolQuotas,
     /// The hub tools, narrowing the host policy's; `None`: the policy's.
     pub tools: Option<temper_policy::ToolAllow>,
 }

@@ -29,6 +29,7 @@ impl State {
                 access: Access::ALL,
                 calls_per_minute: None,
                 max_concurrent: self.config.max_concurrent,
+                tool_quotas: Default::default(),
                 tools: None,
                 features: (None, None),
             });
@@ -49,6 +50,7 @@ impl State {
                 tools: entry
                     .tools
                     .map(|allow| HubNarrowing::new(allow, NarrowedBy::Token)),
+                tool_quotas: entry.tool_calls_per_minute,
                 features: (entry.resources, entry.prompts),
             });
         }
@@ -65,6 +67,7 @@ impl State {
                 tools: g
                     .tools
                     .map(|allow| HubNarrowing::new(allow, NarrowedBy::Scopes)),
+                tool_quotas: g.tool_calls_per_minute,
                 features: (None, None),
             }),
             Err(refusal) => {

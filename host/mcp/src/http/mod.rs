@@ -47,7 +47,9 @@
 //! off; a connection whose client stops reading is closed after
 //! [`HttpConfig::write_timeout`] of blocked writes; connections are capped
 //! in number; each token has a cap on requests in flight (`429`) and on
-//! sessions.
+//! sessions (both revisions' together). Its `tools/call` quotas (and
+//! per-tool quotas) are counted in the store, shared by every host on it
+//! ([`quota`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -73,6 +75,7 @@ use temper_store::StoreError;
 
 mod bearer;
 mod modern;
+mod quota;
 mod routes;
 mod session;
 mod to_end;
@@ -114,8 +117,12 @@ pub struct HttpConfig {
     pub write_timeout: Duration,
     /// Requests in flight per token (a token's `max_concurrent` overrides).
     pub max_concurrent: u32,
-    /// Sessions per token.
+    /// Sessions per token, every protocol revision's together.
     pub max_sessions: usize,
+    /// A host leases `max(1, limit / quota_lease_divisor)` calls of a
+    /// quota from the store at a time ([`quota`]): larger leases mean fewer
+    /// store round trips and a larger possible undershoot.
+    pub quota_lease_divisor: u32,
     /// Open connections in all.
     pub max_connections: usize,
     /// Interval of SSE keep-alive comments on GET streams.
@@ -144,6 +151,7 @@ impl HttpConfig {
             write_timeout: Duration::from_secs(30),
             max_concurrent: 64,
             max_sessions: 64,
+            quota_lease_divisor: 10,
             max_connections: 1024,
             keep_alive: Duration::from_secs(15),
             registry_poll: Some(watch::DEFAULT_POLL),
@@ -252,6 +260,7 @@ impl HttpServer {
             tokens,
             jwt,
             limits: Mutex::new(HashMap::new()),
+            quotas: quota::Quotas::new(config.quota_lease_divisor),
             sessions: Mutex::new(HashMap::new()),
             modern: modern::Modern::default(),
             connections: Arc::new(Semaphore::new(config.max_connections)),
@@ -354,8 +363,10 @@ struct State {
     tokens: Option<TokenSource>,
     /// Bearer JWT verification (`--auth jwt`).
     jwt: Option<Arc<JwtVerifier>>,
-    /// Per token key: quota bucket and in-flight cap.
+    /// Per token key: the in-flight cap (this host's).
     limits: Mutex<HashMap<String, Arc<Limits>>>,
+    /// This host's leases of the store's shared call quotas.
+    quotas: quota::Quotas,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// 2026-07-28 sessions and subscriptions ([`modern`]).
     modern: modern::Modern,
@@ -377,7 +388,7 @@ impl State {
         {
             return l.clone();
         }
-        let l = Arc::new(Limits::new(p.max_concurrent, p.calls_per_minute));
+        let l = Arc::new(Limits::new(p.max_concurrent));
         all.insert(p.key.clone(), l.clone());
         l
     }
@@ -541,15 +552,5 @@ mod tests {
         assert!(accepts(&h, "application/json"));
         h.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
         assert!(!accepts(&h, "application/json"));
-    }
-
-    #[test]
-    fn quota_bucket_refuses_past_the_rate() {
-        let l = Limits::new(4, Some(3));
-        assert!(l.take_call(3).is_ok());
-        assert!(l.take_call(3).is_ok());
-        assert!(l.take_call(3).is_ok());
-        let retry = l.take_call(3).unwrap_err();
-        assert!((1..=20).contains(&retry), "{retry}");
     }
 }

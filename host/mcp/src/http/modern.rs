@@ -24,7 +24,12 @@
 //! is recorded (written behind), and it ends when it has been idle
 //! ([`HttpConfig::session_idle`](super::HttpConfig)) on every host, judged
 //! in the store by whichever host reaps first. What a host keeps of it is
-//! only its requests in flight (for the per-token cap). `forge_tool`'s
+//! only its requests in flight (for the per-token cap). A named session
+//! is its opener's (the principal's key), checked on every request: any
+//! other principal, of the same agent too, is answered `404` as for an
+//! unknown legacy session. The default session is its agent's principals'
+//! of one kind ([`default_owner`]); another kind runs in a default session
+//! of its own ([`own_default`]). `forge_tool`'s
 //! result names the session it ran in (`_meta["dev.temper/session"]`). Errors get the spec's statuses (`-32601` → 404, invalid
 //! params and the errors above → 400).
 //!
@@ -80,10 +85,23 @@ pub(super) struct Modern {
 /// A modern session (client-chosen, or a principal's default session),
 /// keyed by its context: what keeps it alive.
 struct ModernSession {
-    /// The token key that opened it (for the per-token cap).
+    /// The principal's key that opened it: the only one it serves (and
+    /// what the per-token cap counts).
     owner: String,
     last_active: Mutex<Instant>,
+    /// When the store last confirmed its owner.
+    checked: Mutex<Instant>,
     in_flight: AtomicUsize,
+}
+
+/// Why a request may not enter a modern session.
+enum Refusal {
+    /// Over the per-token cap (`429`).
+    Cap(RpcError),
+    /// Another principal's session (`404`, answered as an unknown one).
+    NotYours,
+    /// The store did not answer (`503`).
+    Store,
 }
 
 /// An open `subscriptions/listen` stream.
@@ -116,44 +134,80 @@ impl Listener {
 }
 
 impl Modern {
-    /// Counts a request in the client-chosen session `ctx`, opening it
-    /// within `cap` sessions per token on this host: a session this host
-    /// does not hold is stored (unless stored already, by another host) with
-    /// the idle limit `idle`; each request records a use (written behind).
+    /// Counts a request in the session `ctx` of `owner` (the token's key,
+    /// or the group owning its agent's default session), opening it
+    /// unless the token has `open` sessions of `cap` on this host already
+    /// (every revision's):
+    /// a session this host does not hold is stored (unless stored already,
+    /// by another host) with the idle limit `idle`; each request records a
+    /// use (written behind). A session is its opener's: another principal
+    /// (another token, a JWT of the same agent, the default identity) is
+    /// refused on every request, as an unknown legacy session is; a held
+    /// session's owner is re-read from the store at most every
+    /// [`RECHECK`](super::session::RECHECK).
+    #[allow(clippy::too_many_arguments)]
     async fn enter(
         &self,
         forge: &temper_forge::Forge,
         ctx: &ForgeContext,
         owner: &str,
         cap: usize,
+        open: usize,
         idle: Duration,
-    ) -> Result<Arc<ModernSession>, RpcError> {
+    ) -> Result<Arc<ModernSession>, Refusal> {
         let held = lock(&self.sessions).get(ctx).cloned();
+        let held = match held {
+            Some(s) if s.owner != owner => return Err(Refusal::NotYours),
+            Some(s) if lock(&s.checked).elapsed() >= super::session::RECHECK => {
+                match forge.stored_session(ctx).await {
+                    Ok(Some(stored)) if stored.owner == owner => {
+                        *lock(&s.checked) = Instant::now();
+                        Some(s)
+                    }
+                    Ok(Some(_)) => {
+                        // Expired and opened again by another principal.
+                        self.forget(ctx);
+                        return Err(Refusal::NotYours);
+                    }
+                    Ok(None) => {
+                        // Ended or expired through another host: opened
+                        // again below.
+                        self.forget(ctx);
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!("cannot read a session from the store: {e}");
+                        return Err(Refusal::Store);
+                    }
+                }
+            }
+            other => other,
+        };
         let s = match held {
             Some(s) => s,
             None => {
-                let mine = lock(&self.sessions)
-                    .values()
-                    .filter(|s| s.owner == owner)
-                    .count();
-                if mine >= cap {
-                    return Err(RpcError::new(
+                if open >= cap {
+                    return Err(Refusal::Cap(RpcError::new(
                         -32000,
                         format!(
-                            "too many sessions: this token may have {cap} open; they end after the idle timeout"
+                            "too many sessions: this token may have {cap} open, every protocol revision's together; they end after the idle timeout (a legacy one also with DELETE)"
                         ),
-                    ));
+                    )));
                 }
-                if let Err(e) = forge.open_session(ctx, owner, idle).await {
-                    tracing::warn!("cannot store a session: {e}");
-                    return Err(RpcError::new(
-                        jsonrpc::INTERNAL_ERROR,
-                        "the session store cannot be reached".to_string(),
-                    ));
+                let stored = match forge.open_session(ctx, owner, idle).await {
+                    Ok(stored) => stored,
+                    Err(e) => {
+                        tracing::warn!("cannot store a session: {e}");
+                        return Err(Refusal::Store);
+                    }
+                };
+                if stored.owner != owner {
+                    return Err(Refusal::NotYours);
                 }
                 let made = Arc::new(ModernSession {
                     owner: owner.to_string(),
                     last_active: Mutex::new(Instant::now()),
+                    checked: Mutex::new(Instant::now()),
                     in_flight: AtomicUsize::new(0),
                 });
                 lock(&self.sessions)
@@ -162,12 +216,24 @@ impl Modern {
                     .clone()
             }
         };
+        if s.owner != owner {
+            return Err(Refusal::NotYours);
+        }
         s.in_flight.fetch_add(1, Ordering::SeqCst);
         *lock(&s.last_active) = Instant::now();
         if let Err(e) = forge.touch_session(ctx) {
             tracing::warn!("cannot record a session's use: {e}");
         }
         Ok(s)
+    }
+
+    /// How many sessions token `token` has open on this host (those it
+    /// opened, and its agent's default session, owned by `group`).
+    pub(super) fn count(&self, token: &str, group: &str) -> usize {
+        lock(&self.sessions)
+            .values()
+            .filter(|s| s.owner == token || s.owner == group)
+            .count()
     }
 
     /// Lets go of this host's handle on session `ctx` (ended or expired in
@@ -208,6 +274,83 @@ impl Modern {
             lock(&s.last_active).elapsed() < idle
         });
     }
+}
+
+/// The answer to a request naming another principal's session: what an
+/// unknown legacy session gets, `404`, nothing about whose it is.
+fn not_yours(id: &Value) -> Response<Body> {
+    let e = RpcError::new(
+        jsonrpc::INVALID_PARAMS,
+        "no such session: name another dev.temper/session, or none for your default session",
+    );
+    json_response(StatusCode::NOT_FOUND, &jsonrpc::error_response(id, &e))
+}
+
+/// Who may use session `named` of `p`'s agent: `p`'s key, or for the
+/// agent's default session (and its kind's own), `p`'s kind.
+fn owner_of<'a>(p: &'a Principal, group: &'a str, named: Option<&str>) -> &'a str {
+    match named {
+        None => group,
+        Some(id) if id == protocol::DEFAULT_SESSION_ID || id == own_default(group) => group,
+        Some(_) => &p.key,
+    }
+}
+
+/// Whether `p` may listen to session `named`: it is not stored, or stored
+/// as `p`'s (a store that cannot answer: no).
+async fn may_listen(state: &State, p: &Principal, named: &str) -> bool {
+    let group = default_owner(p);
+    let owner = owner_of(p, &group, Some(named));
+    let ctx = protocol::modern_context(&p.agent, Some(named));
+    match state.forge.stored_session(&ctx).await {
+        Ok(found) => found.is_none_or(|s| s.owner == owner),
+        Err(e) => {
+            tracing::warn!("cannot read a session from the store: {e}");
+            false
+        }
+    }
+}
+
+/// Enters `ctx` for `owner` (see [`Modern::enter`]).
+async fn enter(
+    state: &State,
+    ctx: &ForgeContext,
+    owner: &str,
+    open: usize,
+) -> Result<Arc<ModernSession>, Refusal> {
+    state
+        .modern
+        .enter(
+            &state.forge,
+            ctx,
+            owner,
+            state.config.max_sessions,
+            open,
+            state.config.session_idle,
+        )
+        .await
+}
+
+/// Who owns `p`'s agent's default session when `p` opens it: the agent's
+/// static tokens together (`tokens:<agent>`), a JWT's agent (`jwt:<agent>`,
+/// its key), or the default identity (`local`).
+pub(super) fn default_owner(p: &Principal) -> String {
+    if p.key.starts_with("jwt:") || p.key == "local" {
+        p.key.clone()
+    } else {
+        format!("tokens:{}", p.agent)
+    }
+}
+
+/// The default session of the principals of `group` ([`default_owner`])
+/// when another kind of principal of the agent holds the agent's:
+/// `default-` and 16 hex digits of a hash of the group (the same on every
+/// host; no secret).
+fn own_default(key: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("temper-default-session\0{key}").as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{hex}", protocol::DEFAULT_SESSION_ID)
 }
 
 /// Lets go of idle client-chosen sessions until the server is gone.
@@ -390,35 +533,57 @@ pub(super) async fn post(
                 "subscriptions/listen answers with a stream: Accept: text/event-stream",
             );
         }
+        // A named session another principal holds is not listened to.
+        if let Some(named) = envelope.session.as_deref()
+            && !may_listen(&state, &p, named).await
+        {
+            return not_yours(&id);
+        }
         return listen(&state, &p, id, envelope.session.as_deref(), params.as_ref());
     }
-    let permit = match admit(&state, &p, &id, &method) {
+    let permit = match admit(&state, &p, &id, &method, params.as_ref(), true).await {
         Ok(permit) => permit,
         Err(r) => return r,
     };
-    // A named session, else the principal's default session (one per
-    // agent): stored, expired and audited alike.
-    let ctx = protocol::modern_context(&p.agent, envelope.session.as_deref());
-    let session = match state
-        .modern
-        .enter(
-            &state.forge,
-            &ctx,
-            &p.key,
-            state.config.max_sessions,
-            state.config.session_idle,
-        )
-        .await
-    {
+    // A named session is its opener's; the agent's default session (none
+    // named, or `default`) is shared by the agent's principals of one kind
+    // (its static tokens, its JWTs, the default identity), and another
+    // kind gets a default session of its own: stored, expired and audited
+    // alike.
+    let group = default_owner(&p);
+    // The cap counts the token's sessions of both revisions.
+    let open = lock(&state.sessions)
+        .values()
+        .filter(|s| s.owner == p.key)
+        .count()
+        + state.modern.count(&p.key, &group);
+    let named = envelope.session.as_deref();
+    let own = own_default(&group);
+    let owner = owner_of(&p, &group, named);
+    let mut ctx = protocol::modern_context(&p.agent, named);
+    let mut entered = enter(&state, &ctx, owner, open).await;
+    if named.is_none() && matches!(entered, Err(Refusal::NotYours)) {
+        ctx = protocol::modern_context(&p.agent, Some(&own));
+        entered = enter(&state, &ctx, owner, open).await;
+    }
+    let session = match entered {
         Ok(s) => s,
-        Err(e) => {
-            // Over the cap: 429; the store unreachable: 503.
-            let status = if e.code == jsonrpc::INTERNAL_ERROR {
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::TOO_MANY_REQUESTS
-            };
-            return json_response(status, &jsonrpc::error_response(&id, &e));
+        Err(Refusal::Cap(e)) => {
+            return json_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                &jsonrpc::error_response(&id, &e),
+            );
+        }
+        Err(Refusal::NotYours) => return not_yours(&id),
+        Err(Refusal::Store) => {
+            let e = RpcError::new(
+                jsonrpc::INTERNAL_ERROR,
+                "the session store cannot be reached".to_string(),
+            );
+            return json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &jsonrpc::error_response(&id, &e),
+            );
         }
     };
     let notes_ctx = ctx.clone();

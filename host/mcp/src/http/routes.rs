@@ -21,7 +21,7 @@ use super::bearer;
 use super::session::{InFlight, Principal, Session, new_session};
 use super::to_end::handle;
 use super::wire::{Body, accepts, empty, json_response, plain, sse_event, sse_response};
-use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock, modern};
+use super::{ENDPOINT, SESSION_HEADER, State, VERSION_HEADER, lock, modern, quota};
 
 pub(super) async fn route(state: Arc<State>, req: Request<IncomingBody>) -> Response<Body> {
     let started = Instant::now();
@@ -312,7 +312,7 @@ pub(super) async fn post(
         Ok(s) => s,
         Err(r) => return r,
     };
-    let permit = match admit(&state, &p, &id, &method) {
+    let permit = match admit(&state, &p, &id, &method, params.as_ref(), false).await {
         Ok(permit) => permit,
         Err(r) => return r,
     };
@@ -367,35 +367,23 @@ pub(super) async fn post(
     }
 }
 
-/// Applies `p`'s limits to a request: its `tools/call` quota (`429` with
-/// `Retry-After`) and its cap on requests in flight (`429`); the permit
-/// counts the request until dropped.
+/// Applies `p`'s limits to a request: its cap on requests in flight on
+/// this host (`429`), then, on a `tools/call`, the called tool's quota and
+/// `p`'s `calls_per_minute`, shared by the hosts ([`super::quota`]: `429`
+/// with `Retry-After`; `-32023` over 2026-07-28 when `modern`, `-32000`
+/// over the legacy revisions, `data.retryAfterSeconds` either way). A call
+/// refused by its tool's quota does not use `p`'s. The permit counts the
+/// request until dropped.
 #[allow(clippy::result_large_err)]
-pub(super) fn admit(
+pub(super) async fn admit(
     state: &State,
     p: &Principal,
     id: &Value,
     method: &str,
+    params: Option<&Value>,
+    modern: bool,
 ) -> Result<OwnedSemaphorePermit, Response<Body>> {
     let limits = state.limits(p);
-    if method == "tools/call"
-        && let Some(per_minute) = p.calls_per_minute
-        && let Err(retry) = limits.take_call(per_minute)
-    {
-        let error = RpcError::new(
-            -32000,
-            format!(
-                "quota exceeded: this token may make {per_minute} tools/call requests per minute"
-            ),
-        );
-        let mut r = json_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            &jsonrpc::error_response(id, &error),
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(retry));
-        return Err(r);
-    }
     let Ok(permit) = limits.in_flight.clone().try_acquire_owned() else {
         let error = RpcError::new(
             -32000,
@@ -409,7 +397,69 @@ pub(super) fn admit(
             &jsonrpc::error_response(id, &error),
         ));
     };
+    if method != "tools/call" {
+        return Ok(permit);
+    }
+    let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    let store = state.forge.store_handle();
+    if let Some(tool) = tool
+        && let Some(limit) = p.tool_quotas.limit(tool)
+        && let Err(refused) = state
+            .quotas
+            .take(&store, &quota::quota_key(&p.key, Some(tool)), limit)
+            .await
+    {
+        let what = format!("this token may call {tool} {limit} times per minute");
+        return Err(quota_refusal(id, refused, &what, modern));
+    }
+    if let Some(limit) = p.calls_per_minute
+        && let Err(refused) = state
+            .quotas
+            .take(&store, &quota::quota_key(&p.key, None), limit)
+            .await
+    {
+        let what = format!("this token may make {limit} tools/call requests per minute");
+        return Err(quota_refusal(id, refused, &what, modern));
+    }
     Ok(permit)
+}
+
+/// The answer to a call a quota refused (see [`admit`]); the store's
+/// error is logged, not sent.
+fn quota_refusal(id: &Value, refused: quota::Refused, what: &str, modern: bool) -> Response<Body> {
+    let (status, retry, error) = match refused {
+        quota::Refused::Spent { retry_after } => {
+            let code = if modern {
+                crate::protocol::RATE_LIMITED
+            } else {
+                -32000
+            };
+            let message = format!(
+                "quota exceeded: {what} (on every host together); retry in {retry_after} s"
+            );
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                retry_after,
+                RpcError::new(code, message),
+            )
+        }
+        quota::Refused::Store(e) => {
+            tracing::warn!("cannot lease a call quota: {e}");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                1,
+                RpcError::internal(
+                    "the quota store cannot be reached: the call was not run; retry shortly"
+                        .to_string(),
+                ),
+            )
+        }
+    };
+    let error = error.with_data(serde_json::json!({ "retryAfterSeconds": retry }));
+    let mut r = json_response(status, &jsonrpc::error_response(id, &error));
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry));
+    r
 }
 
 /// Whether a `tools/call` with `params` may send notifications on its own
@@ -527,16 +577,17 @@ pub(super) async fn initialize(
         Err(e) => return json_response(StatusCode::OK, &jsonrpc::error_response(id, &e)),
     };
     let sid = format!("{:032x}", rand::random::<u128>());
-    if lock(&state.sessions)
+    // The cap counts the token's sessions of every revision on this host.
+    let open = lock(&state.sessions)
         .values()
         .filter(|s| s.owner == p.key)
         .count()
-        >= state.config.max_sessions
-    {
+        + state.modern.count(&p.key, &modern::default_owner(p));
+    if open >= state.config.max_sessions {
         let error = RpcError::new(
             -32000,
             format!(
-                "too many sessions: this token may have {} open (end one with DELETE)",
+                "too many sessions: this token may have {} open, every protocol revision's together (end one with DELETE; they end after the idle timeout)",
                 state.config.max_sessions
             ),
         );

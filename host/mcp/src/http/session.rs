@@ -36,6 +36,8 @@ pub(super) struct Principal {
     pub(super) access: Access,
     pub(super) calls_per_minute: Option<u32>,
     pub(super) max_concurrent: u32,
+    /// Its per-tool quotas.
+    pub(super) tool_quotas: crate::tool_quotas::ToolQuotas,
     /// The token's narrowing of the hub tools, if any (its `tools`, or
     /// its JWT scopes'), part of its grant ([`temper_forge::grant`]).
     pub(super) tools: Option<temper_forge::HubNarrowing>,
@@ -193,35 +195,18 @@ impl TokenSource {
     }
 }
 
-/// A token's quota bucket and in-flight cap.
+/// A token's in-flight cap on this host (its call quotas are shared by
+/// the hosts: [`super::quota`]).
 pub(super) struct Limits {
     pub(super) in_flight: Arc<Semaphore>,
     pub(super) cap: u32,
-    pub(super) bucket: Mutex<(f64, Instant)>,
 }
 
 impl Limits {
-    pub(super) fn new(cap: u32, per_minute: Option<u32>) -> Self {
+    pub(super) fn new(cap: u32) -> Self {
         Self {
             in_flight: Arc::new(Semaphore::new(cap as usize)),
             cap,
-            bucket: Mutex::new((per_minute.unwrap_or(0) as f64, Instant::now())),
-        }
-    }
-
-    /// Takes one call from a bucket of `per_minute` refilled continuously;
-    /// `Err(seconds)` until the next call is allowed.
-    pub(super) fn take_call(&self, per_minute: u32) -> Result<(), u64> {
-        let mut b = lock(&self.bucket);
-        let now = Instant::now();
-        let rate = per_minute as f64 / 60.0;
-        b.0 = (b.0 + now.duration_since(b.1).as_secs_f64() * rate).min(per_minute as f64);
-        b.1 = now;
-        if b.0 >= 1.0 {
-            b.0 -= 1.0;
-            Ok(())
-        } else {
-            Err(((1.0 - b.0) / rate).ceil().max(1.0) as u64)
         }
     }
 }

@@ -68,6 +68,10 @@ pub mod meta {
 pub const HEADER_MISMATCH: i64 = -32020;
 /// The request's protocol version is not one this server speaks.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// A quota refused the request (SEP-3304's rate-limit error, answered with
+/// HTTP `429` and `Retry-After`); `data.retryAfterSeconds` says when to
+/// retry.
+pub const RATE_LIMITED: i64 = -32023;
 
 /// Methods that exist only in the modern revision.
 pub const MODERN_ONLY_METHODS: &[&str] = &["server/discover", "subscriptions/listen"];

@@ -569,6 +569,13 @@ impl RegistryBackend for PostgresBackend {
             sessions::touch_sessions(pool, loc, touches.clone())
         })
     }
+
+    fn lease_quota(&self, lease: &crate::QuotaLease) -> Result<u32, StoreError> {
+        let lease = Arc::new(lease.clone());
+        self.run("lease_quota", move |pool, loc| {
+            sessions::lease_quota(pool, loc, lease.clone())
+        })
+    }
 }
 
 impl Registry {

@@ -123,6 +123,16 @@ const MIGRATIONS: &[&str] = &[
         FOREIGN KEY (agent, session) REFERENCES sessions (agent, session) ON DELETE CASCADE
     );
     "#,
+    // 2 -> 3: call quotas shared by the hosts (`store::quotas`).
+    r#"
+    CREATE TABLE quota_leases (
+        key        TEXT NOT NULL,           -- a hash of the token's or agent's key
+        win        BIGINT NOT NULL,         -- minute window (ms since epoch / 60000)
+        used       BIGINT NOT NULL,         -- calls handed out to hosts in the window
+        last_grant BIGINT NOT NULL,         -- what the last lease granted
+        PRIMARY KEY (key, win)
+    );
+    "#,
 ];
 
 /// The schema version this build migrates a PostgreSQL database to.

@@ -419,3 +419,40 @@ pub(super) async fn touch_sessions(
     }
     tx.commit().await.map_err(pg(OP))
 }
+
+/// See [`crate::RegistryBackend::lease_quota`]: one statement (the row
+/// locked by the upsert), plus a delete of the key's older windows on a
+/// window's first lease.
+pub(super) async fn lease_quota(
+    pool: Pool,
+    loc: Arc<str>,
+    lease: Arc<crate::QuotaLease>,
+) -> Result<u32, StoreError> {
+    const OP: &str = "lease_quota";
+    let c = client(&pool, OP, &loc).await?;
+    let (want, limit) = (i64::from(lease.want), i64::from(lease.limit));
+    let row = c
+        .query_one(
+            "INSERT INTO quota_leases (key, win, used, last_grant)
+             VALUES ($1, $2, LEAST($3::BIGINT, $4::BIGINT), LEAST($3::BIGINT, $4::BIGINT))
+             ON CONFLICT (key, win) DO UPDATE SET
+                 last_grant = GREATEST(0, LEAST($3::BIGINT, $4::BIGINT - quota_leases.used)),
+                 used = quota_leases.used
+                     + GREATEST(0, LEAST($3::BIGINT, $4::BIGINT - quota_leases.used))
+             RETURNING last_grant, used",
+            &[&lease.key, &lease.window, &want, &limit],
+        )
+        .await
+        .map_err(pg(OP))?;
+    let (granted, used): (i64, i64) = (row.get(0), row.get(1));
+    if used == granted {
+        // The window's first lease: the key's older windows go.
+        c.execute(
+            "DELETE FROM quota_leases WHERE key = $1 AND win < $2",
+            &[&lease.key, &lease.window],
+        )
+        .await
+        .map_err(pg(OP))?;
+    }
+    Ok(u32::try_from(granted.max(0)).unwrap_or(0))
+}

@@ -502,4 +502,8 @@ impl RegistryBackend for SqliteBackend {
     fn touch_sessions(&self, touches: &[SessionTouch]) -> Result<(), StoreError> {
         self.touch_sessions_sql(touches)
     }
+
+    fn lease_quota(&self, lease: &crate::QuotaLease) -> Result<u32, StoreError> {
+        self.lease_quota_sql(lease)
+    }
 }

@@ -388,3 +388,34 @@ impl SqliteBackend {
         })
     }
 }
+
+impl SqliteBackend {
+    /// See [`crate::RegistryBackend::lease_quota`].
+    pub(super) fn lease_quota_sql(&self, lease: &crate::QuotaLease) -> Result<u32, StoreError> {
+        const OP: &str = "lease_quota";
+        let (want, limit) = (i64::from(lease.want), i64::from(lease.limit));
+        self.write(OP, |tx| {
+            let (granted, used): (i64, i64) = tx
+                .query_row(
+                    "INSERT INTO quota_leases (key, win, used, last_grant)
+                     VALUES (?1, ?2, MIN(?3, ?4), MIN(?3, ?4))
+                     ON CONFLICT (key, win) DO UPDATE SET
+                         last_grant = MAX(0, MIN(?3, ?4 - used)),
+                         used = used + MAX(0, MIN(?3, ?4 - used))
+                     RETURNING last_grant, used",
+                    params![lease.key, lease.window, want, limit],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(StoreError::sqlite(OP))?;
+            if used == granted {
+                // The window's first lease: the key's older windows go.
+                tx.execute(
+                    "DELETE FROM quota_leases WHERE key = ?1 AND win < ?2",
+                    params![lease.key, lease.window],
+                )
+                .map_err(StoreError::sqlite(OP))?;
+            }
+            Ok(u32::try_from(granted.max(0)).unwrap_or(0))
+        })
+    }
+}

@@ -16,10 +16,14 @@ use super::super::*;
 use super::record;
 
 mod audit_cases;
+mod quota_cases;
 mod session_cases;
 use audit_cases::{
     audit_is_append_only_through_sql_triggers, verify_detects_edited_fields,
     verify_detects_removed_reordered_and_truncated, verify_spans_pages,
+};
+use quota_cases::{
+    quota_leases_stop_at_the_limit_across_hosts, racing_quota_leases_hand_out_exactly_the_limit,
 };
 use session_cases::{
     ending_a_session_discards_its_tools_with_entries, expiry_is_reaped_once_when_hosts_race,
@@ -140,6 +144,8 @@ macro_rules! suite {
 }
 
 suite!(
+    quota_leases_stop_at_the_limit_across_hosts,
+    racing_quota_leases_hand_out_exactly_the_limit,
     session_tool_and_its_decision_commit_together,
     ending_a_session_discards_its_tools_with_entries,
     expiry_is_reaped_once_when_hosts_race,
