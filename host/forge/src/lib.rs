@@ -46,6 +46,7 @@ pub mod build;
 mod cache;
 pub mod code_mode;
 pub mod config;
+pub mod discovery;
 pub mod error;
 mod gate;
 pub mod hub;
@@ -135,6 +136,7 @@ pub struct ForgeBuilder {
     panel: Option<(Arc<dyn Judge>, Arc<dyn Judge>)>,
     trust: temper_sign::TrustPolicy,
     registry_poll: Option<std::time::Duration>,
+    embedder: Option<Arc<dyn discovery::Embedder>>,
 }
 
 impl ForgeBuilder {
@@ -153,6 +155,13 @@ impl ForgeBuilder {
     /// Sets the forge configuration.
     pub fn config(mut self, config: ForgeConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Sets the embedder whose semantic ranking `search_tools` fuses with
+    /// the lexical one (default: none, lexical only).
+    pub fn embedder(mut self, embedder: Arc<dyn discovery::Embedder>) -> Self {
+        self.embedder = Some(embedder);
         self
     }
 
@@ -233,6 +242,7 @@ impl ForgeBuilder {
                 run_code_stats: code_mode::RunCodeCounters::default(),
                 metrics: std::sync::OnceLock::new(),
                 watch: Mutex::new(None),
+                embedder: self.embedder,
             }),
         };
         if let Some(every) = self.registry_poll
@@ -298,6 +308,8 @@ struct Inner {
     metrics: std::sync::OnceLock<Arc<temper_observe::Metrics>>,
     /// The registry watch and its polling thread, once started.
     watch: Mutex<Option<Arc<watch::Polling>>>,
+    /// The embedder for semantic ranking, if configured (`discovery`).
+    embedder: Option<Arc<dyn discovery::Embedder>>,
 }
 
 impl Drop for Inner {
@@ -328,6 +340,7 @@ impl Forge {
             panel: None,
             trust: temper_sign::TrustPolicy::off(),
             registry_poll: Some(watch::DEFAULT_POLL),
+            embedder: None,
         }
     }
 
@@ -409,6 +422,11 @@ impl Forge {
                 detail: e.to_string(),
             }),
         }
+    }
+
+    /// The embedder configured for semantic ranking, if any.
+    pub fn embedder(&self) -> Option<&Arc<dyn discovery::Embedder>> {
+        self.inner.embedder.as_ref()
     }
 
     /// The configuration.
