@@ -343,6 +343,28 @@ impl RegistryBackend for SlowStore {
     fn touch_sessions(&self, touches: &[temper::store::SessionTouch]) -> Result<(), StoreError> {
         self.inner.touch_sessions(touches)
     }
+    fn search(
+        &self,
+        query: &temper::store::SearchQuery<'_>,
+        terms: &[String],
+        fetch: usize,
+    ) -> Result<Vec<temper::store::SearchHit>, StoreError> {
+        self.inner.search(query, terms, fetch)
+    }
+    fn working_set(&self, agent: &str, session: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.working_set(agent, session)
+    }
+    fn add_to_working_set(
+        &self,
+        session: &temper::store::SessionRecord,
+        names: &[String],
+        cap: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.add_to_working_set(session, names, cap)
+    }
+    fn most_used(&self, agent: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.most_used(agent, limit)
+    }
     fn kind(&self) -> BackendKind {
         self.inner.kind()
     }

@@ -12,6 +12,7 @@ mod callpath;
 mod capabilities;
 mod code_mode;
 mod compose;
+mod discovery;
 mod forge;
 mod foundation;
 mod hardening;

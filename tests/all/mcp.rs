@@ -217,7 +217,8 @@ fn mcp_over_stdio_pipes() {
             "promote_tool",
             "tool_stats",
             "run_code",
-            "describe_tools"
+            "describe_tools",
+            "search_tools"
         ],
         "{list}"
     );
@@ -431,6 +432,7 @@ fn mcp_over_stdio_pipes() {
             "tool_stats",
             "run_code",
             "describe_tools",
+            "search_tools",
             "slugify",
             "spin"
         ]

@@ -120,6 +120,21 @@ pub struct ForgeConfig {
     /// HTTP `initialize`) carry their own limit.
     #[serde(default = "default_session_idle_secs")]
     pub session_idle_secs: u64,
+    /// The budget of `tools/list`, in tokens (counted as characters / 4 of
+    /// the tool definitions' JSON), for the tools beyond the built-ins: the
+    /// session's working set (tools found, loaded or forged in it, most
+    /// recent first; then the agent's and the shared tools most used).
+    /// Every other tool stays callable and is found with `search_tools`.
+    /// Default 4000.
+    #[serde(default = "default_list_budget_tokens")]
+    pub list_budget_tokens: usize,
+}
+
+/// The default of [`ForgeConfig::list_budget_tokens`].
+pub const DEFAULT_LIST_BUDGET_TOKENS: usize = 4000;
+
+fn default_list_budget_tokens() -> usize {
+    DEFAULT_LIST_BUDGET_TOKENS
 }
 
 /// The default of [`ForgeConfig::session_idle_secs`]: 30 minutes.
@@ -172,6 +187,7 @@ impl Default for ForgeConfig {
             compact_artifacts: true,
             stats_flush_ms: DEFAULT_STATS_FLUSH_MS,
             session_idle_secs: DEFAULT_SESSION_IDLE_SECS,
+            list_budget_tokens: DEFAULT_LIST_BUDGET_TOKENS,
         }
     }
 }
@@ -197,6 +213,9 @@ mod tests {
         assert_eq!(cfg.stats_flush_ms, DEFAULT_STATS_FLUSH_MS);
         let cfg: ForgeConfig = serde_json::from_str(r#"{"statsFlushMs": 0}"#).unwrap();
         assert_eq!(cfg.stats_flush_ms, 0);
+        assert_eq!(cfg.list_budget_tokens, DEFAULT_LIST_BUDGET_TOKENS);
+        let cfg: ForgeConfig = serde_json::from_str(r#"{"listBudgetTokens": 0}"#).unwrap();
+        assert_eq!(cfg.list_budget_tokens, 0);
         let err = serde_json::from_str::<ForgeConfig>(r#"{"maxSesionTools": 3}"#).unwrap_err();
         assert!(
             err.to_string().contains("unknown field `maxSesionTools`"),

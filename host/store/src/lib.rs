@@ -55,6 +55,7 @@ mod behind;
 mod error;
 mod freshness;
 mod location;
+mod search;
 mod sessions;
 pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
 #[cfg(feature = "postgres")]
@@ -84,7 +85,11 @@ pub use sessions::{
     now_ms,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SCHEMA_VERSION, SqliteBackend};
+pub use sqlite::{MemoryIndex, SCHEMA_VERSION, SqliteBackend};
+pub use search::{
+    FIELD_WEIGHTS, MAX_SEARCH_LIMIT, MAX_WORKING_SET, SearchDoc, SearchHit, SearchQuery, SearchTiers, merge_working_set,
+    name_words, params_text, query_terms,
+};
 pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 use temper_runtime::canonical_json::canonical_json;
 pub use temper_runtime::id::ArtifactId;

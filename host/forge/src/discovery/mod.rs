@@ -8,6 +8,13 @@
 //!   ([`crate::ForgeBuilder::embedder`]), the lexical ranking is fused with
 //!   a semantic one by reciprocal rank fusion ([`fuse_rrf`]).
 
+pub mod reuse;
+pub mod search;
+pub mod typescript;
+mod working;
+
+pub use search::{FoundTier, FoundTool, SearchRequest, SearchScope};
+
 use thiserror::Error;
 
 /// Why an [`Embedder`] could not embed.

@@ -123,6 +123,30 @@ const MIGRATIONS: &[&str] = &[
         FOREIGN KEY (agent, session) REFERENCES sessions (agent, session) ON DELETE CASCADE
     );
     "#,
+    // 2 -> 3: the tool search index (`store::search`): one document per
+    // tool, going with its row, with a weighted tsvector under a GIN index.
+    r#"
+    CREATE TABLE tool_docs (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        tool_id     BIGINT UNIQUE REFERENCES tools (id) ON DELETE CASCADE,  -- agent/shared tier
+        agent       TEXT,                   -- session tier: (agent, session, name)
+        session     TEXT,
+        name        TEXT NOT NULL,
+        words       TEXT NOT NULL,
+        description TEXT NOT NULL,
+        params      TEXT NOT NULL,
+        doc         TSVECTOR GENERATED ALWAYS AS (
+            setweight(to_tsvector('english', words), 'A')
+            || setweight(to_tsvector('english', description), 'B')
+            || setweight(to_tsvector('english', params), 'C')
+        ) STORED,
+        UNIQUE (agent, session, name),
+        FOREIGN KEY (agent, session, name) REFERENCES session_tools (agent, session, name) ON DELETE CASCADE
+    );
+    CREATE INDEX tool_docs_search ON tool_docs USING GIN (doc);
+    -- The session's working set (JSON array of names, most recent first).
+    ALTER TABLE sessions ADD COLUMN working_set TEXT NOT NULL DEFAULT '[]';
+    "#,
 ];
 
 /// The schema version this build migrates a PostgreSQL database to.

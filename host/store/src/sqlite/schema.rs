@@ -89,6 +89,36 @@ const MIGRATIONS: &[&str] = &[
         FOREIGN KEY (agent, session) REFERENCES sessions (agent, session) ON DELETE CASCADE
     );
     "#,
+    // 2 -> 3: the tool search index (`store::search`): one document per
+    // tool, going with its row, and an FTS5 index over it kept by triggers.
+    r#"
+    CREATE TABLE tool_docs (
+        id          INTEGER PRIMARY KEY,
+        tool_id     INTEGER UNIQUE REFERENCES tools (id) ON DELETE CASCADE,   -- agent/shared tier
+        agent       TEXT,                   -- session tier: (agent, session, name)
+        session     TEXT,
+        name        TEXT NOT NULL,
+        words       TEXT NOT NULL,
+        description TEXT NOT NULL,
+        params      TEXT NOT NULL,
+        UNIQUE (agent, session, name),
+        FOREIGN KEY (agent, session, name) REFERENCES session_tools (agent, session, name) ON DELETE CASCADE
+    );
+    CREATE VIRTUAL TABLE tool_fts USING fts5 (
+        words, description, params,
+        content = 'tool_docs', content_rowid = 'id', tokenize = 'porter unicode61'
+    );
+    CREATE TRIGGER tool_docs_ai AFTER INSERT ON tool_docs BEGIN
+        INSERT INTO tool_fts (rowid, words, description, params)
+            VALUES (new.id, new.words, new.description, new.params);
+    END;
+    CREATE TRIGGER tool_docs_ad AFTER DELETE ON tool_docs BEGIN
+        INSERT INTO tool_fts (tool_fts, rowid, words, description, params)
+            VALUES ('delete', old.id, old.words, old.description, old.params);
+    END;
+    -- The session's working set (JSON array of names, most recent first).
+    ALTER TABLE sessions ADD COLUMN working_set TEXT NOT NULL DEFAULT '[]';
+    "#,
 ];
 
 /// The schema version this build migrates to.

@@ -274,6 +274,7 @@ impl SqliteBackend {
                     StoreError::sqlite(OP)(e)
                 }
             })?;
+            super::search::index_session_tool(tx, OP, &s.agent, &s.session, new.name, new.manifest)?;
             Ok(entry.seq)
         })
     }

@@ -16,10 +16,14 @@ use super::super::*;
 use super::record;
 
 mod audit_cases;
+mod search_cases;
 mod session_cases;
 use audit_cases::{
     audit_is_append_only_through_sql_triggers, verify_detects_edited_fields,
     verify_detects_removed_reordered_and_truncated, verify_spans_pages,
+};
+use search_cases::{
+    most_used_orders_by_calls, search_finds_visible_tools_only, working_set_is_kept_with_the_session,
 };
 use session_cases::{
     ending_a_session_discards_its_tools_with_entries, expiry_is_reaped_once_when_hosts_race,
@@ -140,6 +144,9 @@ macro_rules! suite {
 }
 
 suite!(
+    search_finds_visible_tools_only,
+    working_set_is_kept_with_the_session,
+    most_used_orders_by_calls,
     session_tool_and_its_decision_commit_together,
     ending_a_session_discards_its_tools_with_entries,
     expiry_is_reaped_once_when_hosts_race,
