@@ -220,6 +220,11 @@ impl From<InvokeError> for Failure {
                     other => other.to_string(),
                 },
             },
+            // Named as the grant a tool call needs (`tool:NAME`), the
+            // tool reached outside the caller's grant.
+            InvokeError::Grant { refusal, .. } => ErrorKind::Capability {
+                capability: format!("tool:{}", refusal.tool()),
+            },
             InvokeError::Load { .. } | InvokeError::Store(_) => ErrorKind::Host,
         };
         let logs = match &e {

@@ -416,6 +416,15 @@ pub enum InvokeError {
     /// The store failed.
     #[error("invoke: {0}")]
     Store(#[from] StoreError),
+    /// The call reaches a tool outside its caller's grant
+    /// ([`crate::grant`]): refused before the tool runs.
+    #[error("invoke {tool}: {refusal}")]
+    Grant {
+        /// The tool called.
+        tool: String,
+        /// The refusal, naming the tool reached and the narrowing.
+        refusal: crate::grant::GrantError,
+    },
 }
 
 /// Why a promotion or approval was refused.

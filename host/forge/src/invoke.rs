@@ -52,6 +52,7 @@ fn failure_kind(e: &InvokeError) -> &'static str {
         InvokeError::Run { .. } => "run",
         InvokeError::Output { .. } => "output",
         InvokeError::Capability { .. } => "capability",
+        InvokeError::Grant { .. } => "grant",
         InvokeError::Load { .. } => "load",
         InvokeError::Store(_) => "store",
         #[allow(unreachable_patterns)]

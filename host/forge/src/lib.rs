@@ -10,6 +10,9 @@
 //!   [`schema`]), JUDGE ([`judge`]) and REGISTER;
 //! - `invoke`: calling a registered tool with its grants, limits and schema
 //!   checks (compose steps linked per call);
+//! - [`grant`]: what a caller may reach ([`CallerGrant`]: its tiers and
+//!   its narrowings of the hub tools), carried by its [`ForgeContext`] and
+//!   checked at every depth of a call;
 //! - `transfer`: import, export and bundles of `.wasm` artifacts;
 //! - [`agentos`]: import and export of AgentOS tool packages;
 //! - `tiers`: listing, stats, promotion (session → agent → shared) and the
@@ -49,6 +52,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 mod gate;
+pub mod grant;
 pub mod hub;
 mod invoke;
 pub mod judge;
@@ -79,6 +83,7 @@ pub use discovery::{FoundTier, FoundTool, SearchRequest, SearchScope};
 pub use error::{
     ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage, ValidateError,
 };
+pub use grant::{Access, CallerGrant, GrantError, HubNarrowing, NarrowedBy};
 pub use invoke::MAX_COMPOSE_DEPTH;
 pub use manifest::{ToolInfo, ToolManifest};
 pub use native::{NativeTool, NativeToolSpec};
@@ -92,22 +97,57 @@ use judge::{Judge, NoJudge};
 use temper_runtime::runtime::Runtime;
 use temper_store::{ArtifactId, Registry, StoreError, StoredArtifact};
 
-/// Who is asking: the agent and its current session.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Who is asking: the agent, its current session, and its grant (what it
+/// may reach, at any depth: [`grant`]).
+///
+/// A context's identity is its agent and session: two contexts of the
+/// same (agent, session) are equal and hash alike whatever their grants
+/// (it keys sessions and caches; the grant travels with the call).
+#[derive(Debug, Clone)]
 pub struct ForgeContext {
     /// The agent (owner of agent-tier tools).
     pub agent_id: String,
     /// The session (scope of session-tier tools).
     pub session_id: String,
+    /// What the caller may reach (default: unrestricted).
+    grant: CallerGrant,
+}
+
+impl PartialEq for ForgeContext {
+    fn eq(&self, other: &Self) -> bool {
+        self.agent_id == other.agent_id && self.session_id == other.session_id
+    }
+}
+
+impl Eq for ForgeContext {}
+
+impl std::hash::Hash for ForgeContext {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.agent_id.hash(state);
+        self.session_id.hash(state);
+    }
 }
 
 impl ForgeContext {
-    /// A context for `agent_id` in `session_id`.
+    /// A context for `agent_id` in `session_id`, unrestricted (every tier,
+    /// the hub tools the host policy allows).
     pub fn new(agent_id: impl Into<String>, session_id: impl Into<String>) -> Self {
         Self {
             agent_id: agent_id.into(),
             session_id: session_id.into(),
+            grant: CallerGrant::unrestricted(),
         }
+    }
+
+    /// This context with `grant` (replacing its grant).
+    pub fn with_grant(mut self, grant: CallerGrant) -> Self {
+        self.grant = grant;
+        self
+    }
+
+    /// What the caller may reach.
+    pub fn grant(&self) -> &CallerGrant {
+        &self.grant
     }
 }
 

@@ -43,7 +43,7 @@ pub fn invoke_error_kind(e: &InvokeError) -> Option<ErrorKind> {
         InvokeError::Input { .. } => ErrorKind::BadInput,
         InvokeError::Output { .. } => ErrorKind::BadOutput,
         InvokeError::Run { failure, .. } => run_error_kind(&failure.error),
-        InvokeError::Capability { .. } => ErrorKind::CapabilityDenied,
+        InvokeError::Capability { .. } | InvokeError::Grant { .. } => ErrorKind::CapabilityDenied,
         InvokeError::Load { .. } | InvokeError::Store(_) => ErrorKind::Internal,
     })
 }
