@@ -138,9 +138,9 @@ impl Forge {
             return Ok(None);
         };
         let found = self.infos_of(ctx, &[request.name.clone()]).await?;
-        Ok(found
-            .into_iter()
-            .find(|t| tool_content_id(t).as_deref() == Some(id.as_str())))
+        Ok(found.into_iter().find(|t| {
+            ctx.grant().allows_tier(t.tier) && tool_content_id(t).as_deref() == Some(id.as_str())
+        }))
     }
 
     /// Up to [`MAX_SIMILAR`] tools in `scope` most like a tool `name`

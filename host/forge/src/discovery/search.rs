@@ -95,7 +95,8 @@ pub struct SearchRequest {
 }
 
 /// What the caller may see: the forged tiers its access allows and the hub
-/// tools its grants leave it (already narrowed by the caller).
+/// tools its grants leave it, as the transport knows them; the search
+/// narrows both further by the context's [`crate::CallerGrant`].
 #[derive(Debug, Clone, Copy)]
 pub struct SearchScope<'a> {
     /// The forged tiers.
@@ -132,6 +133,24 @@ impl Forge {
             MAX_SEARCH_LIMIT
         } else {
             limit
+        };
+        // The caller's grant narrows the scope it was given (and the
+        // reverse): a search reaches no further than a call.
+        let granted = ctx.grant().tiers();
+        let allowed = SearchTiers {
+            session: scope.tiers.session && granted.session,
+            agent: scope.tiers.agent && granted.agent,
+            shared: scope.tiers.shared && granted.shared,
+        };
+        let hub_visible: Vec<NativeToolSpec> = scope
+            .hub
+            .iter()
+            .filter(|h| ctx.grant().allows_hub(&h.name))
+            .cloned()
+            .collect();
+        let scope = SearchScope {
+            tiers: allowed,
+            hub: &hub_visible,
         };
         let tiers = match request.tier {
             None => scope.tiers,
@@ -177,7 +196,7 @@ impl Forge {
 
         let lexical: Vec<String> = infos.iter().map(|t| t.name.clone()).collect();
         let hub_ranking: Vec<String> = hub_hits.iter().map(|h| h.name.clone()).collect();
-        let mut rankings: Vec<&[String]> = vec![&lexical, &hub_ranking];
+        let mut rankings: Vec<&[String]> = vec![lexical.as_slice(), hub_ranking.as_slice()];
         let semantic = self.semantic(&request.query, &infos, &hub_hits);
         if let Some(s) = &semantic {
             rankings.push(s);
