@@ -153,10 +153,19 @@ fn search(m: &mut McpStdio, query: &str, limit: usize) -> (Value, Vec<Value>) {
 /// The paraphrases of the seeds' purposes and the seed each must find.
 const PARAPHRASES: [(&str, &str); 5] = [
     ("make a url friendly slug out of a title", "slugify"),
-    ("read comma separated csv rows with a header line", "parse_csv"),
-    ("change degrees celsius into fahrenheit", "convert_temperature"),
+    (
+        "read comma separated csv rows with a header line",
+        "parse_csv",
+    ),
+    (
+        "change degrees celsius into fahrenheit",
+        "convert_temperature",
+    ),
     ("sum of two numbers", "add_numbers"),
-    ("is this url reachable what http status code", "check_http_status"),
+    (
+        "is this url reachable what http status code",
+        "check_http_status",
+    ),
 ];
 
 #[tokio::test(flavor = "multi_thread")]
@@ -194,13 +203,17 @@ async fn a_thousand_tools_list_within_the_budget_and_search_finds_the_seeds() {
         let (r, _) = search(&mut m, query, 3);
         let got = found(&r);
         assert!(got.contains(&want.to_string()), "{query:?} found {got:?}");
-        let text: Value = serde_json::from_str(
-            r["result"]["content"][0]["text"].as_str().unwrap(),
-        )
-        .unwrap();
-        assert_eq!(text, r["result"]["structuredContent"], "the same JSON as text");
+        let text: Value =
+            serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            text, r["result"]["structuredContent"],
+            "the same JSON as text"
+        );
         let first = &r["result"]["structuredContent"]["tools"][0];
-        assert!(first["signature"].as_str().unwrap().contains("(input: "), "{first}");
+        assert!(
+            first["signature"].as_str().unwrap().contains("(input: "),
+            "{first}"
+        );
         assert!(first["description"].as_str().unwrap().chars().count() <= 200);
         assert_eq!(first["tier"], "session");
     }
@@ -307,7 +320,11 @@ async fn a_search_announces_list_changed_and_reveals_no_other_agents_tools() {
     );
     assert_eq!(r["error"]["code"], -32602, "{r}");
     // Hostile arguments are refused with what to do.
-    for bad in [json!({}), json!({"query": "x", "limit": 1000}), json!({"query": "x", "tier": "bob"})] {
+    for bad in [
+        json!({}),
+        json!({"query": "x", "limit": 1000}),
+        json!({"query": "x", "tier": "bob"}),
+    ] {
         let r = m.request(
             "tools/call",
             json!({"name": "search_tools", "arguments": bad}),
@@ -338,7 +355,13 @@ async fn a_repeated_forge_reuses_and_a_near_duplicate_is_similar() {
     let first = forge(&mut m, &slugify);
     assert_eq!(first["success"], true, "{first}");
     assert!(first.get("reused").is_none(), "{first}");
-    let entries = |dir: &Path| Registry::open(dir).unwrap().audit_entries(0, 10_000).unwrap().len();
+    let entries = |dir: &Path| {
+        Registry::open(dir)
+            .unwrap()
+            .audit_entries(0, 10_000)
+            .unwrap()
+            .len()
+    };
     let before = entries(&store);
     // The same request again: the existing tool, nothing registered.
     let again = forge(&mut m, &slugify);
@@ -347,14 +370,20 @@ async fn a_repeated_forge_reuses_and_a_near_duplicate_is_similar() {
     assert_eq!(again["tool"]["name"], "slugify");
     assert_eq!(again["tool"]["id"], first["tool"]["id"]);
     assert!(again["message"].as_str().unwrap().contains("slugify"));
-    assert_eq!(entries(&store), before, "nothing audited, nothing registered");
+    assert_eq!(
+        entries(&store),
+        before,
+        "nothing audited, nothing registered"
+    );
     // A near-duplicate (another name, the same purpose): forged, and
     // slugify is listed as similar.
     let mut near = slugify.clone();
     near["name"] = json!("make_slug");
     near["description"] = json!("Convert a string to a URL-friendly slug (lowercase, dashes)");
     let r = forge(&mut m, &near);
-    let similar = r["similarTools"].as_array().unwrap_or_else(|| panic!("{r}"));
+    let similar = r["similarTools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
     assert_eq!(similar[0]["name"], "slugify", "{r}");
     assert!(similar[0]["score"].as_f64().unwrap() >= 0.5);
     assert!(similar.len() <= 3);

@@ -48,20 +48,108 @@ const ROUNDS_STDIO: usize = 5;
 const NEW_TOOLS: usize = 8;
 
 const VERBS: [&str; 40] = [
-    "parse", "render", "merge", "split", "rotate", "index", "archive", "tally", "shuffle", "encode",
-    "decode", "trim", "rank", "convert", "validate", "format", "compress", "extract", "filter",
-    "sort", "count", "hash", "sign", "verify", "fetch", "resize", "translate", "summarize",
-    "classify", "normalize", "dedupe", "join", "diff", "patch", "schedule", "escape", "mask",
-    "round", "score", "slice",
+    "parse",
+    "render",
+    "merge",
+    "split",
+    "rotate",
+    "index",
+    "archive",
+    "tally",
+    "shuffle",
+    "encode",
+    "decode",
+    "trim",
+    "rank",
+    "convert",
+    "validate",
+    "format",
+    "compress",
+    "extract",
+    "filter",
+    "sort",
+    "count",
+    "hash",
+    "sign",
+    "verify",
+    "fetch",
+    "resize",
+    "translate",
+    "summarize",
+    "classify",
+    "normalize",
+    "dedupe",
+    "join",
+    "diff",
+    "patch",
+    "schedule",
+    "escape",
+    "mask",
+    "round",
+    "score",
+    "slice",
 ];
 const NOUNS: [&str; 60] = [
-    "csv", "json", "yaml", "xml", "markdown", "html", "url", "email", "phone", "date", "time",
-    "currency", "invoice", "ledger", "widget", "sprite", "playlist", "recipe", "roster", "voucher",
-    "parcel", "image", "audio", "video", "pdf", "table", "matrix", "vector", "graph", "tree",
-    "queue", "stack", "token", "password", "address", "postcode", "isbn", "iban", "color",
-    "temperature", "distance", "weight", "volume", "speed", "angle", "timezone", "locale",
-    "language", "sentence", "paragraph", "word", "number", "fraction", "percent", "uuid", "slug",
-    "header", "cookie", "query", "path",
+    "csv",
+    "json",
+    "yaml",
+    "xml",
+    "markdown",
+    "html",
+    "url",
+    "email",
+    "phone",
+    "date",
+    "time",
+    "currency",
+    "invoice",
+    "ledger",
+    "widget",
+    "sprite",
+    "playlist",
+    "recipe",
+    "roster",
+    "voucher",
+    "parcel",
+    "image",
+    "audio",
+    "video",
+    "pdf",
+    "table",
+    "matrix",
+    "vector",
+    "graph",
+    "tree",
+    "queue",
+    "stack",
+    "token",
+    "password",
+    "address",
+    "postcode",
+    "isbn",
+    "iban",
+    "color",
+    "temperature",
+    "distance",
+    "weight",
+    "volume",
+    "speed",
+    "angle",
+    "timezone",
+    "locale",
+    "language",
+    "sentence",
+    "paragraph",
+    "word",
+    "number",
+    "fraction",
+    "percent",
+    "uuid",
+    "slug",
+    "header",
+    "cookie",
+    "query",
+    "path",
 ];
 const QUERIES: [&str; 20] = [
     "make a url friendly slug from a title",
@@ -155,7 +243,8 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
     let ctx = ForgeContext::new(AGENT, SESSION);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let request = temper::request::ForgeRequest::from_json(&seed().to_string()).unwrap();
-    rt.block_on(forge.forge(&request, &ctx)).expect("forge slugify");
+    rt.block_on(forge.forge(&request, &ctx))
+        .expect("forge slugify");
     let template = store
         .session_tools(AGENT, SESSION)
         .unwrap()
@@ -220,7 +309,8 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
     // Forge cost, and the index's part of it.
     let mut forges = Vec::new();
     for i in 0..NEW_TOOLS {
-        let request = temper::request::ForgeRequest::from_json(&new_request(i).to_string()).unwrap();
+        let request =
+            temper::request::ForgeRequest::from_json(&new_request(i).to_string()).unwrap();
         let t = Instant::now();
         rt.block_on(forge.forge(&request, &ctx)).expect("forge");
         forges.push(t.elapsed());
@@ -233,7 +323,12 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
         let tx = conn.unchecked_transaction().unwrap();
         tx.execute(
             "INSERT INTO tool_docs (name, words, description, params) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![r["name"].as_str().unwrap(), doc.words, doc.description, doc.params],
+            rusqlite::params![
+                r["name"].as_str().unwrap(),
+                doc.words,
+                doc.description,
+                doc.params
+            ],
         )
         .unwrap();
         tx.rollback().unwrap();
@@ -245,7 +340,16 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
 
     // Over stdio.
     let mut child = Command::new(temper_binary())
-        .args(["mcp", "--judge", "rules", "--agent", AGENT, "--session", SESSION, "--store"])
+        .args([
+            "mcp",
+            "--judge",
+            "rules",
+            "--agent",
+            AGENT,
+            "--session",
+            SESSION,
+            "--store",
+        ])
         .arg(&store_dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -24,7 +24,9 @@ use serde_json::{Value, json};
 use super::{Handler, LIST_CHANGED, Notifier};
 use crate::jsonrpc::{self, RpcError};
 use crate::tools;
-use temper_forge::discovery::search::{DEFAULT_SEARCH_LIMIT, FoundTier, SearchRequest, SearchScope};
+use temper_forge::discovery::search::{
+    DEFAULT_SEARCH_LIMIT, FoundTier, SearchRequest, SearchScope,
+};
 use temper_forge::{NativeToolSpec, ToolInfo};
 use temper_store::{MAX_SEARCH_LIMIT, SearchTiers};
 
@@ -241,10 +243,9 @@ enum Pick<'a> {
 
 /// A `search_tools` request from its arguments, or what is wrong with them.
 fn parse_search(arguments: &Value) -> Result<SearchRequest, String> {
-    let query = arguments
-        .get("query")
-        .and_then(Value::as_str)
-        .ok_or("search_tools: arguments.query must be a string (the words of what the tool should do)")?;
+    let query = arguments.get("query").and_then(Value::as_str).ok_or(
+        "search_tools: arguments.query must be a string (the words of what the tool should do)",
+    )?;
     let limit = match arguments.get("limit") {
         None | Some(Value::Null) => DEFAULT_SEARCH_LIMIT,
         Some(v) => match v.as_u64() {
@@ -256,12 +257,13 @@ fn parse_search(arguments: &Value) -> Result<SearchRequest, String> {
             }
         },
     };
-    let tier = match arguments.get("tier") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(v.as_str().and_then(FoundTier::parse).ok_or(
-            "search_tools: arguments.tier must be one of session, agent, shared, hub",
-        )?),
-    };
+    let tier =
+        match arguments.get("tier") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_str().and_then(FoundTier::parse).ok_or(
+                "search_tools: arguments.tier must be one of session, agent, shared, hub",
+            )?),
+        };
     let capability = match arguments.get("capability") {
         None | Some(Value::Null) => None,
         Some(Value::String(c)) => Some(c.clone()),
@@ -282,9 +284,14 @@ mod tests {
     #[test]
     fn search_arguments_are_checked() {
         let r = parse_search(&json!({"query": "csv"})).unwrap();
-        assert_eq!((r.limit, r.tier, r.capability), (DEFAULT_SEARCH_LIMIT, None, None));
-        let r = parse_search(&json!({"query": "csv", "limit": 50, "tier": "hub", "capability": "fetch"}))
-            .unwrap();
+        assert_eq!(
+            (r.limit, r.tier, r.capability),
+            (DEFAULT_SEARCH_LIMIT, None, None)
+        );
+        let r = parse_search(
+            &json!({"query": "csv", "limit": 50, "tier": "hub", "capability": "fetch"}),
+        )
+        .unwrap();
         assert_eq!((r.limit, r.tier), (50, Some(FoundTier::Hub)));
         for bad in [
             json!({}),
@@ -302,7 +309,12 @@ mod tests {
     #[test]
     fn the_definition_says_how_many_more() {
         let d = search_tools_definition(996);
-        assert!(d["description"].as_str().unwrap().contains("996 more tools"));
+        assert!(
+            d["description"]
+                .as_str()
+                .unwrap()
+                .contains("996 more tools")
+        );
         assert!(tokens_of(&d) < 400, "{}", tokens_of(&d));
     }
 }

@@ -53,8 +53,8 @@ pub struct CodeTool {
     pub output_schema: Value,
 }
 
-pub use temper_forge::discovery::typescript::ts_type;
 use temper_forge::discovery::typescript::is_identifier;
+pub use temper_forge::discovery::typescript::ts_type;
 
 /// A doc comment's text: one line, no comment terminator, bounded.
 fn doc_text(description: &str) -> String {

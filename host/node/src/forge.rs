@@ -252,13 +252,13 @@ impl Forge {
         ts_args_type = "query: string, options?: { limit?: number }",
         ts_return_type = "Promise<Array<{ name: string, description: string, signature: string, tier: 'session' | 'agent' | 'shared' | 'hub', score: number }>>"
     )]
-    pub async fn search(&self, query: String, options: Option<SearchOptions>) -> napi::Result<Value> {
+    pub async fn search(
+        &self,
+        query: String,
+        options: Option<SearchOptions>,
+    ) -> napi::Result<Value> {
         let limit = options.and_then(|o| o.limit).unwrap_or(5).max(1) as usize;
-        let found = self
-            .opened
-            .search(&query, limit)
-            .await
-            .map_err(to_napi)?;
+        let found = self.opened.search(&query, limit).await.map_err(to_napi)?;
         serde_json::to_value(found).map_err(|e| to_napi(Failure::host(e.to_string())))
     }
 

@@ -16,10 +16,10 @@ use serde_json::Value;
 
 use super::audit::{AuditEntry, AuditKind, AuditReport};
 use super::error::{AuditError, StoreError};
+use super::search::{SearchHit, SearchQuery};
 use super::sessions::{
     EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
 };
-use super::search::{SearchHit, SearchQuery};
 use super::stats::{CallCounters, ToolStats};
 use super::{Tier, ToolRecord};
 use temper_runtime::id::ArtifactId;

@@ -80,16 +80,16 @@ use behind::WriteBehind;
 pub use error::{AuditError, StoreError};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresBackend;
+pub use search::{
+    FIELD_WEIGHTS, MAX_SEARCH_LIMIT, MAX_WORKING_SET, SearchDoc, SearchHit, SearchQuery,
+    SearchTiers, merge_working_set, name_words, params_text, query_terms,
+};
 pub use sessions::{
     EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
     now_ms,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{MemoryIndex, SCHEMA_VERSION, SqliteBackend};
-pub use search::{
-    FIELD_WEIGHTS, MAX_SEARCH_LIMIT, MAX_WORKING_SET, SearchDoc, SearchHit, SearchQuery, SearchTiers, merge_working_set,
-    name_words, params_text, query_terms,
-};
 pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 use temper_runtime::canonical_json::canonical_json;
 pub use temper_runtime::id::ArtifactId;

@@ -71,10 +71,8 @@ pub fn fuse_rrf(rankings: &[&[String]]) -> Vec<(String, f64)> {
             *scores.entry(name.as_str()).or_default() += 1.0 / (RRF_K + i as f64 + 1.0);
         }
     }
-    let mut fused: Vec<(String, f64)> = scores
-        .into_iter()
-        .map(|(n, s)| (n.to_owned(), s))
-        .collect();
+    let mut fused: Vec<(String, f64)> =
+        scores.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     fused
 }

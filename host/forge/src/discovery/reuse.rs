@@ -182,7 +182,11 @@ impl Forge {
             })
             .filter(|t| t.score >= SIMILAR_THRESHOLD)
             .collect();
-        similar.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.name.cmp(&b.name)));
+        similar.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.name.cmp(&b.name))
+        });
         similar.truncate(MAX_SIMILAR);
         similar
     }
@@ -205,7 +209,13 @@ impl Forge {
             && let Ok(Some(tool)) = self.reusable(request, ctx).await
         {
             let similar = self
-                .similar_tools(ctx, &request.name, &request.description, Some(&tool.name), scope)
+                .similar_tools(
+                    ctx,
+                    &request.name,
+                    &request.description,
+                    Some(&tool.name),
+                    scope,
+                )
                 .await;
             return (ForgeResult::reused(tool, similar), None);
         }

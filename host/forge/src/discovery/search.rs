@@ -16,7 +16,9 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use temper_store::{MAX_SEARCH_LIMIT, MemoryIndex, SearchDoc, SearchQuery, SearchTiers, StoreError, Tier};
+use temper_store::{
+    MAX_SEARCH_LIMIT, MemoryIndex, SearchDoc, SearchQuery, SearchTiers, StoreError, Tier,
+};
 
 use super::typescript::signature;
 use super::{fuse_rrf, semantic_ranking};
@@ -288,7 +290,8 @@ impl Forge {
         let docs: Vec<(String, SearchDoc)> = tools
             .iter()
             .map(|t| {
-                let mut doc = SearchDoc::of(&t.name, &serde_json::json!({"description": t.description}));
+                let mut doc =
+                    SearchDoc::of(&t.name, &serde_json::json!({"description": t.description}));
                 doc.params = temper_store::params_text(&t.input_schema);
                 (t.name.clone(), doc)
             })

@@ -47,7 +47,11 @@ impl Forge {
 
     /// Up to `limit` of the agent- and shared-tier tools `ctx`'s agent
     /// calls most (as written so far).
-    pub async fn most_used(&self, ctx: &ForgeContext, limit: usize) -> Result<Vec<String>, StoreError> {
+    pub async fn most_used(
+        &self,
+        ctx: &ForgeContext,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
         let (store, agent) = (self.store_handle(), ctx.agent_id.clone());
         blocking("most_used", move || store.most_used(&agent, limit)).await
     }

@@ -44,7 +44,14 @@ pub(super) async fn index_session_tool(
     tx.execute(
         "INSERT INTO tool_docs (agent, session, name, words, description, params)
          VALUES ($1, $2, $3, $4, $5, $6)",
-        &[&agent, &session, &name, &doc.words, &doc.description, &doc.params],
+        &[
+            &agent,
+            &session,
+            &name,
+            &doc.words,
+            &doc.description,
+            &doc.params,
+        ],
     )
     .await
     .map_err(pg(op))?;
@@ -184,7 +191,14 @@ pub(super) async fn add_to_working_set(
     tx.execute(
         "INSERT INTO sessions (agent, session, owner, created_ms, last_used_ms, idle_ms)
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (agent, session) DO NOTHING",
-        &[&s.agent, &s.session, &s.owner, &s.created_ms, &s.last_used_ms, &s.idle_ms],
+        &[
+            &s.agent,
+            &s.session,
+            &s.owner,
+            &s.created_ms,
+            &s.last_used_ms,
+            &s.idle_ms,
+        ],
     )
     .await
     .map_err(pg(OP))?;

@@ -31,7 +31,9 @@ impl MemoryIndex {
         .map_err(StoreError::sqlite(OP))?;
         {
             let mut insert = conn
-                .prepare("INSERT INTO docs (name, words, description, params) VALUES (?1, ?2, ?3, ?4)")
+                .prepare(
+                    "INSERT INTO docs (name, words, description, params) VALUES (?1, ?2, ?3, ?4)",
+                )
                 .map_err(StoreError::sqlite(OP))?;
             for (name, doc) in docs {
                 insert

@@ -4,12 +4,12 @@
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::SqliteBackend;
+use crate::Tier;
 use crate::error::StoreError;
 use crate::search::{
     FIELD_WEIGHTS, SearchDoc, SearchHit, SearchQuery, fts5_query, merge_working_set,
 };
 use crate::sessions::SessionRecord;
-use crate::Tier;
 
 /// Indexes the agent- or shared-tier tool with row id `tool_id`.
 pub(super) fn index_tool(
@@ -183,7 +183,14 @@ impl SqliteBackend {
             tx.execute(
                 "INSERT INTO sessions (agent, session, owner, created_ms, last_used_ms, idle_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (agent, session) DO NOTHING",
-                params![s.agent, s.session, s.owner, s.created_ms, s.last_used_ms, s.idle_ms],
+                params![
+                    s.agent,
+                    s.session,
+                    s.owner,
+                    s.created_ms,
+                    s.last_used_ms,
+                    s.idle_ms
+                ],
             )
             .map_err(StoreError::sqlite(OP))?;
             let held: String = tx
@@ -194,7 +201,8 @@ impl SqliteBackend {
                 )
                 .map_err(StoreError::sqlite(OP))?;
             let set = merge_working_set(&parse_set(OP, Some(&held))?, names, cap);
-            let text = serde_json::to_string(&set).map_err(|source| StoreError::Json { op: OP, source })?;
+            let text = serde_json::to_string(&set)
+                .map_err(|source| StoreError::Json { op: OP, source })?;
             tx.execute(
                 "UPDATE sessions SET working_set = ?3 WHERE agent = ?1 AND session = ?2",
                 params![s.agent, s.session, text],
@@ -204,7 +212,11 @@ impl SqliteBackend {
         })
     }
 
-    pub(super) fn most_used_sql(&self, agent: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+    pub(super) fn most_used_sql(
+        &self,
+        agent: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
         const OP: &str = "most_used";
         let conn = self.conn();
         let mut stmt = conn

@@ -23,7 +23,8 @@ use audit_cases::{
     verify_detects_removed_reordered_and_truncated, verify_spans_pages,
 };
 use search_cases::{
-    most_used_orders_by_calls, search_finds_visible_tools_only, working_set_is_kept_with_the_session,
+    most_used_orders_by_calls, search_finds_visible_tools_only,
+    working_set_is_kept_with_the_session,
 };
 use session_cases::{
     ending_a_session_discards_its_tools_with_entries, expiry_is_reaped_once_when_hosts_race,

@@ -32,18 +32,50 @@ pub(super) fn search_finds_visible_tools_only(fx: &Fixture) {
     let store = fx.open();
     let id = store.put_artifact(b"searchable").unwrap();
     store
-        .register(tool("parse_csv_rows", Some("alice"), Tier::Agent, &id, "Splits CSV text into rows."))
+        .register(tool(
+            "parse_csv_rows",
+            Some("alice"),
+            Tier::Agent,
+            &id,
+            "Splits CSV text into rows.",
+        ))
         .unwrap();
     store
-        .register(tool("slugifyTitle", None, Tier::Shared, &id, "Makes a URL slug from a title."))
+        .register(tool(
+            "slugifyTitle",
+            None,
+            Tier::Shared,
+            &id,
+            "Makes a URL slug from a title.",
+        ))
         .unwrap();
     store
-        .register(tool("bob_csv_secret", Some("bob"), Tier::Agent, &id, "Bob's CSV rows."))
+        .register(tool(
+            "bob_csv_secret",
+            Some("bob"),
+            Tier::Agent,
+            &id,
+            "Bob's CSV rows.",
+        ))
         .unwrap();
     let s = SessionRecord::new("alice", "s1", "", 60_000);
-    let m = tool("csv_to_json", None, Tier::Shared, &id, "Converts CSV rows to JSON.").manifest;
+    let m = tool(
+        "csv_to_json",
+        None,
+        Tier::Shared,
+        &id,
+        "Converts CSV rows to JSON.",
+    )
+    .manifest;
     store
-        .add_session_tool(&s, "csv_to_json", &id, &m, &json!({"tool": "csv_to_json"}), 10)
+        .add_session_tool(
+            &s,
+            "csv_to_json",
+            &id,
+            &m,
+            &json!({"tool": "csv_to_json"}),
+            10,
+        )
         .unwrap();
     let other = SessionRecord::new("alice", "s2", "", 60_000);
     store
@@ -51,22 +83,36 @@ pub(super) fn search_finds_visible_tools_only(fx: &Fixture) {
         .unwrap();
 
     // Name words (split snake_case), stemmed description words.
-    let hits = store.search_tools(&query("alice", "s1", "parsing csv rows")).unwrap();
+    let hits = store
+        .search_tools(&query("alice", "s1", "parsing csv rows"))
+        .unwrap();
     assert_eq!(names(&hits), ["parse_csv_rows", "csv_to_json"], "{hits:?}");
     assert!(hits[0].score > hits[1].score);
     assert_eq!(hits[1].tier, Tier::Session);
     // camelCase split; the shared tier.
-    let hits = store.search_tools(&query("alice", "s1", "slugify")).unwrap();
+    let hits = store
+        .search_tools(&query("alice", "s1", "slugify"))
+        .unwrap();
     assert_eq!(names(&hits), ["slugifyTitle"]);
     assert_eq!(hits[0].tier, Tier::Shared);
     // Parameters are indexed.
-    let hits = store.search_tools(&query("carol", "x", "source text")).unwrap();
-    assert_eq!(names(&hits), ["slugifyTitle"], "carol sees the shared tool only");
+    let hits = store
+        .search_tools(&query("carol", "x", "source text"))
+        .unwrap();
+    assert_eq!(
+        names(&hits),
+        ["slugifyTitle"],
+        "carol sees the shared tool only"
+    );
     // Bob finds his own tool, not alice's; alice never finds bob's nor
     // her other session's.
-    let hits = store.search_tools(&query("bob", "s1", "csv secret")).unwrap();
+    let hits = store
+        .search_tools(&query("bob", "s1", "csv secret"))
+        .unwrap();
     assert_eq!(names(&hits), ["bob_csv_secret"]);
-    let hits = store.search_tools(&query("alice", "s1", "bob csv secret other session")).unwrap();
+    let hits = store
+        .search_tools(&query("alice", "s1", "bob csv secret other session"))
+        .unwrap();
     assert!(!names(&hits).contains(&"bob_csv_secret"), "{hits:?}");
     assert!(!names(&hits).contains(&"csv_other_session"), "{hits:?}");
     // The tiers narrow it.
@@ -74,18 +120,36 @@ pub(super) fn search_finds_visible_tools_only(fx: &Fixture) {
     q.tiers = SearchTiers::ALL.only(Tier::Session);
     assert_eq!(names(&store.search_tools(&q).unwrap()), ["csv_to_json"]);
     // Query syntax is not interpreted (hostile input is words).
-    for hostile in ["\"csv", "csv OR", "NEAR(csv", "csv) | !x", "* : ^", "'; DROP TABLE tools; --"] {
+    for hostile in [
+        "\"csv",
+        "csv OR",
+        "NEAR(csv",
+        "csv) | !x",
+        "* : ^",
+        "'; DROP TABLE tools; --",
+    ] {
         store.search_tools(&query("alice", "s1", hostile)).unwrap();
     }
-    assert!(store.search_tools(&query("alice", "s1", "")).unwrap().is_empty());
+    assert!(
+        store
+            .search_tools(&query("alice", "s1", ""))
+            .unwrap()
+            .is_empty()
+    );
 
     // A deletion, a session's end and a promotion keep the index in step.
     store.delete("parse_csv_rows", "alice").unwrap();
     store.end_session("alice", "s1").unwrap();
-    let hits = store.search_tools(&query("alice", "s1", "csv rows")).unwrap();
+    let hits = store
+        .search_tools(&query("alice", "s1", "csv rows"))
+        .unwrap();
     assert!(hits.is_empty(), "{hits:?}");
-    store.promote("bob_csv_secret", "bob", Tier::Shared).unwrap();
-    let hits = store.search_tools(&query("alice", "s1", "csv secret")).unwrap();
+    store
+        .promote("bob_csv_secret", "bob", Tier::Shared)
+        .unwrap();
+    let hits = store
+        .search_tools(&query("alice", "s1", "csv secret"))
+        .unwrap();
     assert_eq!(names(&hits), ["bob_csv_secret"]);
     assert_eq!(hits[0].tier, Tier::Shared);
 }
