@@ -89,6 +89,13 @@ pub(super) fn search_finds_visible_tools_only(fx: &Fixture) {
     assert_eq!(names(&hits), ["parse_csv_rows", "csv_to_json"], "{hits:?}");
     assert!(hits[0].score > hits[1].score);
     assert_eq!(hits[1].tier, Tier::Session);
+    // Another host on the store finds what this one indexed.
+    let other_host = fx.open();
+    let hits = other_host
+        .search_tools(&query("alice", "s1", "parsing csv rows"))
+        .unwrap();
+    assert_eq!(names(&hits), ["parse_csv_rows", "csv_to_json"], "{hits:?}");
+    drop(other_host);
     // camelCase split; the shared tier.
     let hits = store
         .search_tools(&query("alice", "s1", "slugify"))
