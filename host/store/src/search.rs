@@ -17,13 +17,12 @@
 //! registration, an import, a promotion, a session tool's forge decision)
 //! and goes with the tool's row (`ON DELETE CASCADE` from `tools` and
 //! `session_tools`): a deletion, a session's end or expiry removes it in
-//! the same transaction. A store migrated from before the index is indexed
-//! on open ([`RegistryBackend::index_missing`]).
+//! the same transaction. A store migrated from before the index has its
+//! tools indexed when it is migrated (on PostgreSQL in the migrating
+//! transaction, under the migration lock).
 //!
 //! Scores are backend-specific (bm25 negated, or `ts_rank_cd`): compare
 //! them within one answer only.
-//!
-//! [`RegistryBackend::index_missing`]: super::RegistryBackend::index_missing
 
 use serde_json::Value;
 

@@ -282,10 +282,6 @@ impl PostgresBackend {
             let mut client = ops::client(&pool, OP, &location).await?;
             schema::migrate(&mut client).await
         })?;
-        let indexed = backend.run(OP, search::index_missing)?;
-        if indexed > 0 {
-            tracing::info!("indexed {indexed} tools for search");
-        }
         Ok(backend)
     }
 

@@ -152,6 +152,12 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this build migrates a PostgreSQL database to.
 pub const PG_SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+/// The schema version that added the search index (`store::search`): a
+/// database migrated from before it has its tools indexed, in the
+/// migrating transaction (under the migration lock: once, whatever the
+/// number of hosts opening it at once).
+const SEARCH_INDEX_VERSION: i64 = 3;
+
 /// Brings the database to [`PG_SCHEMA_VERSION`] (see the module docs);
 /// [`StoreError::SchemaTooNew`] if it is already past it.
 pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
@@ -198,6 +204,12 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         )
         .await
         .map_err(pg(OP))?;
+    }
+    if found < SEARCH_INDEX_VERSION {
+        let indexed = super::search::index_missing_in(&tx).await?;
+        if indexed > 0 {
+            tracing::info!("indexed {indexed} tools for search");
+        }
     }
     tx.commit().await.map_err(pg(OP))
 }

@@ -59,11 +59,9 @@ pub(super) async fn index_session_tool(
 }
 
 /// Indexes the tools that have no document (a database migrated from
-/// before the index); returns how many.
-pub(super) async fn index_missing(pool: Pool, loc: Arc<str>) -> Result<usize, StoreError> {
+/// before the index) in `tx`; returns how many.
+pub(super) async fn index_missing_in(tx: &Transaction<'_>) -> Result<usize, StoreError> {
     const OP: &str = "index_tools";
-    let mut c = client(&pool, OP, &loc).await?;
-    let tx = begin(&mut c, OP).await?;
     let tools = tx
         .query(
             "SELECT id, name, manifest FROM tools t
@@ -82,12 +80,11 @@ pub(super) async fn index_missing(pool: Pool, loc: Arc<str>) -> Result<usize, St
         .await
         .map_err(pg(OP))?;
     for r in &tools {
-        index_tool(&tx, OP, r.get(0), r.get(1), r.get(2)).await?;
+        index_tool(tx, OP, r.get(0), r.get(1), r.get(2)).await?;
     }
     for r in &sessions {
-        index_session_tool(&tx, OP, r.get(0), r.get(1), r.get(2), r.get(3)).await?;
+        index_session_tool(tx, OP, r.get(0), r.get(1), r.get(2), r.get(3)).await?;
     }
-    tx.commit().await.map_err(pg(OP))?;
     Ok(tools.len() + sessions.len())
 }
 

@@ -173,10 +173,13 @@ impl SqliteBackend {
             .map_err(StoreError::sqlite(OP))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(StoreError::sqlite(OP))?;
-        schema::migrate(&mut conn)?;
-        let indexed = search::index_missing(&mut conn)?;
-        if indexed > 0 {
-            tracing::info!("indexed {indexed} tools for search");
+        let found = schema::migrate(&mut conn)?;
+        // A store from before the search index: its tools are indexed once.
+        if found < schema::SEARCH_INDEX_VERSION {
+            let indexed = search::index_missing(&mut conn)?;
+            if indexed > 0 {
+                tracing::info!("indexed {indexed} tools for search");
+            }
         }
         Ok(SqliteBackend {
             dir: dir.to_owned(),

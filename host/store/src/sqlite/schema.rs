@@ -124,8 +124,12 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this build migrates to.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Brings the database to [`SCHEMA_VERSION`].
-pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+/// The schema version that added the search index (`store::search`): a
+/// store migrated from before it has its tools indexed on open.
+pub(crate) const SEARCH_INDEX_VERSION: i64 = 3;
+
+/// Brings the database to [`SCHEMA_VERSION`]; returns the version found.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
     const OP: &str = "open";
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -146,7 +150,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         });
     }
     if found == SCHEMA_VERSION {
-        return Ok(());
+        return Ok(found);
     }
     for migration in &MIGRATIONS[found as usize..] {
         tx.execute_batch(migration)
@@ -154,5 +158,6 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     }
     tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
         .map_err(StoreError::sqlite(OP))?;
-    tx.commit().map_err(StoreError::sqlite(OP))
+    tx.commit().map_err(StoreError::sqlite(OP))?;
+    Ok(found)
 }
