@@ -4,8 +4,10 @@
 //   await generateText({ model, tools, prepareStep: tools.refresh, stopWhen: stepCountIs(5) })
 //
 // `tools` is a live tool set of `dynamicTool`s: `forge_tool` (forge a tool
-// from the seed's request format), `run_code` (run a code-mode body once)
-// and one per tool the caller can call. The AI SDK reads the set at every
+// from the seed's request format), `run_code` (run a code-mode body once),
+// `search_tools` (find the tools the caller can call) and one per tool of
+// the session's working set (found, reused or forged in it; every other
+// tool is found with `search_tools`). The AI SDK reads the set at every
 // step, and the set is re-read from the forge at every step (`prepareStep:
 // tools.refresh`) and right after a forge, so a tool forged in one step is
 // callable in the next. A refused forge or a failed call is returned to
@@ -32,6 +34,15 @@ export const FORGE_TOOL_SCHEMA = {
   required: ['name', 'description', 'inputSchema', 'implementation', 'testCases'],
 }
 
+const SEARCH_TOOLS_SCHEMA = {
+  type: 'object',
+  properties: {
+    query: { type: 'string', description: 'what the tool should do, in words' },
+    limit: { type: 'integer', minimum: 1, maximum: 50, description: 'most results (default 5)' },
+  },
+  required: ['query'],
+}
+
 const RUN_CODE_SCHEMA = {
   type: 'object',
   properties: {
@@ -52,8 +63,9 @@ function failure (e) {
 }
 
 /**
- * The forge's tools as an AI SDK tool set. `options.forgeTool` and
- * `options.runCode` (default true) include the two built-in tools.
+ * The forge's tools as an AI SDK tool set. `options.forgeTool`,
+ * `options.runCode` and `options.searchTools` (default true) include the
+ * built-in tools.
  */
 export async function aiSdkTools (forge, options = {}) {
   const tools = {}
@@ -86,6 +98,21 @@ export async function aiSdkTools (forge, options = {}) {
       },
     })
   }
+  if (options.searchTools !== false) {
+    builtins.search_tools = dynamicTool({
+      description: 'Find tools you can call by what they do, before forging one; the tools found are callable in the next step.',
+      inputSchema: jsonSchema(SEARCH_TOOLS_SCHEMA),
+      execute: async ({ query, limit }) => {
+        try {
+          const found = await forge.search(query, { limit })
+          await refresh()
+          return { tools: found }
+        } catch (e) {
+          return failure(e)
+        }
+      },
+    })
+  }
   const made = new Map()
   const toolFor = (info) => dynamicTool({
     description: info.description,
@@ -98,9 +125,13 @@ export async function aiSdkTools (forge, options = {}) {
       }
     },
   })
-  /** Re-reads the forge's tools into the set (usable as `prepareStep`). */
+  /**
+   * Re-reads the forge's working set into the set (usable as
+   * `prepareStep`).
+   */
   async function refresh () {
-    const list = await forge.tools()
+    const working = new Set(await forge.workingSet())
+    const list = (await forge.tools()).filter((info) => working.has(info.name))
     const names = new Set()
     for (const info of list) {
       if (info.name in builtins) continue

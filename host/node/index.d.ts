@@ -86,6 +86,19 @@ export declare class Forge {
    */
   tools(): Promise<ToolInfo[]>
   /**
+   * The tools the caller can call that match `query` (the words of what
+   * they should do), best first: `name`, `description` (at most 200
+   * characters), `signature` (one TypeScript line), `tier` and `score`;
+   * at most `options.limit` (default 5, 1 to 50). They join the
+   * session's working set.
+   */
+  search(query: string, options?: { limit?: number }): Promise<Array<{ name: string, description: string, signature: string, tier: 'session' | 'agent' | 'shared' | 'hub', score: number }>>
+  /**
+   * The session's working set: the names of the tools found, reused or
+   * forged in it, most recent first.
+   */
+  workingSet(): Promise<Array<string>>
+  /**
    * Runs `code` (the body of an async function; `return` gives the
    * result) once in a fresh sandbox, with the tools the caller may call
    * from code (narrowed by `options.tools`) as `tools.NAME(input)`.
@@ -267,4 +280,10 @@ export interface RuntimeCreateOptions {
   cacheEntries?: number
   /** The compiled-component cache directory (default: the platform's). */
   cacheDir?: string
+}
+
+/** `Forge.search`'s options. */
+export interface SearchOptions {
+  /** Most results (default 5, at most 50). */
+  limit?: number
 }

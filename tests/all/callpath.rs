@@ -357,6 +357,28 @@ impl RegistryBackend for SlowStore {
     fn lease_quota(&self, lease: &temper::store::QuotaLease) -> Result<u32, StoreError> {
         self.inner.lease_quota(lease)
     }
+    fn search(
+        &self,
+        query: &temper::store::SearchQuery<'_>,
+        terms: &[String],
+        fetch: usize,
+    ) -> Result<Vec<temper::store::SearchHit>, StoreError> {
+        self.inner.search(query, terms, fetch)
+    }
+    fn working_set(&self, agent: &str, session: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.working_set(agent, session)
+    }
+    fn add_to_working_set(
+        &self,
+        session: &temper::store::SessionRecord,
+        names: &[String],
+        cap: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.add_to_working_set(session, names, cap)
+    }
+    fn most_used(&self, agent: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.most_used(agent, limit)
+    }
     fn kind(&self) -> BackendKind {
         self.inner.kind()
     }

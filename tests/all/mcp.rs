@@ -222,7 +222,8 @@ fn mcp_over_stdio_pipes() {
             "promote_tool",
             "tool_stats",
             "run_code",
-            "describe_tools"
+            "describe_tools",
+            "search_tools"
         ],
         "{list}"
     );
@@ -436,6 +437,7 @@ fn mcp_over_stdio_pipes() {
             "tool_stats",
             "run_code",
             "describe_tools",
+            "search_tools",
             "slugify",
             "spin"
         ]

@@ -26,12 +26,13 @@ use crate::support::sse::{sse_messages, sse_receiver};
 const HANG: Duration = Duration::from_secs(600);
 const V: &str = "2026-07-28";
 const SESSION: &str = "dev.temper/session";
-const META_TOOLS: [&str; 5] = [
+const META_TOOLS: [&str; 6] = [
     "forge_tool",
     "promote_tool",
     "tool_stats",
     "run_code",
     "describe_tools",
+    "search_tools",
 ];
 
 /// The `_meta` of a modern request, in `session` when given.

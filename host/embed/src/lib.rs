@@ -83,7 +83,12 @@ impl Opened {
             return Err(failure);
         }
         self.save()?;
-        Ok(outcome.expect("not a failure"))
+        let forged = outcome.expect("not a failure");
+        // The tool forged joins the session's working set.
+        self.forge
+            .remember(&self.ctx, std::slice::from_ref(&forged.tool.name))
+            .await?;
+        Ok(forged)
     }
 
     /// Calls `name` as `temper call` does: the forged tool of that name the
@@ -167,7 +172,40 @@ impl Opened {
         Ok(vec![
             temper_mcp::tools::forge_tool_definition(self.forge.runtime().policy()),
             run_code_definition(&callable, self.forge.runtime().policy()),
+            temper_mcp::handler::discovery::search_tools_definition(0),
         ])
+    }
+
+    /// `search_tools` for this caller (every tier, every hub tool): the
+    /// tools matching `query`, best first, at most `limit` (1..=50); those
+    /// found join the session's working set.
+    pub async fn search(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<temper_forge::FoundTool>, Failure> {
+        let hub = self.forge.hub_tools();
+        let scope = temper_forge::SearchScope {
+            tiers: temper_store::SearchTiers::ALL,
+            hub: &hub,
+        };
+        let request = temper_forge::SearchRequest {
+            query: query.to_owned(),
+            limit: limit.clamp(1, temper_store::MAX_SEARCH_LIMIT),
+            tier: None,
+            capability: None,
+        };
+        let found = self.forge.search_tools(&self.ctx, &request, scope).await?;
+        let names: Vec<String> = found.iter().map(|t| t.name.clone()).collect();
+        self.forge.remember(&self.ctx, &names).await?;
+        Ok(found)
+    }
+
+    /// The session's working set: the names of the tools found, reused or
+    /// forged in it, most recent first (what an agent framework offers
+    /// beside `search_tools`, instead of every tool).
+    pub async fn working_set(&self) -> Result<Vec<String>, Failure> {
+        Ok(self.forge.working_set(&self.ctx).await?)
     }
 }
 

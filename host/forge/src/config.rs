@@ -135,10 +135,25 @@ pub struct ForgeConfig {
     /// import or OCI layer is refused before it is read whole.
     #[serde(default = "default_max_artifact_bytes")]
     pub max_artifact_bytes: u64,
+    /// The budget of `tools/list`, in tokens (counted as characters / 4 of
+    /// the tool definitions' JSON), for the tools beyond the built-ins: the
+    /// session's working set (tools found, loaded or forged in it, most
+    /// recent first; then the agent's and the shared tools most used).
+    /// Every other tool stays callable and is found with `search_tools`.
+    /// Default 4000.
+    #[serde(default = "default_list_budget_tokens")]
+    pub list_budget_tokens: usize,
 }
 
 fn default_max_artifact_bytes() -> u64 {
     DEFAULT_MAX_ARTIFACT_BYTES
+}
+
+/// The default of [`ForgeConfig::list_budget_tokens`].
+pub const DEFAULT_LIST_BUDGET_TOKENS: usize = 4000;
+
+fn default_list_budget_tokens() -> usize {
+    DEFAULT_LIST_BUDGET_TOKENS
 }
 
 /// The default of [`ForgeConfig::session_idle_secs`]: 30 minutes.
@@ -192,6 +207,7 @@ impl Default for ForgeConfig {
             stats_flush_ms: DEFAULT_STATS_FLUSH_MS,
             session_idle_secs: DEFAULT_SESSION_IDLE_SECS,
             max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+            list_budget_tokens: DEFAULT_LIST_BUDGET_TOKENS,
         }
     }
 }
@@ -220,6 +236,9 @@ mod tests {
         assert_eq!(cfg.max_artifact_bytes, 1024);
         let cfg: ForgeConfig = serde_json::from_str(r#"{"statsFlushMs": 0}"#).unwrap();
         assert_eq!(cfg.stats_flush_ms, 0);
+        assert_eq!(cfg.list_budget_tokens, DEFAULT_LIST_BUDGET_TOKENS);
+        let cfg: ForgeConfig = serde_json::from_str(r#"{"listBudgetTokens": 0}"#).unwrap();
+        assert_eq!(cfg.list_budget_tokens, 0);
         let err = serde_json::from_str::<ForgeConfig>(r#"{"maxSesionTools": 3}"#).unwrap_err();
         assert!(
             err.to_string().contains("unknown field `maxSesionTools`"),

@@ -245,6 +245,13 @@ impl Forge {
         }
     }
 
+    /// The hub generation the registered hub tools are current with
+    /// (`u64::MAX` without a hub).
+    pub(crate) fn hub_generation(&self) -> u64 {
+        self.sync_hub();
+        self.inner.hub_synced.load(Ordering::Acquire)
+    }
+
     /// Whether `name` is a registered hub tool (one that appeared since the
     /// start included), without copying the list.
     pub fn is_hub_tool(&self, name: &str) -> bool {

@@ -94,6 +94,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use cache::CacheCapacity;
 pub use config::{ForgeConfig, PromotionThreshold};
+pub use discovery::{FoundTier, FoundTool, SearchRequest, SearchScope};
 pub use error::{
     DeleteError, ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage,
     ValidateError,
@@ -299,6 +300,7 @@ impl ForgeBuilder {
                 metrics: std::sync::OnceLock::new(),
                 watch: Mutex::new(None),
                 embedder: self.embedder,
+                hub_index: Default::default(),
             }),
         };
         if let Some(every) = self.registry_poll
@@ -366,6 +368,8 @@ struct Inner {
     watch: Mutex<Option<Arc<watch::Polling>>>,
     /// The embedder for semantic ranking, if configured (`discovery`).
     embedder: Option<Arc<dyn discovery::Embedder>>,
+    /// The search index of the hub's tools (`discovery::search`).
+    hub_index: discovery::search::HubIndex,
 }
 
 impl Drop for Inner {

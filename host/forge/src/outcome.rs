@@ -45,6 +45,41 @@ pub struct ForgeResult {
     /// Test results, when the tests ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub test_results: Vec<CaseResult>,
+    /// Whether `tool` is an existing tool with the request's content, given
+    /// back instead of a new one (nothing registered).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
+    /// What to do next, when there is something to say (a reuse).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Visible tools like the one requested (at most 3), to call instead
+    /// of forging another.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub similar_tools: Vec<crate::discovery::reuse::SimilarTool>,
+}
+
+impl ForgeResult {
+    /// The answer to a request whose content an existing tool has.
+    pub fn reused(
+        tool: ToolInfo,
+        similar_tools: Vec<crate::discovery::reuse::SimilarTool>,
+    ) -> Self {
+        let message = format!(
+            "{} ({} tier) already has this content: call it; nothing new was registered",
+            tool.name, tool.tier
+        );
+        ForgeResult {
+            success: true,
+            tool: Some(tool),
+            verdict: None,
+            errors: Vec::new(),
+            stage: None,
+            test_results: Vec::new(),
+            reused: true,
+            message: Some(message),
+            similar_tools,
+        }
+    }
 }
 
 impl From<&Result<Forged, ForgeError>> for ForgeResult {
@@ -57,6 +92,9 @@ impl From<&Result<Forged, ForgeError>> for ForgeResult {
                 errors: Vec::new(),
                 stage: None,
                 test_results: f.test_results.clone(),
+                reused: false,
+                message: None,
+                similar_tools: Vec::new(),
             },
             Err(e) => {
                 let (verdict, results) = match e {
@@ -73,6 +111,9 @@ impl From<&Result<Forged, ForgeError>> for ForgeResult {
                     errors: vec![e.to_string()],
                     stage: Some(e.stage()),
                     test_results: results,
+                    reused: false,
+                    message: None,
+                    similar_tools: Vec::new(),
                 }
             }
         }

@@ -89,6 +89,28 @@ impl Forge {
         Ok(out)
     }
 
+    /// What `ctx` sees of each of `names` (as [`Forge::visible_tools_async`]
+    /// resolves it), in their order; a name it does not see is left out.
+    /// Read from the caches while current, without copying the listing.
+    pub(crate) async fn infos_of(
+        &self,
+        ctx: &ForgeContext,
+        names: &[String],
+    ) -> Result<Vec<ToolInfo>, StoreError> {
+        let session = match self.cached_session(ctx) {
+            Some(tier) => tier,
+            None => self.load_session_async(ctx).await?,
+        };
+        let persisted = self.persisted_listing(&ctx.agent_id).await?;
+        Ok(names
+            .iter()
+            .filter_map(|name| match session.get(name) {
+                Some(tool) => Some(crate::session_tier::session_info(&tool, ctx)),
+                None => persisted.iter().find(|t| &t.name == name).cloned(),
+            })
+            .collect())
+    }
+
     /// `agent`'s [`Forge::agent_tools`]: cached while the lease holds, else
     /// read on the blocking pool (and cached under the epoch read before).
     async fn persisted_listing(

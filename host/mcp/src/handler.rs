@@ -20,7 +20,7 @@ use super::jsonrpc::{self, RpcError};
 use super::protocol::results;
 use super::tools::{self, DELETE_TOOL, FORGE_TOOL, PROMOTE_TOOL, STATS_TOOL};
 use super::watch::{Changes, RegistryWatch};
-use temper_forge::{Forge, ForgeContext, ForgeResult, InvokeError, Stage, ToolInfo};
+use temper_forge::{Forge, ForgeContext, InvokeError, Stage, ToolInfo};
 
 // Code mode (`run_code`, `describe_tools`): a child module, for this
 // handler's view of the caller's tools.
@@ -39,6 +39,11 @@ pub mod hub_features;
 #[path = "hub_relay.rs"]
 pub(crate) mod hub_relay;
 use run_code::{DESCRIBE_TOOLS, RUN_CODE};
+// Discovery (`search_tools`, the budgeted listing): a child module, for
+// this handler's view of the caller's tools.
+#[path = "discovery.rs"]
+pub mod discovery;
+use discovery::SEARCH_TOOL;
 
 /// The legacy (handshake) MCP revisions this server speaks, newest first:
 /// what `initialize` negotiates. The modern revision (per-request `_meta`,
@@ -257,9 +262,10 @@ impl Handler {
         Ok(tools)
     }
 
-    /// The caller's tools: the meta-tools, then its registered tools by
-    /// name, then the hub tools by name (a deterministic order, so clients
-    /// and prompt caches see the same list for the same tools).
+    /// The caller's tools: the meta-tools, then its working set within the
+    /// listing budget (`discovery.rs`): forged tools by name, then hub
+    /// tools by name (a deterministic order, so clients and prompt caches
+    /// see the same list for the same working set).
     async fn list_tools(&self, cache: Option<results::CacheHints>) -> Result<Value, RpcError> {
         let mut list = Vec::new();
         if self.access().session {
@@ -270,31 +276,30 @@ impl Handler {
             list.push(tools::promote_tool_definition());
         }
         list.push(tools::stats_tool_definition());
-        // One listing for both: the tools callable from code and the list.
         let mut visible = self.visible().await?;
-        list.push(run_code::run_code_definition(
-            &self.code_tools_of(visible.clone()),
-            self.forge.runtime().policy(),
-        ));
-        list.push(run_code::describe_tools_definition());
-        visible.sort_by(|a, b| a.name.cmp(&b.name));
         // A tool stored under a built-in's name (before names were
         // reserved) is not listed: names in tools/list are unique.
         visible.retain(|t| !temper_forge::builtins::is_builtin(&t.name));
         // Hub tools (Temper as a gateway), unless a forged tool the caller
         // sees has the name (forged tools keep precedence).
-        let mut hub: Vec<_> = self
+        let hub: Vec<_> = self
             .hub_visible()
             .into_iter()
             .filter(|h| !visible.iter().any(|t| t.name == h.name))
             .collect();
-        hub.sort_by(|a, b| a.name.cmp(&b.name));
-        list.extend(visible.iter().map(tools::registered_tool_definition));
-        let listed = self.forge.hub_definitions();
-        list.extend(
-            hub.iter()
-                .map(|h| tools::hub_tool_definition(h, listed.get(&h.name))),
-        );
+        let listing = self.listing(visible, hub).await?;
+        // `run_code` declares the listed tools only; it can call the others.
+        let mut declared = self.code_tools_of(listing.forged.clone());
+        declared.retain(|t| {
+            !self.forge.is_hub_tool(&t.name) || listing.hub.iter().any(|h| h.name == t.name)
+        });
+        list.push(run_code::run_code_definition(
+            &declared,
+            self.forge.runtime().policy(),
+        ));
+        list.push(run_code::describe_tools_definition());
+        list.push(discovery::search_tools_definition(listing.more));
+        list.extend(listing.definitions);
         Ok(encode(&results::ListToolsResult { tools: list, cache }))
     }
 
@@ -331,6 +336,7 @@ impl Handler {
                 Ok(self.run_code_stats())
             }
             STATS_TOOL => Ok(self.stats_tool(&arguments).await),
+            SEARCH_TOOL => Ok(self.search_tool(&arguments, notes).await),
             RUN_CODE => self.run_code_tool(&arguments).await,
             DESCRIBE_TOOLS => self.describe_tools_tool(&arguments).await,
             _ => self.invoke(name, &arguments, &progress).await,
@@ -359,13 +365,37 @@ impl Handler {
             };
             progress.report(step, FORGE_STEPS, format!("{name}: {stage}"));
         };
-        let outcome = self
+        let hub = self.hub_visible();
+        let scope = temper_forge::SearchScope {
+            tiers: self.search_tiers(),
+            hub: &hub,
+        };
+        let (result, outcome) = self
             .forge
-            .forge_json_with_progress(&request.to_string(), &self.ctx, &report_stage)
+            .forge_or_reuse_json(&request.to_string(), &self.ctx, &report_stage, scope)
             .await;
-        let result = ForgeResult::from(&outcome);
+        let Some(outcome) = outcome else {
+            // An existing tool has this content: it joins the working set.
+            if let Some(tool) = &result.tool
+                && let Ok(true) = self.forge.remember(&self.ctx, &[tool.name.clone()]).await
+            {
+                progress
+                    .notes
+                    .session_note(jsonrpc::notification(LIST_CHANGED, json!({})));
+            }
+            let value = serde_json::to_value(&result)
+                .map_err(|e| RpcError::internal(format!("cannot encode the forge result: {e}")))?;
+            return Ok(tools::tool_result(&value, false));
+        };
         match &outcome {
             Ok(forged) => {
+                if let Err(e) = self
+                    .forge
+                    .remember(&self.ctx, &[forged.tool.name.clone()])
+                    .await
+                {
+                    tracing::warn!("cannot add {} to the working set: {e}", forged.tool.name);
+                }
                 tracing::info!(
                     "{} forged {} ({})",
                     self.ctx.agent_id,

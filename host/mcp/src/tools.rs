@@ -146,7 +146,10 @@ impl<'a> StatsAnswer<'a> {
 pub fn forge_tool_definition(policy: &HostPolicy) -> Value {
     let capabilities = policy.capability_lines().join("\n");
     let description = format!(
-        "Create a new tool at runtime when no existing tool fits the task. Provide: name \
+        "Create a new tool at runtime when no existing tool fits the task: call `search_tools` \
+         first and reuse what it finds. Forging a request an existing tool already has answers \
+         with that tool (`reused`), and every result lists `similarTools` to call instead. \
+         Provide: name \
          (snake_case), description, inputSchema and outputSchema (JSON Schema), implementation \
          and testCases. implementation.mode \"sandbox\": JavaScript defining `function \
          execute(input) {{ ... }}` (sync or async) returning JSON; it runs in a fresh \

@@ -249,6 +249,32 @@ impl Forge {
         Ok(Value::Array(list))
     }
 
+    /// The tools the caller can call that match `query` (the words of what
+    /// they should do), best first: `name`, `description` (at most 200
+    /// characters), `signature` (one TypeScript line), `tier` and `score`;
+    /// at most `options.limit` (default 5, 1 to 50). They join the
+    /// session's working set.
+    #[napi(
+        ts_args_type = "query: string, options?: { limit?: number }",
+        ts_return_type = "Promise<Array<{ name: string, description: string, signature: string, tier: 'session' | 'agent' | 'shared' | 'hub', score: number }>>"
+    )]
+    pub async fn search(
+        &self,
+        query: String,
+        options: Option<SearchOptions>,
+    ) -> napi::Result<Value> {
+        let limit = options.and_then(|o| o.limit).unwrap_or(5).max(1) as usize;
+        let found = self.opened.search(&query, limit).await.map_err(to_napi)?;
+        serde_json::to_value(found).map_err(|e| to_napi(Failure::host(e.to_string())))
+    }
+
+    /// The session's working set: the names of the tools found, reused or
+    /// forged in it, most recent first.
+    #[napi]
+    pub async fn working_set(&self) -> napi::Result<Vec<String>> {
+        self.opened.working_set().await.map_err(to_napi)
+    }
+
     /// Runs `code` (the body of an async function; `return` gives the
     /// result) once in a fresh sandbox, with the tools the caller may call
     /// from code (narrowed by `options.tools`) as `tools.NAME(input)`.
@@ -380,6 +406,14 @@ impl Forge {
 }
 
 /// What `forge.importAgentos` takes besides the package text.
+/// `Forge.search`'s options.
+#[napi(object)]
+#[derive(Default)]
+pub struct SearchOptions {
+    /// Most results (default 5, at most 50).
+    pub limit: Option<u32>,
+}
+
 #[napi(object)]
 #[derive(Default)]
 pub struct ImportOptions {

@@ -26,7 +26,7 @@ const toolCall = (id, toolName, input) => ({
 test('a generateText loop forges a tool, then calls it in the next step', async () => {
   const forge = await Forge.open({ store: store.dir, judge: 'rules', agent: 'agent-1', session: 's1' })
   const tools = await aiSdkTools(forge)
-  assert.deepEqual(Object.keys(tools).sort(), ['forge_tool', 'run_code'])
+  assert.deepEqual(Object.keys(tools).sort(), ['forge_tool', 'run_code', 'search_tools'])
   const offered = []
   const model = new MockLanguageModelV4({
     doGenerate: async (options) => {
@@ -42,8 +42,8 @@ test('a generateText loop forges a tool, then calls it in the next step', async 
   assert.equal(result.text, 'done')
   assert.equal(result.steps.length, 3)
   // The tool did not exist in step 1 and was offered in step 2.
-  assert.deepEqual(offered[0], ['forge_tool', 'run_code'])
-  assert.deepEqual(offered[1], ['forge_tool', 'run_code', 'slugify'])
+  assert.deepEqual(offered[0], ['forge_tool', 'run_code', 'search_tools'])
+  assert.deepEqual(offered[1], ['forge_tool', 'run_code', 'search_tools', 'slugify'])
   const forged = result.steps[0].toolResults[0]
   assert.equal(forged.toolName, 'forge_tool')
   assert.equal(forged.output.success, true)

@@ -185,6 +185,10 @@ forge_methods! {
     fn call / call_async (name: String, input: String) => ops::call;
     /// The tools the caller sees (and the hub's), as JSON.
     fn tools / tools_async () => ops::tools;
+    /// The tools matching a query, ranked (they join the working set), as JSON.
+    fn search / search_async (query: String, limit: usize) => ops::search;
+    /// The session's working set (names, most recent first), as JSON.
+    fn working_set / working_set_async () => ops::working_set;
     /// `forge_tool` and `run_code` as the MCP server defines them, as JSON.
     fn meta_tools / meta_tools_async () => ops::meta_tools;
     /// A tool's call statistics, as JSON.
@@ -243,6 +247,14 @@ mod ops {
             .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema, "outputSchema": t.output_schema}))
             .collect();
         text(&json!({"tools": tools, "hubTools": hub}))
+    }
+
+    pub async fn search(o: Arc<Opened>, query: String, limit: usize) -> Outcome {
+        text(&o.search(&query, limit).await?)
+    }
+
+    pub async fn working_set(o: Arc<Opened>) -> Outcome {
+        text(&o.working_set().await?)
     }
 
     pub async fn meta_tools(o: Arc<Opened>) -> Outcome {

@@ -80,7 +80,7 @@ def test_openai_agents_runner_forges_in_step_1_and_calls_in_step_2(store: str) -
 
     forge = Forge(store=store, judge="rules", agent="agent-1", session="s1")
     tools = function_tools(forge)
-    assert [t.name for t in tools] == ["forge_tool", "run_code"]
+    assert [t.name for t in tools] == ["forge_tool", "run_code", "search_tools"]
     agent = Agent(name="slugger", model=Scripted(), tools=tools)
     result = asyncio.run(Runner.run(agent, "slug Hello World", run_config=RunConfig(tracing_disabled=True)))
     assert "slugify" not in offered[0] and "forge_tool" in offered[0]
@@ -103,7 +103,7 @@ def test_langchain_structured_tools(store: str) -> None:
     forge = Forge(store=store, judge="rules", agent="agent-1", session="s1")
     tools = structured_tools(forge)
     by_name = {t.name: t for t in tools}
-    assert set(by_name) == {"forge_tool", "run_code"}
+    assert set(by_name) == {"forge_tool", "run_code", "search_tools"}
     model = GenericFakeChatModel(
         messages=iter(
             [

@@ -56,6 +56,29 @@ def test_forge_and_call_async(store: str) -> None:
     asyncio.run(main())
 
 
+def test_search_finds_tools_and_they_join_the_working_set(store: str) -> None:
+    forge = Forge(store=store, judge="rules", agent="agent-1", session="s1")
+    for name in PURE:
+        assert forge.forge(seed(name))["success"] is True
+    # The tools forged are the working set, most recent first.
+    assert forge.working_set() == list(reversed(PURE))
+    found = forge.search("make a url friendly slug out of a title", limit=2)
+    assert found[0]["name"] == "slugify", found
+    assert found[0]["tier"] == "session"
+    assert found[0]["signature"].startswith("slugify(input: ")
+    assert len(found) <= 2
+    assert forge.working_set()[0] == "slugify"
+    # Another agent finds nothing of agent-1's session.
+    other = Forge(store=store, judge="rules", agent="agent-2", session="s1")
+    assert other.search("url friendly slug title") == []
+
+    async def main() -> list[dict[str, object]]:
+        return await forge.aio().search("celsius fahrenheit", limit=1)
+
+    hits = asyncio.run(main())
+    assert [h["name"] for h in hits] == ["convert_temperature"]
+
+
 def test_judge_none_fails_closed(store: str) -> None:
     forge = Forge(store=store)  # no judge
     with pytest.raises(ForgeRefused) as e:

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::audit::{AuditEntry, AuditKind, AuditReport};
 use super::error::{AuditError, StoreError};
+use super::search::{SearchHit, SearchQuery};
 use super::sessions::{
     EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
 };
@@ -273,6 +274,36 @@ pub trait RegistryBackend: Send + Sync + std::fmt::Debug {
     /// key's older windows are deleted when its window's first lease is
     /// taken.
     fn lease_quota(&self, lease: &crate::QuotaLease) -> Result<u32, StoreError>;
+
+    // ---- the search index (see `store::search`) ----
+
+    /// Up to `fetch` indexed tools matching any of `terms` (ASCII letters
+    /// and digits only, at least one) that `query`'s agent may see in its
+    /// session and tiers, best first; a name may come once per tier.
+    fn search(
+        &self,
+        query: &SearchQuery<'_>,
+        terms: &[String],
+        fetch: usize,
+    ) -> Result<Vec<SearchHit>, StoreError>;
+
+    /// The working set of (agent, session), most recent first; empty when
+    /// the session is not stored.
+    fn working_set(&self, agent: &str, session: &str) -> Result<Vec<String>, StoreError>;
+
+    /// In one transaction: stores `session` if it is not, and puts `names`
+    /// at the front of its working set (`search::merge_working_set`, at
+    /// most `cap`); returns the new set.
+    fn add_to_working_set(
+        &self,
+        session: &SessionRecord,
+        names: &[String],
+        cap: usize,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Up to `limit` agent-tier tools of `agent` and shared tools with
+    /// calls, most called first (then by name).
+    fn most_used(&self, agent: &str, limit: usize) -> Result<Vec<String>, StoreError>;
 }
 
 /// The owner column of a record: the agent for [`Tier::Agent`], `""` for

@@ -56,6 +56,7 @@ mod error;
 mod freshness;
 mod location;
 mod quotas;
+mod search;
 mod sessions;
 pub use location::{DEFAULT_POSTGRES_PORT, LocationError, PostgresUrl, StoreLocation};
 #[cfg(feature = "postgres")]
@@ -81,12 +82,16 @@ pub use error::{AuditError, StoreError};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresBackend;
 pub use quotas::{QUOTA_WINDOW_MS, QuotaLease, quota_window};
+pub use search::{
+    FIELD_WEIGHTS, MAX_SEARCH_LIMIT, MAX_WORKING_SET, SearchDoc, SearchHit, SearchQuery,
+    SearchTiers, merge_working_set, name_words, params_text, query_terms,
+};
 pub use sessions::{
     EndedSession, NewSessionTool, SessionEnd, SessionRecord, SessionToolRecord, SessionTouch,
     now_ms,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SCHEMA_VERSION, SqliteBackend};
+pub use sqlite::{MemoryIndex, SCHEMA_VERSION, SqliteBackend};
 pub use stats::{CallCounters, LATENCY_WINDOW, ToolStats};
 use temper_runtime::canonical_json::canonical_json;
 pub use temper_runtime::id::ArtifactId;

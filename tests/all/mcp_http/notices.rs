@@ -105,7 +105,8 @@ async fn shared_tier_and_promotion_notices() {
             "promote_tool",
             "tool_stats",
             "run_code",
-            "describe_tools"
+            "describe_tools",
+            "search_tools"
         ]
     );
     let r = bob.call("slugify", json!({"text": "x"})).await;

@@ -32,7 +32,8 @@ async fn streamable_http_protocol() {
             "promote_tool",
             "tool_stats",
             "run_code",
-            "describe_tools"
+            "describe_tools",
+            "search_tools"
         ]
     );
     let mut stream = c.open_stream().await;

@@ -96,6 +96,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             "tool_stats",
             "run_code",
             "describe_tools",
+            "search_tools",
             "alice_private",
             "slugify"
         ]
@@ -153,7 +154,13 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     limited.open().await;
     assert_eq!(
         limited.tool_names().await,
-        ["forge_tool", "tool_stats", "run_code", "describe_tools"]
+        [
+            "forge_tool",
+            "tool_stats",
+            "run_code",
+            "describe_tools",
+            "search_tools"
+        ]
     );
     let r = limited.call("slugify", json!({"text": "x"})).await;
     assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
@@ -232,7 +239,13 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     dave.open().await;
     assert_eq!(
         dave.tool_names().await,
-        ["forge_tool", "tool_stats", "run_code", "describe_tools"]
+        [
+            "forge_tool",
+            "tool_stats",
+            "run_code",
+            "describe_tools",
+            "search_tools"
+        ]
     );
     dave.forge(spin_request()).await;
     let p = dave.call("promote_tool", json!({"name": "spin"})).await;
@@ -332,6 +345,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             "tool_stats",
             "run_code",
             "describe_tools",
+            "search_tools",
             "slugify"
         ]
     );

@@ -8,6 +8,13 @@
 //!   ([`crate::ForgeBuilder::embedder`]), the lexical ranking is fused with
 //!   a semantic one by reciprocal rank fusion ([`fuse_rrf`]).
 
+pub mod reuse;
+pub mod search;
+pub mod typescript;
+mod working;
+
+pub use search::{FoundTier, FoundTool, SearchRequest, SearchScope};
+
 use thiserror::Error;
 
 /// Why an [`Embedder`] could not embed.
@@ -64,10 +71,8 @@ pub fn fuse_rrf(rankings: &[&[String]]) -> Vec<(String, f64)> {
             *scores.entry(name.as_str()).or_default() += 1.0 / (RRF_K + i as f64 + 1.0);
         }
     }
-    let mut fused: Vec<(String, f64)> = scores
-        .into_iter()
-        .map(|(n, s)| (n.to_owned(), s))
-        .collect();
+    let mut fused: Vec<(String, f64)> =
+        scores.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     fused
 }

@@ -133,6 +133,18 @@ class Forge(_Base):
         ``tier`` ``"hub"``)."""
         return _tools_list(self._native.tools())
 
+    def search(self, query: str, *, limit: int = 5) -> list[dict[str, Any]]:
+        """The tools this agent and session may call that match ``query``,
+        best first (``name``, ``description``, ``signature``, ``tier``,
+        ``score``); at most ``limit`` (1 to 50). They join the session's
+        working set."""
+        return json.loads(self._native.search(query, limit))  # type: ignore[no-any-return]
+
+    def working_set(self) -> list[str]:
+        """The session's working set: the tools found, reused or forged in
+        it, most recent first."""
+        return json.loads(self._native.working_set())  # type: ignore[no-any-return]
+
     def meta_tools(self) -> list[dict[str, Any]]:
         """``forge_tool`` and ``run_code`` as the MCP server defines them
         (``name``, ``description``, ``inputSchema``)."""
@@ -229,6 +241,14 @@ class AsyncForge(_Base):
     async def tools(self) -> list[dict[str, Any]]:
         """See :meth:`Forge.tools`."""
         return _tools_list(await self._native.tools_async())
+
+    async def search(self, query: str, *, limit: int = 5) -> list[dict[str, Any]]:
+        """See :meth:`Forge.search`."""
+        return json.loads(await self._native.search_async(query, limit))  # type: ignore[no-any-return]
+
+    async def working_set(self) -> list[str]:
+        """See :meth:`Forge.working_set`."""
+        return json.loads(await self._native.working_set_async())  # type: ignore[no-any-return]
 
     async def meta_tools(self) -> list[dict[str, Any]]:
         """See :meth:`Forge.meta_tools`."""

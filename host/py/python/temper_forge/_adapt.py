@@ -1,6 +1,8 @@
 """What the framework adapters share: the tools an agent is offered
-(``forge_tool``, ``run_code`` and every tool it may call, re-read on each
-listing) and how a call to one of them runs."""
+(``forge_tool``, ``run_code``, ``search_tools`` and the session's working
+set: the tools found, reused or forged in it, re-read on each listing;
+every other tool stays callable and is found with ``search_tools``) and how
+a call to one of them runs."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from .errors import ForgeRefused
 
 FORGE_TOOL = "forge_tool"
 RUN_CODE = "run_code"
+SEARCH_TOOLS = "search_tools"
 
 
 class ToolSpec(NamedTuple):
@@ -31,21 +34,24 @@ def as_sync(forge: Forge | AsyncForge) -> Forge:
     return forge.sync() if isinstance(forge, AsyncForge) else forge
 
 
-def _specs(meta: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[ToolSpec]:
+def _specs(meta: list[dict[str, Any]], tools: list[dict[str, Any]], working: list[str]) -> list[ToolSpec]:
     out = [ToolSpec(m["name"], m["description"], m["inputSchema"]) for m in meta]
-    for t in tools:
-        out.append(ToolSpec(t["name"], t.get("description") or t["name"], t["inputSchema"]))
+    by_name = {t["name"]: t for t in tools}
+    for name in working:
+        t = by_name.get(name)
+        if t is not None:
+            out.append(ToolSpec(t["name"], t.get("description") or t["name"], t["inputSchema"]))
     return out
 
 
 async def specs(forge: AsyncForge) -> list[ToolSpec]:
-    """``forge_tool``, ``run_code`` and the tools the caller may call now."""
-    return _specs(await forge.meta_tools(), await forge.tools())
+    """``forge_tool``, ``run_code``, ``search_tools`` and the working set."""
+    return _specs(await forge.meta_tools(), await forge.tools(), await forge.working_set())
 
 
 def specs_sync(forge: Forge) -> list[ToolSpec]:
     """:func:`specs`, blocking."""
-    return _specs(forge.meta_tools(), forge.tools())
+    return _specs(forge.meta_tools(), forge.tools(), forge.working_set())
 
 
 async def invoke(forge: AsyncForge, name: str, args: dict[str, Any]) -> Any:
@@ -59,6 +65,8 @@ async def invoke(forge: AsyncForge, name: str, args: dict[str, Any]) -> Any:
             return e.result if e.result is not None else {"success": False, "errors": [e.reason], "stage": e.stage}
     if name == RUN_CODE:
         return await forge.run_code(args["code"], args.get("tools"))
+    if name == SEARCH_TOOLS:
+        return {"tools": await forge.search(args["query"], limit=int(args.get("limit") or 5))}
     return await forge.call(name, args)
 
 
@@ -79,10 +87,12 @@ def add_new(tools: list[T], found: list[ToolSpec], make: Callable[[ToolSpec], T]
 async def invoke_growing(
     forge: AsyncForge, name: str, args: dict[str, Any], tools: list[T], make: Callable[[ToolSpec], T]
 ) -> Any:
-    """:func:`invoke`; after a successful ``forge_tool``, the new tool is
-    appended to ``tools`` (the list an agent reads again at each turn)."""
+    """:func:`invoke`; after a successful ``forge_tool`` or a
+    ``search_tools``, the tools new to the working set are appended to
+    ``tools`` (the list an agent reads again at each turn)."""
     out = await invoke(forge, name, args)
-    if name == FORGE_TOOL and isinstance(out, dict) and out.get("success"):
+    grew = name == SEARCH_TOOLS or (name == FORGE_TOOL and isinstance(out, dict) and out.get("success"))
+    if grew:
         add_new(tools, await specs(forge), make)
     return out
 

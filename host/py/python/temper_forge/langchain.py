@@ -1,5 +1,7 @@
 """LangChain: :func:`structured_tools` returns ``StructuredTool``s for
-``forge_tool``, ``run_code`` and every tool the forge's agent may call,
+``forge_tool``, ``run_code``, ``search_tools`` and the session's working set
+(the tools found, reused or forged in it; every other tool is found with
+``search_tools``),
 with their JSON Schemas as ``args_schema``. A successful ``forge_tool``
 call appends the new tool to the returned list (as
 :func:`temper_forge.openai_agents.function_tools` does).

@@ -1,5 +1,7 @@
 """The OpenAI Agents SDK: :func:`function_tools` returns ``FunctionTool``s
-for ``forge_tool``, ``run_code`` and every tool the forge's agent may call,
+for ``forge_tool``, ``run_code``, ``search_tools`` and the session's working set
+(the tools found, reused or forged in it; every other tool is found with
+``search_tools``),
 with their JSON Schemas passed through (strict where the schema keeps its
 meaning in strict mode).
 

@@ -1,5 +1,6 @@
 """PydanticAI: :class:`TemperToolset`, a toolset offering ``forge_tool``,
-``run_code`` and every tool the forge's agent may call. It lists the tools
+``run_code``, ``search_tools`` and the session's working set (every other tool
+the forge's agent may call is found with ``search_tools``). It lists the tools
 again at every step of a run, so a tool forged in step n is called in step
 n + 1 of the same run.
 

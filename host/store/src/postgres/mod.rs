@@ -59,6 +59,7 @@
 
 mod ops;
 mod schema;
+mod search;
 mod sessions;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -574,6 +575,50 @@ impl RegistryBackend for PostgresBackend {
         let lease = Arc::new(lease.clone());
         self.run("lease_quota", move |pool, loc| {
             sessions::lease_quota(pool, loc, lease.clone())
+        })
+    }
+
+    fn search(
+        &self,
+        query: &crate::SearchQuery<'_>,
+        terms: &[String],
+        fetch: usize,
+    ) -> Result<Vec<crate::SearchHit>, StoreError> {
+        let q = Arc::new(search::OwnedSearch {
+            terms: terms.to_vec(),
+            agent: query.agent.to_owned(),
+            session: query.session.to_owned(),
+            tiers: query.tiers,
+            fetch,
+        });
+        self.run("search_tools", move |pool, loc| {
+            search::search(pool, loc, q.clone())
+        })
+    }
+
+    fn working_set(&self, agent: &str, session: &str) -> Result<Vec<String>, StoreError> {
+        let (agent, session) = (agent.to_owned(), session.to_owned());
+        self.run("working_set", move |pool, loc| {
+            search::working_set(pool, loc, agent.clone(), session.clone())
+        })
+    }
+
+    fn add_to_working_set(
+        &self,
+        session: &SessionRecord,
+        names: &[String],
+        cap: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let args = Arc::new((session.clone(), names.to_vec(), cap));
+        self.run("add_to_working_set", move |pool, loc| {
+            search::add_to_working_set(pool, loc, args.clone())
+        })
+    }
+
+    fn most_used(&self, agent: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        let agent = agent.to_owned();
+        self.run("most_used", move |pool, loc| {
+            search::most_used(pool, loc, agent.clone(), limit)
         })
     }
 }

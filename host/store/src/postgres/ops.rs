@@ -513,6 +513,8 @@ pub(super) async fn register(
                 pg(OP)(e)
             }
         })?;
+    let tool_id: i64 = row.get(0);
+    super::search::index_tool(&tx, OP, tool_id, &record.name, &new.manifest).await?;
     let mut carried = new.carried.clone();
     if let Some((agent, session)) = &new.from_session {
         let tool = super::sessions::take_tool(&tx, OP, agent, session, &record.name)
@@ -523,7 +525,7 @@ pub(super) async fn register(
             .add_since(&Default::default(), &tool.counters);
     }
     if let Some(counts) = &carried {
-        insert_counts(&tx, OP, row.get(0), counts).await?;
+        insert_counts(&tx, OP, tool_id, counts).await?;
     }
     tx.commit().await.map_err(pg(OP))?;
     Ok(entry.seq)

@@ -133,10 +133,40 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (key, win)
     );
     "#,
+    // 3 -> 4: the tool search index (`store::search`): one document per
+    // tool, going with its row, with a weighted tsvector under a GIN index.
+    r#"
+    CREATE TABLE tool_docs (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        tool_id     BIGINT UNIQUE REFERENCES tools (id) ON DELETE CASCADE,  -- agent/shared tier
+        agent       TEXT,                   -- session tier: (agent, session, name)
+        session     TEXT,
+        name        TEXT NOT NULL,
+        words       TEXT NOT NULL,
+        description TEXT NOT NULL,
+        params      TEXT NOT NULL,
+        doc         TSVECTOR GENERATED ALWAYS AS (
+            setweight(to_tsvector('english', words), 'A')
+            || setweight(to_tsvector('english', description), 'B')
+            || setweight(to_tsvector('english', params), 'C')
+        ) STORED,
+        UNIQUE (agent, session, name),
+        FOREIGN KEY (agent, session, name) REFERENCES session_tools (agent, session, name) ON DELETE CASCADE
+    );
+    CREATE INDEX tool_docs_search ON tool_docs USING GIN (doc);
+    -- The session's working set (JSON array of names, most recent first).
+    ALTER TABLE sessions ADD COLUMN working_set TEXT NOT NULL DEFAULT '[]';
+    "#,
 ];
 
 /// The schema version this build migrates a PostgreSQL database to.
 pub const PG_SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The schema version that added the search index (`store::search`): a
+/// database migrated from before it has its tools indexed, in the
+/// migrating transaction (under the migration lock: once, whatever the
+/// number of hosts opening it at once).
+const SEARCH_INDEX_VERSION: i64 = 4;
 
 /// Brings the database to [`PG_SCHEMA_VERSION`] (see the module docs);
 /// [`StoreError::SchemaTooNew`] if it is already past it.
@@ -184,6 +214,12 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         )
         .await
         .map_err(pg(OP))?;
+    }
+    if found < SEARCH_INDEX_VERSION {
+        let indexed = super::search::index_missing_in(&tx).await?;
+        if indexed > 0 {
+            tracing::info!("indexed {indexed} tools for search");
+        }
     }
     tx.commit().await.map_err(pg(OP))
 }

@@ -290,6 +290,8 @@ pub(super) async fn add_session_tool(
             pg(OP)(e)
         }
     })?;
+    super::search::index_session_tool(&tx, OP, &s.agent, &s.session, &new.name, &new.manifest)
+        .await?;
     tx.commit().await.map_err(pg(OP))?;
     Ok(entry.seq)
 }

@@ -14,7 +14,9 @@
 
 pub(crate) mod artifacts;
 mod audit;
+mod memory;
 mod schema;
+mod search;
 mod sessions;
 mod stats;
 
@@ -33,6 +35,7 @@ use super::sessions::{
 };
 use super::stats::ToolStats;
 use super::{RegistryOptions, Tier, ToolRecord, deletion_payload, promotion_payload};
+pub use memory::MemoryIndex;
 pub use schema::SCHEMA_VERSION;
 use temper_runtime::id::ArtifactId;
 
@@ -170,7 +173,14 @@ impl SqliteBackend {
             .map_err(StoreError::sqlite(OP))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(StoreError::sqlite(OP))?;
-        schema::migrate(&mut conn)?;
+        let found = schema::migrate(&mut conn)?;
+        // A store from before the search index: its tools are indexed once.
+        if found < schema::SEARCH_INDEX_VERSION {
+            let indexed = search::index_missing(&mut conn)?;
+            if indexed > 0 {
+                tracing::info!("indexed {indexed} tools for search");
+            }
+        }
         Ok(SqliteBackend {
             dir: dir.to_owned(),
             artifacts,
@@ -311,8 +321,10 @@ impl RegistryBackend for SqliteBackend {
                     StoreError::sqlite(OP)(e)
                 }
             })?;
+            let tool_id = tx.last_insert_rowid();
+            search::index_tool(tx, OP, tool_id, &record.name, new.manifest)?;
             if let Some(counts) = &carried {
-                stats::insert_counts(tx, OP, tx.last_insert_rowid(), counts)?;
+                stats::insert_counts(tx, OP, tool_id, counts)?;
             }
             Ok(entry.seq)
         })
@@ -505,5 +517,31 @@ impl RegistryBackend for SqliteBackend {
 
     fn lease_quota(&self, lease: &crate::QuotaLease) -> Result<u32, StoreError> {
         self.lease_quota_sql(lease)
+    }
+
+    fn search(
+        &self,
+        query: &crate::SearchQuery<'_>,
+        terms: &[String],
+        fetch: usize,
+    ) -> Result<Vec<crate::SearchHit>, StoreError> {
+        self.search_sql(query, terms, fetch)
+    }
+
+    fn working_set(&self, agent: &str, session: &str) -> Result<Vec<String>, StoreError> {
+        self.working_set_sql(agent, session)
+    }
+
+    fn add_to_working_set(
+        &self,
+        session: &SessionRecord,
+        names: &[String],
+        cap: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.add_to_working_set_sql(session, names, cap)
+    }
+
+    fn most_used(&self, agent: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.most_used_sql(agent, limit)
     }
 }

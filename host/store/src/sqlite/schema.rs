@@ -99,13 +99,47 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (key, win)
     );
     "#,
+    // 3 -> 4: the tool search index (`store::search`): one document per
+    // tool, going with its row, and an FTS5 index over it kept by triggers.
+    r#"
+    CREATE TABLE tool_docs (
+        id          INTEGER PRIMARY KEY,
+        tool_id     INTEGER UNIQUE REFERENCES tools (id) ON DELETE CASCADE,   -- agent/shared tier
+        agent       TEXT,                   -- session tier: (agent, session, name)
+        session     TEXT,
+        name        TEXT NOT NULL,
+        words       TEXT NOT NULL,
+        description TEXT NOT NULL,
+        params      TEXT NOT NULL,
+        UNIQUE (agent, session, name),
+        FOREIGN KEY (agent, session, name) REFERENCES session_tools (agent, session, name) ON DELETE CASCADE
+    );
+    CREATE VIRTUAL TABLE tool_fts USING fts5 (
+        words, description, params,
+        content = 'tool_docs', content_rowid = 'id', tokenize = 'porter unicode61'
+    );
+    CREATE TRIGGER tool_docs_ai AFTER INSERT ON tool_docs BEGIN
+        INSERT INTO tool_fts (rowid, words, description, params)
+            VALUES (new.id, new.words, new.description, new.params);
+    END;
+    CREATE TRIGGER tool_docs_ad AFTER DELETE ON tool_docs BEGIN
+        INSERT INTO tool_fts (tool_fts, rowid, words, description, params)
+            VALUES ('delete', old.id, old.words, old.description, old.params);
+    END;
+    -- The session's working set (JSON array of names, most recent first).
+    ALTER TABLE sessions ADD COLUMN working_set TEXT NOT NULL DEFAULT '[]';
+    "#,
 ];
 
 /// The schema version this build migrates to.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Brings the database to [`SCHEMA_VERSION`].
-pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+/// The schema version that added the search index (`store::search`): a
+/// store migrated from before it has its tools indexed on open.
+pub(crate) const SEARCH_INDEX_VERSION: i64 = 4;
+
+/// Brings the database to [`SCHEMA_VERSION`]; returns the version found.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<i64, StoreError> {
     const OP: &str = "open";
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -126,7 +160,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         });
     }
     if found == SCHEMA_VERSION {
-        return Ok(());
+        return Ok(found);
     }
     for migration in &MIGRATIONS[found as usize..] {
         tx.execute_batch(migration)
@@ -134,5 +168,6 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     }
     tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
         .map_err(StoreError::sqlite(OP))?;
-    tx.commit().map_err(StoreError::sqlite(OP))
+    tx.commit().map_err(StoreError::sqlite(OP))?;
+    Ok(found)
 }

@@ -275,6 +275,14 @@ impl SqliteBackend {
                     StoreError::sqlite(OP)(e)
                 }
             })?;
+            super::search::index_session_tool(
+                tx,
+                OP,
+                &s.agent,
+                &s.session,
+                new.name,
+                new.manifest,
+            )?;
             Ok(entry.seq)
         })
     }

@@ -17,6 +17,7 @@ use super::record;
 
 mod audit_cases;
 mod quota_cases;
+mod search_cases;
 mod session_cases;
 use audit_cases::{
     audit_is_append_only_through_sql_triggers, verify_detects_edited_fields,
@@ -24,6 +25,10 @@ use audit_cases::{
 };
 use quota_cases::{
     quota_leases_stop_at_the_limit_across_hosts, racing_quota_leases_hand_out_exactly_the_limit,
+};
+use search_cases::{
+    most_used_orders_by_calls, search_finds_visible_tools_only,
+    working_set_is_kept_with_the_session,
 };
 use session_cases::{
     ending_a_session_discards_its_tools_with_entries, expiry_is_reaped_once_when_hosts_race,
@@ -146,6 +151,9 @@ macro_rules! suite {
 suite!(
     quota_leases_stop_at_the_limit_across_hosts,
     racing_quota_leases_hand_out_exactly_the_limit,
+    search_finds_visible_tools_only,
+    working_set_is_kept_with_the_session,
+    most_used_orders_by_calls,
     session_tool_and_its_decision_commit_together,
     ending_a_session_discards_its_tools_with_entries,
     expiry_is_reaped_once_when_hosts_race,
