@@ -242,7 +242,10 @@ async fn a_jwt_and_a_static_token_never_share_a_2026_session() {
         assert_eq!(r.status, 404, "{r:?}");
         let message = r.body["error"]["message"].as_str().unwrap();
         assert!(message.starts_with("no such session"), "{message}");
-        assert!(!message.contains("sha256") && !message.contains("jwt:"), "{message}");
+        assert!(
+            !message.contains("sha256") && !message.contains("jwt:"),
+            "{message}"
+        );
     };
 
     // The static token opens "s-static" and forges in it.
@@ -429,7 +432,11 @@ fn a_bad_tool_quota_names_its_key() {
     let tokens = dir.path().join("tokens.toml");
     std::fs::write(
         &tokens,
-        token_entry("tok-a", "alice", "tool_calls_per_minute = { \"web.fetch\" = 0 }"),
+        token_entry(
+            "tok-a",
+            "alice",
+            "tool_calls_per_minute = { \"web.fetch\" = 0 }",
+        ),
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_temper"))

@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use temper_store::{CallCounters, ToolStats};
 use temper_runtime::artifact::ArtifactManifest;
 use temper_runtime::capabilities::tool_calls::{
     NEVER_CALLABLE, ToolCallFailure, ToolCallFuture, ToolCallOutput, ToolCallRequest, ToolCaller,
@@ -38,6 +37,7 @@ use temper_runtime::host_state::LogLine;
 use temper_runtime::id::ArtifactId;
 use temper_runtime::runtime::{CallFailure, Tool};
 use temper_store::StoreError;
+use temper_store::{CallCounters, ToolStats};
 
 use super::error::InvokeError;
 use super::{Forge, ForgeContext, Inner, lock};
@@ -423,9 +423,9 @@ impl RunCodeCounters {
 
     fn of(&self, agent: &str) -> ToolStats {
         let all = self.by_agent.lock().unwrap_or_else(|p| p.into_inner());
-        all.get(agent).map(CallCounters::stats).unwrap_or_else(|| {
-            CallCounters::default().stats()
-        })
+        all.get(agent)
+            .map(CallCounters::stats)
+            .unwrap_or_else(|| CallCounters::default().stats())
     }
 }
 

@@ -242,14 +242,14 @@ impl Tokens {
                     return Err(TokensError::Zero { key, field });
                 }
             }
-            let tool_calls_per_minute =
-                crate::tool_quotas::ToolQuotas::parse(entry.tool_calls_per_minute).map_err(
-                    |(field, reason)| TokensError::BadToolQuota {
-                        key: key.clone(),
-                        field,
-                        reason,
-                    },
-                )?;
+            let tool_calls_per_minute = crate::tool_quotas::ToolQuotas::parse(
+                entry.tool_calls_per_minute,
+            )
+            .map_err(|(field, reason)| TokensError::BadToolQuota {
+                key: key.clone(),
+                field,
+                reason,
+            })?;
             let tools = entry
                 .tools
                 .map(temper_policy::ToolAllow::new)

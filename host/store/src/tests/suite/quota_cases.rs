@@ -30,7 +30,10 @@ pub(super) fn quota_leases_stop_at_the_limit_across_hosts(fx: &Fixture) {
     assert_eq!(b.lease_quota(&lease(key, 100, 1, 10)).unwrap(), 0);
     // A lowered limit grants nothing more; another key is untouched.
     assert_eq!(a.lease_quota(&lease(key, 100, 3, 5)).unwrap(), 0);
-    assert_eq!(b.lease_quota(&lease("sha256:quota-b", 100, 4, 10)).unwrap(), 4);
+    assert_eq!(
+        b.lease_quota(&lease("sha256:quota-b", 100, 4, 10)).unwrap(),
+        4
+    );
     // The next window starts afresh, and the key's older row goes.
     assert_eq!(
         fx.scalar("SELECT COUNT(*) FROM quota_leases WHERE key = 'sha256:quota-a'"),
@@ -64,7 +67,10 @@ pub(super) fn racing_quota_leases_hand_out_exactly_the_limit(fx: &Fixture) {
                 barrier.wait();
                 let mut got = 0;
                 loop {
-                    match store.lease_quota(&lease("sha256:race", 7, 2, LIMIT)).unwrap() {
+                    match store
+                        .lease_quota(&lease("sha256:race", 7, 2, LIMIT))
+                        .unwrap()
+                    {
                         0 => return got,
                         n => got += n,
                     }
