@@ -78,7 +78,7 @@ async fn populate(dir: &Path, agent: &str, session: &str, total: usize) {
         .find(|t| t.name == "slugify")
         .unwrap();
     let record = SessionRecord::new(agent, session, "", 0);
-    let mut add = |name: &str, description: &str, input: Value| {
+    let add = |name: &str, description: &str, input: Value| {
         let mut manifest = template.manifest.clone();
         manifest["name"] = json!(name);
         manifest["description"] = json!(description);

@@ -435,6 +435,7 @@ mod tests {
             schemas: crate::schema::ToolSchemas::compile(&any, &any).unwrap(),
             call: Arc::new(|v| Box::pin(async move { Ok(v) })),
             hub_source: hub.then(|| "nice".to_string()),
+            live_in_tests: true,
             own_timeout: None,
             checks_output: false,
             checks_input: false,

@@ -98,9 +98,9 @@ impl Handler {
     /// hub tools its grants leave it.
     pub(super) fn search_tiers(&self) -> SearchTiers {
         SearchTiers {
-            session: self.access.session,
-            agent: self.access.agent,
-            shared: self.access.shared,
+            session: self.access().session,
+            agent: self.access().agent,
+            shared: self.access().shared,
         }
     }
 
@@ -116,7 +116,7 @@ impl Handler {
             RpcError::internal(format!("cannot read the working set: {e}"))
         };
         let working = self.forge.working_set(&self.ctx).await.map_err(internal)?;
-        let used = if self.access.agent || self.access.shared {
+        let used = if self.access().agent || self.access().shared {
             self.forge
                 .most_used(&self.ctx, MOST_USED)
                 .await

@@ -405,8 +405,7 @@ impl Forge {
     }
 }
 
-/// What `forge.importAgentos` takes besides the package text.
-/// `Forge.search`'s options.
+/// `forge.search`'s options.
 #[napi(object)]
 #[derive(Default)]
 pub struct SearchOptions {
@@ -414,6 +413,7 @@ pub struct SearchOptions {
     pub limit: Option<u32>,
 }
 
+/// What `forge.importAgentos` takes besides the package text.
 #[napi(object)]
 #[derive(Default)]
 pub struct ImportOptions {
