@@ -38,7 +38,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-META_TOOLS = ["forge_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"]
+META_TOOLS = ["forge_tool", "delete_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"]
 
 HANG_SECONDS = 600
 

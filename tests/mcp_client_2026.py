@@ -38,7 +38,7 @@ from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-META_TOOLS = ["forge_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"]
+META_TOOLS = ["forge_tool", "delete_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"]
 SESSION_KEY = "dev.temper/session"
 HANG_SECONDS = 600
 

@@ -39,7 +39,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-META_TOOLS = {"forge_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"}
+META_TOOLS = {"forge_tool", "delete_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"}
 
 # Volatile values, replaced in both sides before the comparison.
 VOLATILE = [

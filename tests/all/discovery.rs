@@ -24,6 +24,7 @@ const BUDGET: usize = 4000;
 /// The built-in tools of a full-access caller.
 const BUILT_INS: [&str; 6] = [
     "forge_tool",
+    "delete_tool",
     "promote_tool",
     "tool_stats",
     "run_code",

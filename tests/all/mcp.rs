@@ -219,6 +219,7 @@ fn mcp_over_stdio_pipes() {
         names,
         [
             "forge_tool",
+            "delete_tool",
             "promote_tool",
             "tool_stats",
             "run_code",
@@ -433,6 +434,7 @@ fn mcp_over_stdio_pipes() {
         names,
         [
             "forge_tool",
+            "delete_tool",
             "promote_tool",
             "tool_stats",
             "run_code",

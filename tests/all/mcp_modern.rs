@@ -26,8 +26,9 @@ use crate::support::sse::{sse_messages, sse_receiver};
 const HANG: Duration = Duration::from_secs(600);
 const V: &str = "2026-07-28";
 const SESSION: &str = "dev.temper/session";
-const META_TOOLS: [&str; 6] = [
+const META_TOOLS: [&str; 7] = [
     "forge_tool",
+    "delete_tool",
     "promote_tool",
     "tool_stats",
     "run_code",

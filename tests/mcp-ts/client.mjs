@@ -66,7 +66,7 @@ assert.equal(client.getServerCapabilities().tools.listChanged, true);
 let listed = await client.listTools();
 assert.deepEqual(
   listed.tools.map((t) => t.name),
-  ["forge_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"],
+  ["forge_tool", "delete_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"],
 );
 
 // Forge with progress: one step per stage, then done.

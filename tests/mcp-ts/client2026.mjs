@@ -24,7 +24,7 @@ setTimeout(() => {
   process.exit(2);
 }, HANG_MS).unref();
 
-const META_TOOLS = ["forge_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"];
+const META_TOOLS = ["forge_tool", "delete_tool", "promote_tool", "tool_stats", "run_code", "describe_tools", "search_tools"];
 const [url, token, seedPath, mode, sameToken, otherToken] = process.argv.slice(2);
 const seed = JSON.parse(readFileSync(seedPath, "utf8"));
 const session = { "dev.temper/session": `ts-${mode}` };

@@ -102,6 +102,7 @@ async fn shared_tier_and_promotion_notices() {
         bob.tool_names().await,
         [
             "forge_tool",
+            "delete_tool",
             "promote_tool",
             "tool_stats",
             "run_code",

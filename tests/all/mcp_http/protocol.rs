@@ -29,6 +29,7 @@ async fn streamable_http_protocol() {
         c.tool_names().await,
         [
             "forge_tool",
+            "delete_tool",
             "promote_tool",
             "tool_stats",
             "run_code",

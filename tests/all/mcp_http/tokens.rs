@@ -92,6 +92,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
         alice.tool_names().await,
         [
             "forge_tool",
+            "delete_tool",
             "promote_tool",
             "tool_stats",
             "run_code",
@@ -110,6 +111,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
         bob.tool_names().await,
         [
             "forge_tool",
+            "delete_tool",
             "promote_tool",
             "tool_stats",
             "run_code",
@@ -341,6 +343,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
         alice2.tool_names().await,
         [
             "forge_tool",
+            "delete_tool",
             "promote_tool",
             "tool_stats",
             "run_code",

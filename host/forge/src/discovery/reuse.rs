@@ -137,7 +137,9 @@ impl Forge {
         let Some(id) = request_content_id(request) else {
             return Ok(None);
         };
-        let found = self.infos_of(ctx, &[request.name.clone()]).await?;
+        let found = self
+            .infos_of(ctx, std::slice::from_ref(&request.name))
+            .await?;
         Ok(found.into_iter().find(|t| {
             ctx.grant().allows_tier(t.tier) && tool_content_id(t).as_deref() == Some(id.as_str())
         }))
