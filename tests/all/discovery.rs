@@ -22,7 +22,7 @@ use temper::store::{Registry, SessionRecord, Tier};
 const BUDGET: usize = 4000;
 
 /// The built-in tools of a full-access caller.
-const BUILT_INS: [&str; 6] = [
+const BUILT_INS: [&str; 7] = [
     "forge_tool",
     "delete_tool",
     "promote_tool",

@@ -43,7 +43,7 @@ fn a_malformed_request_is_answered_in_the_schemas_terms() {
     );
     let mut request = seed("add_numbers");
     request["implementation"]["mode"] = json!("python");
-    let result = tool_output(&m.call("forge_tool", request));
+    let result = refusal(&m.call("forge_tool", request));
     assert_eq!(
         result["errors"],
         json!([
@@ -73,7 +73,7 @@ fn a_test_case_may_expect_an_error() {
     // A case that expects an error the call does not raise fails, saying so.
     request["name"] = json!("checked_add_two");
     request["testCases"] = json!([{"input": {"a": 1, "b": 3}, "expectError": true}]);
-    let refused = tool_output(&m.call("forge_tool", request));
+    let refused = refusal(&m.call("forge_tool", request));
     assert_eq!(refused["stage"], json!("test"), "{refused}");
     assert_eq!(
         refused["errors"],
@@ -100,4 +100,11 @@ fn the_seed_requests_forge_without_output_schema() {
     let out = tool_output(&m.call("slugify", json!({"text": "Hello World"})));
     assert_eq!(out, json!({"slug": "hello-world"}));
     m.close();
+}
+
+/// A refused tool call's structured content (an error result).
+fn refusal(response: &Value) -> Value {
+    let r = &response["result"];
+    assert_eq!(r["isError"], json!(true), "not refused: {response}");
+    r["structuredContent"].clone()
 }

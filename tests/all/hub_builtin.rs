@@ -775,8 +775,14 @@ async fn an_upstream_tool_named_like_a_built_in_is_a_clash_naming_both() {
     );
     // A prefix resolves it.
     let text = format!(
-        "{}\nprefix = \"search.\"\n\n{}",
-        seed_upstream(&python, "[\"generate_text\"]").trim_end(),
+        "{}\n\n{}",
+        seed_upstream(&python, "[\"generate_text\"]")
+            .replacen(
+                "[upstream.search]\n",
+                "[upstream.search]\nprefix = \"search.\"\n",
+                1
+            )
+            .trim_end(),
         llm.table("")
     );
     let hub = Hub::start(&tools_file(&text)).await.unwrap();

@@ -74,7 +74,7 @@ impl Setup {
         std::fs::write(
             dir.path().join("tools.toml"),
             format!(
-                "[upstream.nice]\ncommand = {}\ntools = [\"*\"]\nprefix = \"nice.\"\n",
+                "[upstream.nice]\ncommand = {}\ntools = [\"*\"]\nprefix = \"nice.\"\nallow_live_tests = true\n",
                 serde_json::to_string(&[
                     "python3",
                     script.to_str().unwrap(),

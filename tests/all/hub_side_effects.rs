@@ -80,7 +80,7 @@ fn a_forge_never_calls_a_tool_that_may_act_on_its_upstream() {
 
     // Refused at the test stage, with no call to the upstream, saying how
     // to supply the answer.
-    let refused = tool_output(&m.call(
+    let refused = refusal(&m.call(
         "forge_tool",
         wrapper(
             "flagger",
@@ -163,4 +163,11 @@ fn the_operator_may_allow_live_tests() {
         ]
     );
     m.close();
+}
+
+/// A refused tool call's structured content (an error result).
+fn refusal(response: &Value) -> Value {
+    let r = &response["result"];
+    assert_eq!(r["isError"], json!(true), "not refused: {response}");
+    r["structuredContent"].clone()
 }

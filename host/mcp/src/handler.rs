@@ -377,7 +377,10 @@ impl Handler {
         let Some(outcome) = outcome else {
             // An existing tool has this content: it joins the working set.
             if let Some(tool) = &result.tool
-                && let Ok(true) = self.forge.remember(&self.ctx, &[tool.name.clone()]).await
+                && let Ok(true) = self
+                    .forge
+                    .remember(&self.ctx, std::slice::from_ref(&tool.name))
+                    .await
             {
                 progress
                     .notes
@@ -391,7 +394,7 @@ impl Handler {
             Ok(forged) => {
                 if let Err(e) = self
                     .forge
-                    .remember(&self.ctx, &[forged.tool.name.clone()])
+                    .remember(&self.ctx, std::slice::from_ref(&forged.tool.name))
                     .await
                 {
                     tracing::warn!("cannot add {} to the working set: {e}", forged.tool.name);
