@@ -32,8 +32,7 @@ fn a_malformed_request_is_answered_in_the_schemas_terms() {
     let mut request = seed("add_numbers");
     request["implementation"] = json!("function execute(input) { return input.a + input.b; }");
     let r = m.call("forge_tool", request);
-    assert_eq!(r["result"]["isError"], json!(true), "{r}");
-    let result = tool_output(&r);
+    let result = refusal(&r);
     assert_eq!(result["stage"], json!("validate"), "{result}");
     assert_eq!(
         result["errors"],

@@ -291,7 +291,7 @@ fn mcp_over_stdio_pipes() {
     // Now listed, with its schemas.
     let list = c.ok("tools/list", json!({}));
     let tools = list["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 6, "{list}");
+    assert_eq!(tools.len(), 8, "{list}");
     let slugify = tools
         .iter()
         .find(|t| t["name"] == "slugify")

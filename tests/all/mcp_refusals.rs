@@ -114,7 +114,7 @@ fn capability_refusals_say_who_grants_and_how() {
     assert_eq!(
         errors,
         [
-            "capability \"fetch\" is requested by the tool but not allowed by the host policy; only \
+            "validate: allowlist: capability \"fetch\" is requested by the tool but not allowed by the host policy; only \
           the host's operator can allow it (the flag --allow-net=DOMAINS, or \"fetch\" in the \
           policy file's `allow` with the domains in [fetch] domains); forge the tool without it, \
           or ask the operator"

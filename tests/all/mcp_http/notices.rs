@@ -49,7 +49,7 @@ async fn shared_tier_and_promotion_notices() {
     a1.forge(seed("slugify")).await;
     assert_eq!(
         a2.tool_names().await.len(),
-        5,
+        7,
         "a session tool is not shared"
     );
     let r = a1.call("slugify", json!({"text": "x y"})).await;

@@ -115,7 +115,8 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             "promote_tool",
             "tool_stats",
             "run_code",
-            "describe_tools"
+            "describe_tools",
+            "search_tools"
         ]
     );
     // A tool out of reach is answered as an unknown one: the same
@@ -158,6 +159,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
         limited.tool_names().await,
         [
             "forge_tool",
+            "delete_tool",
             "tool_stats",
             "run_code",
             "describe_tools",
