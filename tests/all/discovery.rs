@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use temper::forge::judge::RulesJudge;
 use temper::forge::{Forge, ForgeContext};
 use temper::request::ForgeRequest;
-use temper::store::{Registry, SessionRecord, Tier};
+use temper::store::{ArtifactId, Registry, SessionRecord, Tier, ToolRecord};
 
 /// The listing budget the tests run with (the default).
 const BUDGET: usize = 4000;
@@ -56,8 +56,11 @@ const NOUNS: [&str; 10] = [
     "parcel",
 ];
 
-/// A store in `dir` whose session (`agent`, `session`) holds `total` tools:
-/// the forged seeds, check_http_status and fillers named `aux_NNNN_…`.
+/// A store in `dir` whose agent tier (of `agent`) holds `total` tools: the
+/// seeds (forged for real in `session`, then registered with their
+/// artifacts), check_http_status and fillers named `aux_NNNN_…`. The agent
+/// tier, because `temper mcp` over stdio opens a session of its own per
+/// connection: the caller sees `agent`'s tools, not the CLI's session's.
 async fn populate(dir: &Path, agent: &str, session: &str, total: usize) {
     let store = Arc::new(Registry::open(dir).unwrap());
     let runtime = support::runtime_builder().build().unwrap();
@@ -72,28 +75,30 @@ async fn populate(dir: &Path, agent: &str, session: &str, total: usize) {
             .await
             .unwrap_or_else(|e| panic!("forging {name}: {e}"));
     }
-    let template = store
-        .session_tools(agent, session)
-        .unwrap()
-        .into_iter()
-        .find(|t| t.name == "slugify")
-        .unwrap();
-    let record = SessionRecord::new(agent, session, "", 0);
+    let forged = store.session_tools(agent, session).unwrap();
+    let register = |name: &str, artifact: &ArtifactId, manifest: Value| {
+        store
+            .register(ToolRecord {
+                name: name.into(),
+                agent_id: Some(agent.into()),
+                session_id: None,
+                tier: Tier::Agent,
+                artifact: artifact.clone(),
+                manifest,
+                created_seq: 0,
+            })
+            .unwrap();
+    };
+    for tool in &forged {
+        register(&tool.name, &tool.artifact, tool.manifest.clone());
+    }
+    let template = forged.iter().find(|t| t.name == "slugify").unwrap();
     let add = |name: &str, description: &str, input: Value| {
         let mut manifest = template.manifest.clone();
         manifest["name"] = json!(name);
         manifest["description"] = json!(description);
         manifest["inputSchema"] = input;
-        store
-            .add_session_tool(
-                &record,
-                name,
-                &template.artifact,
-                &manifest,
-                &json!({"approved": true, "tool": name}),
-                total + 1,
-            )
-            .unwrap();
+        register(name, &template.artifact, manifest);
     };
     let http = seed("check_http_status");
     add(
@@ -181,15 +186,15 @@ async fn a_thousand_tools_list_within_the_budget_and_search_finds_the_seeds() {
     // tools/list: the built-ins, then at most the budget.
     let list = m.request("tools/list", json!({}))["result"].clone();
     let listed = names(&list);
-    assert_eq!(listed[..6], BUILT_INS, "{listed:?}");
+    assert_eq!(listed[..BUILT_INS.len()], BUILT_INS, "{listed:?}");
     let tokens = working_set_tokens(&list);
     assert!(tokens <= BUDGET, "{tokens} tokens listed");
-    assert!(listed.len() > 6, "some tools are listed: {listed:?}");
+    assert!(listed.len() > BUILT_INS.len(), "some tools are listed: {listed:?}");
     assert!(listed.len() < 100, "{} listed", listed.len());
     let whole = list.to_string().len() / 4;
     assert!(whole < BUDGET + 3000, "the whole list is {whole} tokens");
-    let search_def = &list["tools"][5];
-    let more = 1000 - (listed.len() - 6);
+    let search_def = &list["tools"][BUILT_INS.len() - 1];
+    let more = 1000 - (listed.len() - BUILT_INS.len());
     assert!(
         search_def["description"]
             .as_str()
@@ -216,7 +221,7 @@ async fn a_thousand_tools_list_within_the_budget_and_search_finds_the_seeds() {
             "{first}"
         );
         assert!(first["description"].as_str().unwrap().chars().count() <= 200);
-        assert_eq!(first["tier"], "session");
+        assert_eq!(first["tier"], "agent");
     }
 
     // A tool found joins the listing, announced by list_changed; it is
@@ -275,7 +280,7 @@ async fn a_search_announces_list_changed_and_reveals_no_other_agents_tools() {
             .unwrap();
         manifest["name"] = json!("bob_agent_slug");
         registry
-            .register(temper::store::ToolRecord {
+            .register(ToolRecord {
                 name: "bob_agent_slug".into(),
                 agent_id: Some("bob".into()),
                 session_id: None,

@@ -3,6 +3,7 @@
 //! concurrency caps), and a token's `tools` list narrowing the hub tools.
 
 use crate::support;
+use temper::forge::builtins::BUILTIN_TOOL_NAMES;
 
 use serde_json::json;
 use support::sse::sse_messages;
@@ -209,7 +210,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
     anon.session = Some(alice_sid);
     assert_eq!(anon.rpc("tools/list", json!({})).await.status, 401);
     // Alice's session is untouched.
-    assert_eq!(alice.tool_names().await.len(), 8);
+    assert_eq!(alice.tool_names().await.len(), BUILTINS + 3);
     let s = alice
         .call("tool_stats", json!({"name": "alice_private"}))
         .await;
@@ -245,6 +246,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
         dave.tool_names().await,
         [
             "forge_tool",
+            "delete_tool",
             "tool_stats",
             "run_code",
             "describe_tools",
@@ -310,7 +312,7 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             .unwrap()
             .contains("quota")
     );
-    assert_eq!(carol.tool_names().await.len(), 5);
+    assert_eq!(carol.tool_names().await.len(), BUILTINS);
 
     // Revocation: Alice's token leaves the file; her next request is 401,
     // Bob's still work.
@@ -328,12 +330,12 @@ async fn tokens_decide_the_agent_and_agents_are_isolated() {
             .status,
         401
     );
-    assert_eq!(bob.tool_names().await.len(), 6);
+    assert_eq!(bob.tool_names().await.len(), BUILTINS + 1);
     // A broken file fails closed.
     std::fs::write(&tokens, "this is not toml [").unwrap();
     assert_eq!(bob.rpc("tools/list", json!({})).await.status, 401);
     std::fs::write(&tokens, all[1].as_str()).unwrap();
-    assert_eq!(bob.tool_names().await.len(), 6);
+    assert_eq!(bob.tool_names().await.len(), BUILTINS + 1);
 
     // Alice's agent-tier tool is still hers: a new token for her sees it.
     let mut file = all[1].clone();
@@ -436,3 +438,6 @@ async fn hub_tools_follow_the_tokens_tools_list() {
         "{text}"
     );
 }
+
+/// The built-in tools every listing holds.
+const BUILTINS: usize = BUILTIN_TOOL_NAMES.len();

@@ -630,10 +630,18 @@ pub struct CacheStats {
 
 impl From<crate::bindings::JsError> for JsLocation {
     fn from(e: crate::bindings::JsError) -> Self {
+        // QuickJS's stack positions count columns from 0 on a source's
+        // first line only (from 1 on every other line); the first line's
+        // are made 1-based like the rest. Compile errors carry no stack
+        // and their own positions.
+        let column = match (e.line, e.column, &e.stack) {
+            (Some(1), Some(c), Some(_)) => Some(c.saturating_add(1)),
+            _ => e.column,
+        };
         Self {
             message: e.message,
             line: e.line,
-            column: e.column,
+            column,
             stack: e.stack,
         }
     }
