@@ -132,12 +132,15 @@ mod tests {
 
     #[test]
     fn rrf_prefers_names_ranked_high_in_both() {
+        // b is second in both; a and d are first in one only.
         let lexical = vec!["a".to_string(), "b".into(), "c".into()];
-        let semantic = vec!["c".to_string(), "b".into(), "d".into()];
+        let semantic = vec!["d".to_string(), "b".into(), "e".into()];
         let fused = fuse_rrf(&[lexical.as_slice(), semantic.as_slice()]);
         assert_eq!(fused[0].0, "b");
-        assert_eq!(fused.len(), 4);
-        assert!(fused.iter().any(|(n, _)| n == "d"));
+        assert!((fused[0].1 - 2.0 / (RRF_K + 2.0)).abs() < 1e-12);
+        // a and d tie: by name.
+        assert_eq!((fused[1].0.as_str(), fused[2].0.as_str()), ("a", "d"));
+        assert_eq!(fused.len(), 5);
     }
 
     struct Letters;
