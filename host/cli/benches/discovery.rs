@@ -407,7 +407,6 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
             }
         }
     }
-    drop(call);
     drop(stdin);
     let _ = child.wait();
     Row {
