@@ -189,7 +189,10 @@ async fn a_thousand_tools_list_within_the_budget_and_search_finds_the_seeds() {
     assert_eq!(listed[..BUILT_INS.len()], BUILT_INS, "{listed:?}");
     let tokens = working_set_tokens(&list);
     assert!(tokens <= BUDGET, "{tokens} tokens listed");
-    assert!(listed.len() > BUILT_INS.len(), "some tools are listed: {listed:?}");
+    assert!(
+        listed.len() > BUILT_INS.len(),
+        "some tools are listed: {listed:?}"
+    );
     assert!(listed.len() < 100, "{} listed", listed.len());
     let whole = list.to_string().len() / 4;
     assert!(whole < BUDGET + 3000, "the whole list is {whole} tokens");
