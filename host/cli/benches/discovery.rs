@@ -447,7 +447,6 @@ fn measure(n: usize, runtime: &Runtime, model: Option<&temper_embedding::LocalEm
             }
         }
     }
-    drop(call);
     drop(stdin);
     let _ = child.wait();
     let embed_per_tool = model.map(|m| embed_per_tool(m, n));
