@@ -18,7 +18,15 @@
 //!    tables (`dbstat`) divided by N;
 //! 5. **forge cost**: M = 8 new tools forged into the session (p50), and
 //!    the index's part of it: the same documents inserted into the index
-//!    in a transaction that is rolled back (p50), as a share of the forge.
+//!    in a transaction that is rolled back (p50), as a share of the forge;
+//!    the forge without indexing is the difference;
+//! 6. **embedding time per tool**: when the local model is there
+//!    (`target/models/all-minilm-l6-v2`, `scripts/embedding-model.sh`, or
+//!    `TEMPER_EMBEDDING_MODEL_DIR`), the texts `search_tools` embeds
+//!    ([`temper_embedding::tool_text`]: name words and description) of the
+//!    first min(N, 256) tools, embedded by
+//!    [`temper_embedding::LocalEmbedder`] in one call (batches of 32),
+//!    divided by their number; else "skipped: no model".
 //!
 //! The report goes to `target/bench-discovery.md` (and stdout), with each
 //! figure's ratio to N = 10 in the same run.
@@ -36,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use temper::Runtime;
+use temper::forge::builtins::is_builtin;
 use temper::forge::judge::RulesJudge;
 use temper::forge::{Forge, ForgeConfig, ForgeContext, SearchRequest, SearchScope};
 use temper::store::{Registry, SearchDoc, SearchTiers, Tier, ToolRecord};
@@ -46,6 +55,7 @@ const SESSION: &str = "discovery";
 const ROUNDS_IN_PROCESS: usize = 10;
 const ROUNDS_STDIO: usize = 5;
 const NEW_TOOLS: usize = 8;
+const EMBED_SAMPLE: usize = 256;
 
 const VERBS: [&str; 40] = [
     "parse",
@@ -227,9 +237,44 @@ struct Row {
     index_bytes_per_tool: f64,
     forge_p50: f64,
     index_write_p50: f64,
+    /// Milliseconds per tool, when the model was there.
+    embed_per_tool: Option<f64>,
 }
 
-fn measure(n: usize, runtime: &Runtime) -> Row {
+/// The local model, if it was fetched (`scripts/embedding-model.sh`).
+fn load_model() -> Option<temper_embedding::LocalEmbedder> {
+    let dir = std::env::var_os("TEMPER_EMBEDDING_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/models/all-minilm-l6-v2")
+        });
+    if !dir.join("model.safetensors").exists() {
+        return None;
+    }
+    Some(temper_embedding::LocalEmbedder::load(&dir).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// Milliseconds per tool to embed the first min(`n`, [`EMBED_SAMPLE`])
+/// tools' texts.
+fn embed_per_tool(model: &temper_embedding::LocalEmbedder, n: usize) -> f64 {
+    use temper_embedding::Embedder as _;
+    let mut texts = vec![temper_embedding::tool_text(
+        "slugify",
+        seed()["description"].as_str().unwrap_or_default(),
+    )];
+    for i in 0..n.min(EMBED_SAMPLE).saturating_sub(1) {
+        let (name, description, _) = spec(i);
+        texts.push(temper_embedding::tool_text(&name, &description));
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let t = Instant::now();
+    let vectors = model.embed(&refs).expect("embed");
+    let elapsed = t.elapsed();
+    assert_eq!(vectors.len(), refs.len());
+    elapsed.as_secs_f64() * 1e3 / refs.len() as f64
+}
+
+fn measure(n: usize, runtime: &Runtime, model: Option<&temper_embedding::LocalEmbedder>) -> Row {
     let dir = tempfile::tempdir().unwrap();
     let store_dir = dir.path().join("store");
     let store = Arc::new(Registry::open(&store_dir).unwrap());
@@ -379,20 +424,15 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
     );
     let (list, _) = call("tools/list", json!({}));
     let tools = list["result"]["tools"].as_array().unwrap().clone();
-    let builtins = [
-        "forge_tool",
-        "promote_tool",
-        "tool_stats",
-        "run_code",
-        "describe_tools",
-        "search_tools",
-    ];
-    let listed_tokens: usize = tools
+    let beyond: Vec<&Value> = tools
         .iter()
-        .filter(|t| !builtins.contains(&t["name"].as_str().unwrap()))
+        .filter(|t| !is_builtin(t["name"].as_str().unwrap()))
+        .collect();
+    let listed_tokens: usize = beyond
+        .iter()
         .map(|t| t.to_string().chars().count() / 4)
         .sum();
-    let listed = tools.len() - builtins.len();
+    let listed = beyond.len();
     let list_tokens = list["result"].to_string().chars().count() / 4;
     let mut stdio = Vec::new();
     for round in 0..=ROUNDS_STDIO {
@@ -409,6 +449,7 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
     }
     drop(stdin);
     let _ = child.wait();
+    let embed_per_tool = model.map(|m| embed_per_tool(m, n));
     Row {
         n,
         list_tokens,
@@ -421,6 +462,7 @@ fn measure(n: usize, runtime: &Runtime) -> Row {
         index_bytes_per_tool: index_bytes as f64 / n as f64,
         forge_p50: pct(&mut forges, 0.5),
         index_write_p50: pct(&mut writes, 0.5),
+        embed_per_tool,
     }
 }
 
@@ -433,11 +475,18 @@ fn main() {
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| DEFAULT_NS.to_vec());
     let runtime = Runtime::builder().build().expect("runtime");
+    let model = load_model();
+    if model.is_none() {
+        eprintln!("discovery bench: no local model, embedding skipped");
+    }
     let rows: Vec<Row> = ns
         .iter()
         .map(|&n| {
             eprintln!("discovery bench: N = {n}");
-            measure(n, &runtime)
+            let started = Instant::now();
+            let row = measure(n, &runtime, model.as_ref());
+            eprintln!("discovery bench: N = {n} took {:?}", started.elapsed());
+            row
         })
         .collect();
     let base = &rows[0];
@@ -445,13 +494,13 @@ fn main() {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| N | tools/list tokens (listed beyond built-ins, tools) | search p50 / p99 in-process (ms) | search p50 / p99 stdio (ms) | index bytes/tool | forge p50 (ms) | index write p50 (ms, % of forge) |"
+        "| N | tools/list tokens (listed beyond built-ins, tools) | search p50 / p99 in-process (ms) | search p50 / p99 stdio (ms) | index bytes/tool | forge p50 with index / without (ms) | index write p50 (ms, % of forge) | embedding per tool (ms) |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for r in &rows {
         let _ = writeln!(
             out,
-            "| {} | {} ({}, {}) ×{:.2} | {:.2} / {:.2} ×{:.2} | {:.2} / {:.2} ×{:.2} | {:.0} | {:.0} ×{:.2} | {:.3} ({:.2} %) |",
+            "| {} | {} ({}, {}) ×{:.2} | {:.2} / {:.2} ×{:.2} | {:.2} / {:.2} ×{:.2} | {:.0} ×{:.2} | {:.1} / {:.1} ×{:.2} | {:.3} ({:.2} %) | {} |",
             r.n,
             r.list_tokens,
             r.listed_tokens,
@@ -464,10 +513,17 @@ fn main() {
             r.stdio_p99,
             ratio(r.stdio_p50, base.stdio_p50),
             r.index_bytes_per_tool,
+            ratio(r.index_bytes_per_tool, base.index_bytes_per_tool),
             r.forge_p50,
+            r.forge_p50 - r.index_write_p50,
             ratio(r.forge_p50, base.forge_p50),
             r.index_write_p50,
             100.0 * ratio(r.index_write_p50, r.forge_p50),
+            match (r.embed_per_tool, base.embed_per_tool) {
+                (Some(e), Some(b)) => format!("{e:.2} ×{:.2}", ratio(e, b)),
+                (Some(e), None) => format!("{e:.2}"),
+                _ => "skipped: no model".to_string(),
+            },
         );
     }
     print!("{out}");

@@ -1,16 +1,18 @@
 //! The retrieval-quality bench of tool discovery (docs/src/discovery.md,
 //! "Retrieval quality"): recall@1/5/10 of
-//! (a) a plain BM25 over each tool's whole text (tests/support/bm25.rs);
-//! (b) the lexical ranker of `search_tools`: SQLite FTS5 `bm25()` over three
-//!     fields — name words, description, parameters — weighted 10/4/2, with
-//!     the `porter unicode61` tokenizer and OR'd query terms (what
-//!     temper-store's index does);
+//! (a) a plain BM25 over each tool's whole text (tests/support/bm25.rs),
+//!     the same three fields temper-store indexes ([`SearchDoc::of`]) in one;
+//! (b) the lexical ranker of `search_tools` itself: a temper-store SQLite
+//!     store in a temporary directory with every tool registered in the
+//!     shared tier, searched with [`Registry::search_tools`] (its FTS5
+//!     index, [`FIELD_WEIGHTS`], `query_terms`: no replica);
 //! (c) (b) fused with all-MiniLM-L6-v2's cosine ranking by reciprocal rank
-//!     fusion (k = 60), the hybrid `search_tools` uses with `--embeddings`.
+//!     fusion (k = 60), the hybrid `search_tools` uses with an embedder.
 //!
 //! ```text
 //! bash scripts/embedding-model.sh && bash scripts/retrieval-sets.sh
-//! cargo run --release -p temper-embedding --example retrieval_bench -- \
+//! cargo build --release --locked --offline --workspace --exclude temper-py --benches --examples
+//! target/release/examples/retrieval_bench \
 //!     target/bench-data/bfcl-simple-python.json target/bench-data/bfcl-multiple.json \
 //!     target/bench-data/bfcl-live-simple.json host/embedding/tests/fixtures/paraphrase.json
 //! ```
@@ -23,10 +25,14 @@ mod bm25;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use rusqlite::{Connection, params};
 use serde::Deserialize;
+use serde_json::json;
 use temper_embedding::{CachedEmbedder, Embedder, LocalEmbedder, tool_text};
 use temper_forge::discovery::{fuse_rrf, semantic_ranking};
+use temper_store::{
+    FIELD_WEIGHTS, MAX_SEARCH_LIMIT, Registry, SearchDoc, SearchQuery, SearchTiers, Tier,
+    ToolRecord,
+};
 
 #[derive(Deserialize)]
 struct Set {
@@ -51,97 +57,83 @@ struct Query {
     tool: String,
 }
 
-/// `name` split into lowercase words (as temper-store's `name_words`).
-fn name_words(name: &str) -> String {
-    let chars: Vec<char> = name.chars().collect();
-    let mut words: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    for (i, &c) in chars.iter().enumerate() {
-        if !c.is_alphanumeric() {
-            if !cur.is_empty() {
-                words.push(std::mem::take(&mut cur));
-            }
-            continue;
-        }
-        if i > 0 {
-            let (prev, next) = (chars[i - 1], chars.get(i + 1).copied());
-            let boundary = (prev.is_lowercase() && c.is_uppercase())
-                || (prev.is_uppercase()
-                    && c.is_uppercase()
-                    && next.is_some_and(char::is_lowercase))
-                || (prev.is_numeric() && c.is_alphabetic());
-            if boundary && !cur.is_empty() {
-                words.push(std::mem::take(&mut cur));
-            }
-        }
-        cur.extend(c.to_lowercase());
-    }
-    if !cur.is_empty() {
-        words.push(cur);
-    }
-    words.join(" ")
-}
-
-fn params_text(tool: &Tool) -> String {
-    let mut parts = Vec::new();
-    for (k, v) in &tool.params {
-        parts.push(name_words(k));
-        if let Some(d) = v.as_str().filter(|d| !d.is_empty()) {
-            parts.push(d.to_string());
-        }
-    }
-    parts.join(" ")
-}
-
-/// (b): the store index's FTS5 ranking, in memory.
-struct Fts5(Connection);
-
-impl Fts5 {
-    fn new(tools: &[Tool]) -> Self {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(
-            "CREATE VIRTUAL TABLE docs USING fts5 (name UNINDEXED, words, description, params, tokenize = 'porter unicode61');",
-        )
-        .unwrap();
-        for t in tools {
-            conn.execute(
-                "INSERT INTO docs (name, words, description, params) VALUES (?1, ?2, ?3, ?4)",
-                params![t.name, name_words(&t.name), t.description, params_text(t)],
+/// The parameters as a JSON Schema (what a tool's `inputSchema` holds).
+fn input_schema(tool: &Tool) -> serde_json::Value {
+    let props: serde_json::Map<String, serde_json::Value> = tool
+        .params
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                json!({"description": v.as_str().unwrap_or_default()}),
             )
+        })
+        .collect();
+    json!({"type": "object", "properties": props})
+}
+
+/// A tool's whole text for the plain BM25: the same three fields the
+/// store indexes ([`SearchDoc::of`]), in one.
+fn whole_text(tool: &Tool) -> String {
+    let doc = SearchDoc::of(&tool.name, &manifest(tool));
+    format!("{} {} {}", doc.words, doc.description, doc.params)
+}
+
+fn manifest(tool: &Tool) -> serde_json::Value {
+    json!({"name": tool.name, "description": tool.description, "inputSchema": input_schema(tool)})
+}
+
+/// (b): the store's own index and ranker — a SQLite store in a temporary
+/// directory, every tool registered in the shared tier (one placeholder
+/// artifact), searched with [`Registry::search_tools`].
+struct StoreIndex {
+    registry: Registry,
+    _dir: tempfile::TempDir,
+}
+
+impl StoreIndex {
+    fn new(tools: &[Tool]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::open(dir.path()).unwrap();
+        let artifact = registry
+            .put_artifact(b"retrieval bench placeholder")
             .unwrap();
+        for t in tools {
+            registry
+                .register(ToolRecord {
+                    name: t.name.clone(),
+                    agent_id: Some(AGENT.into()),
+                    session_id: None,
+                    tier: Tier::Shared,
+                    artifact: artifact.clone(),
+                    manifest: manifest(t),
+                    created_seq: 0,
+                })
+                .unwrap_or_else(|e| panic!("register {}: {e}", t.name));
         }
-        Self(conn)
+        Self {
+            registry,
+            _dir: dir,
+        }
     }
 
     fn rank(&self, query: &str) -> Vec<String> {
-        let mut terms: Vec<String> = Vec::new();
-        for word in name_words(query).split(' ') {
-            let mut term: String = word.chars().filter(char::is_ascii_alphanumeric).collect();
-            term.truncate(40);
-            if !term.is_empty() && !terms.contains(&term) && terms.len() < 24 {
-                terms.push(term);
-            }
-        }
-        if terms.is_empty() {
-            return Vec::new();
-        }
-        let q = terms
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        let mut stmt = self
-            .0
-            .prepare_cached(
-                "SELECT name FROM docs WHERE docs MATCH ?1 ORDER BY bm25(docs, 0.0, 10.0, 4.0, 2.0), name LIMIT 50",
-            )
-            .unwrap();
-        stmt.query_map([q], |r| r.get(0))
+        self.registry
+            .search_tools(&SearchQuery {
+                text: query,
+                agent: AGENT,
+                session: AGENT,
+                tiers: SearchTiers::ALL,
+                limit: MAX_SEARCH_LIMIT,
+            })
             .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
+            .into_iter()
+            .map(|h| h.name)
+            .collect()
     }
 }
+
+const AGENT: &str = "bench";
 
 fn recall(k: usize, results: &[(Vec<String>, &str)]) -> f64 {
     let hits = results
@@ -183,20 +175,10 @@ fn main() {
         let whole: Vec<(String, String)> = set
             .tools
             .iter()
-            .map(|t| {
-                (
-                    t.name.clone(),
-                    format!(
-                        "{} {} {}",
-                        name_words(&t.name),
-                        t.description,
-                        params_text(t)
-                    ),
-                )
-            })
+            .map(|t| (t.name.clone(), whole_text(t)))
             .collect();
         let plain = bm25::Bm25::new(&whole);
-        let fts = Fts5::new(&set.tools);
+        let fts = StoreIndex::new(&set.tools);
         let cached = CachedEmbedder::new(Shared(&model), docs.len() + set.queries.len() + 16);
 
         // Embed every tool once (timed), as registration would.
@@ -219,11 +201,10 @@ fn main() {
             c.push((fused, q.tool.as_str()));
         }
         let per_query = t1.elapsed() / set.queries.len().max(1) as u32;
-        for (ranker, results) in [
-            ("plain BM25", &a),
-            ("FTS5 bm25, fields 10/4/2", &b),
-            ("hybrid (FTS5 + MiniLM, RRF k=60)", &c),
-        ] {
+        let [wn, wd, wp] = FIELD_WEIGHTS;
+        let store = format!("store FTS5 bm25, fields {wn}/{wd}/{wp}");
+        let hybrid = "hybrid (store + MiniLM, RRF k=60)".to_string();
+        for (ranker, results) in [("plain BM25".to_string(), &a), (store, &b), (hybrid, &c)] {
             println!(
                 "| {name} | {} | {} | {ranker} | {:.3} | {:.3} | {:.3} |",
                 docs.len(),
