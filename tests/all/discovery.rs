@@ -449,3 +449,137 @@ async fn official_typescript_sdk_client_finds_and_calls() {
         .unwrap();
     assert!(status.success(), "tests/mcp-ts/discovery.mjs: {status}");
 }
+
+/// The all-MiniLM-L6-v2 directory (`scripts/embedding-model.sh`), or
+/// `$TEMPER_EMBEDDING_MODEL_DIR`; `None` when absent, unless
+/// `TEMPER_REQUIRE_EMBEDDING_MODEL=1` makes that a failure.
+fn model_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("TEMPER_EMBEDDING_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/models/all-minilm-l6-v2"));
+    if dir.join("model.safetensors").is_file() {
+        return Some(dir);
+    }
+    let msg = format!("all-MiniLM-L6-v2 not found in {}", dir.display());
+    assert!(
+        std::env::var("TEMPER_REQUIRE_EMBEDDING_MODEL").as_deref() != Ok("1"),
+        "{msg}; TEMPER_REQUIRE_EMBEDDING_MODEL=1"
+    );
+    eprintln!("skipped: {msg} (run scripts/embedding-model.sh)");
+    None
+}
+
+/// A need that shares no word with any tool of [`populate`]'s store.
+const NO_SHARED_WORD: &str = "permalink for headline";
+
+/// With `--embeddings local:DIR` (the real all-MiniLM-L6-v2), a need that
+/// shares no word with any tool finds slugify: lexically it finds nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_local_model_a_need_sharing_no_word_finds_its_tool() {
+    let Some(model) = model_dir() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    populate(&store, "default", "default", 60).await;
+    let store_arg = store.to_str().unwrap();
+    let log = dir.path().join("lexical.log");
+    let mut lexical = McpStdio::start(&["--store", store_arg], &log, &[], "no-secret-here");
+    let (r, _) = search(&mut lexical, NO_SHARED_WORD, 3);
+    assert_eq!(found(&r), Vec::<String>::new(), "lexically: nothing");
+    let spec = format!("local:{}", model.display());
+    let log = dir.path().join("hybrid.log");
+    let mut hybrid = McpStdio::start(
+        &["--store", store_arg, "--embeddings", &spec],
+        &log,
+        &[],
+        "no-secret-here",
+    );
+    let (r, _) = search(&mut hybrid, NO_SHARED_WORD, 3);
+    let got = found(&r);
+    assert!(got.contains(&"slugify".to_string()), "{got:?}");
+    assert!(
+        r["result"]["structuredContent"].get("warnings").is_none(),
+        "{r}"
+    );
+}
+
+/// With an embeddings endpoint that refuses connections, `search_tools`
+/// answers with the lexical ranking and one warning saying so; the key is
+/// nowhere in what the agent or the log reads.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_embeddings_endpoint_down_search_answers_lexically_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    populate(&store, "default", "default", 60).await;
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let spec = format!("openai:http://127.0.0.1:{port}/v1");
+    let key = "sk-embeddings-secret-4711";
+    let log = dir.path().join("stderr.log");
+    let mut m = McpStdio::start(
+        &[
+            "--store",
+            store.to_str().unwrap(),
+            "--embeddings",
+            &spec,
+            "--embeddings-model",
+            "text-embedding-3-small",
+        ],
+        &log,
+        &[("TEMPER_EMBEDDINGS_API_KEY", key)],
+        key,
+    );
+    let (r, _) = search(&mut m, "url friendly slug of a title", 3);
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let got = found(&r);
+    assert_eq!(got.first().map(String::as_str), Some("slugify"), "{got:?}");
+    let warnings = r["result"]["structuredContent"]["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(warnings.len(), 1, "{r}");
+    let warning = warnings[0].as_str().unwrap();
+    assert!(
+        warning.starts_with("semantic ranking unavailable (")
+            && warning.contains(&format!("127.0.0.1:{port}"))
+            && warning.ends_with(
+                "these results are lexical only: search with words a tool's name or description would use"
+            ),
+        "{warning}"
+    );
+    m.close();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(!log.contains(key), "the key in the log");
+    assert!(log.contains("semantic ranking skipped"), "{log}");
+}
+
+/// `--embeddings` that cannot be used stops the command with what to write.
+#[test]
+fn a_bad_embeddings_flag_is_refused_with_what_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, expected) in [
+        (
+            vec!["--embeddings", "bert:/x"],
+            "expected local:PATH (a model directory) or openai:URL",
+        ),
+        (
+            vec!["--embeddings", "openai:http://127.0.0.1:9/v1"],
+            "needs --embeddings-model",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_temper"))
+            .arg("tools")
+            .arg("--store")
+            .arg(dir.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}

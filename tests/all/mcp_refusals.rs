@@ -150,7 +150,8 @@ fn capability_refusals_say_who_grants_and_how() {
     assert!(
         errors.iter().any(|e| e.contains(
             "Error: path outside the granted directories: sample.json; the granted directories: \
-             /data (read a path inside one, like /data/FILE)"
+             /data (read a path inside one, like /data/FILE; a link inside one that leads out \
+             of it is refused too)"
         )),
         "{errors:?}"
     );

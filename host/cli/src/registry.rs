@@ -56,6 +56,39 @@ pub struct Registry {
     /// Default: no policy (`level = "off"`).
     #[arg(long, env = "TEMPER_TRUST", value_name = "FILE")]
     pub(crate) trust: Option<PathBuf>,
+    /// Rank `search_tools` semantically too, fused with the lexical rank:
+    /// `local:DIR` (a sentence-embedding model's `model.safetensors`,
+    /// `tokenizer.json` and `config.json`, e.g. all-MiniLM-L6-v2, run
+    /// in-process) or `openai:URL` (an OpenAI-compatible `/v1/embeddings`
+    /// endpoint; needs --embeddings-model). An endpoint that fails leaves
+    /// the lexical results, with a warning. Default: lexical only.
+    #[arg(long, env = "TEMPER_EMBEDDINGS", value_name = "local:DIR|openai:URL")]
+    embeddings: Option<String>,
+    /// The endpoint's model name (`openai:` only), e.g. text-embedding-3-small.
+    #[arg(long, env = "TEMPER_EMBEDDINGS_MODEL", value_name = "NAME")]
+    embeddings_model: Option<String>,
+    /// The environment variable holding the endpoint's API key (default
+    /// TEMPER_EMBEDDINGS_API_KEY; read at each request, never logged).
+    #[arg(long, value_name = "VAR")]
+    embeddings_key_env: Option<String>,
+}
+
+impl Registry {
+    /// The embedder `--embeddings` names, built (a local model is loaded
+    /// here, once); `None` without the flag.
+    fn embedder(&self) -> Result<Option<temper_embed::SharedEmbedder>, String> {
+        let Some(spec) = &self.embeddings else {
+            return Ok(None);
+        };
+        let spec: temper_embedding::EmbeddingsSpec = spec.parse().map_err(|e| format!("{e}"))?;
+        let embedder = spec
+            .build(
+                self.embeddings_model.as_deref(),
+                self.embeddings_key_env.as_deref(),
+            )
+            .map_err(|e| format!("{e}"))?;
+        Ok(Some(temper_embed::SharedEmbedder(embedder)))
+    }
 }
 
 /// The tool hub (`--tools FILE`).
@@ -158,6 +191,7 @@ pub fn open_with_idle(
         trust: registry.trust.clone(),
         registry_poll,
         allow_tools: None,
+        embedder: registry.embedder()?,
     };
     Opened::open(&options, common.runtime()?).map_err(|e| e.to_string())
 }

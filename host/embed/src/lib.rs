@@ -40,7 +40,8 @@ mod open;
 
 pub use classify::{ErrorKind, Failure, first_violation, forge_failure, run_error_kind};
 pub use open::{
-    ForgeOptions, JudgeChoice, OpenError, Opened, RuntimeOptions, load_policy, trust_policy,
+    ForgeOptions, JudgeChoice, OpenError, Opened, RuntimeOptions, SharedEmbedder, load_policy,
+    trust_policy,
 };
 
 use serde_json::Value;

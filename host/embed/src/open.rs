@@ -204,6 +204,22 @@ pub struct ForgeOptions {
     /// part of the context's grant ([`temper_forge::grant`]); `None`: the
     /// policy's.
     pub allow_tools: Option<Vec<String>>,
+    /// The embedder of `search_tools`' semantic ranking (fused with the
+    /// lexical one); `None`: lexical only. See `temper_embedding`.
+    pub embedder: Option<SharedEmbedder>,
+}
+
+/// An embedder shared by the forges opened with it (its `Debug` is its
+/// model id: a key or an endpoint's credentials never print).
+#[derive(Clone)]
+pub struct SharedEmbedder(pub Arc<dyn temper_forge::discovery::Embedder>);
+
+impl std::fmt::Debug for SharedEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SharedEmbedder")
+            .field(&self.0.model_id())
+            .finish()
+    }
 }
 
 impl Default for ForgeOptions {
@@ -220,6 +236,7 @@ impl Default for ForgeOptions {
             trust: None,
             registry_poll: Some(temper_forge::watch::DEFAULT_POLL),
             allow_tools: None,
+            embedder: None,
         }
     }
 }
@@ -279,6 +296,9 @@ impl Opened {
         if let Some(judge) = &options.judge {
             let (creation, safety, correctness) = judge.judges()?;
             builder = builder.judge(creation).panel(safety, correctness);
+        }
+        if let Some(SharedEmbedder(embedder)) = &options.embedder {
+            builder = builder.embedder(embedder.clone());
         }
         let forge = builder.build();
         let narrowing = match &options.allow_tools {

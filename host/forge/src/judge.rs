@@ -41,7 +41,9 @@ pub use llm::{
 pub use rules::{RulesJudge, StaticCheck};
 
 /// Reason given by [`NoJudge`] for every rejection.
-pub const NO_JUDGE_REASON: &str = "no judge configured: forge requests are rejected (fail closed)";
+pub const NO_JUDGE_REASON: &str = "no judge configured: forge requests are rejected (fail closed); \
+     only the host's operator can enable forging by naming a judge (`--judge rules` or \
+     `--judge llm` on the command line, `judge` in the Python and Node packages)";
 
 /// The future returned by [`Judge::review`]: boxed so that `dyn Judge` works.
 pub type ReviewFuture<'a> = Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>;

@@ -94,7 +94,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use cache::CacheCapacity;
 pub use config::{ForgeConfig, PromotionThreshold};
-pub use discovery::{FoundTier, FoundTool, SearchRequest, SearchScope};
+pub use discovery::{
+    FoundTier, FoundTool, SEMANTIC_SCAN_MAX, SearchRequest, SearchScope, Searched,
+};
 pub use error::{
     DeleteError, ExportError, ForgeError, ImportError, InvokeError, PromoteError, Stage,
     ValidateError,

@@ -53,7 +53,8 @@ pub fn search_tools_definition(more: usize) -> Value {
         "name": SEARCH_TOOL,
         "title": "Search Tools",
         "description": format!(
-            "Find tools you can call by what they do, before forging one. {beyond} Returns \
+            "Find tools you can call by the words of what they do (names, descriptions, \
+            parameters), before forging one. {beyond} Returns \
             ranked tools (name, description, TypeScript signature, tier, score); the tools found \
             are added to your tool list (tools/list_changed) and can be called at once with \
             tools/call or from run_code. Search with the words of the task (e.g. \"parse csv \
@@ -217,18 +218,23 @@ impl Handler {
             tiers: self.search_tiers(),
             hub: &hub,
         };
-        let found = match self.forge.search_tools(&self.ctx, &request, scope).await {
+        let found = match self
+            .forge
+            .search_tools_warned(&self.ctx, &request, scope)
+            .await
+        {
             Ok(found) => found,
             Err(e) => return tools::tool_error("search", &format!("search_tools: {e}")),
         };
-        let names: Vec<String> = found.iter().map(|t| t.name.clone()).collect();
+        let names: Vec<String> = found.tools.iter().map(|t| t.name.clone()).collect();
         match self.forge.remember(&self.ctx, &names).await {
             Ok(true) => notes.session_note(jsonrpc::notification(LIST_CHANGED, json!({}))),
             Ok(false) => {}
             // The search still answers; the list just does not grow.
             Err(e) => tracing::warn!("search_tools: cannot update the working set: {e}"),
         }
-        let value = json!({ "tools": found });
+        // `{tools}`, and `warnings` when the semantic ranking failed.
+        let value = json!(found);
         tools::tool_result(&value, false)
     }
 }

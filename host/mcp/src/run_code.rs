@@ -114,7 +114,7 @@ pub fn declarations(tools: &[CodeTool]) -> String {
 pub fn run_code_definition(tools: &[CodeTool], policy: &HostPolicy) -> Value {
     let decls = declarations(tools);
     let callable = if tools.is_empty() {
-        "You can call no tools right now (forge some, or ask for hub tools).".to_string()
+        "You can call no tools right now: forge one with forge_tool first.".to_string()
     } else if decls.len() <= MAX_DECLARATION_BYTES {
         format!("The tools you can call:\n```ts\n{decls}```")
     } else {

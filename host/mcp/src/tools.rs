@@ -148,7 +148,7 @@ pub fn forge_tool_definition(policy: &HostPolicy) -> Value {
     let description = format!(
         "Create a new tool at runtime when no existing tool fits the task: call `search_tools` \
          first and reuse what it finds. Forging a request an existing tool already has answers \
-         with that tool (`reused`), and every result lists `similarTools` to call instead. \
+         with that tool (`reused`), and a result lists the `similarTools` you could call instead. \
          Provide: name \
          (snake_case), description, inputSchema and outputSchema (JSON Schema), implementation \
          and testCases. implementation.mode \"sandbox\": JavaScript defining `function \

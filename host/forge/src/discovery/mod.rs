@@ -13,7 +13,7 @@ pub mod search;
 pub mod typescript;
 mod working;
 
-pub use search::{FoundTier, FoundTool, SearchRequest, SearchScope};
+pub use search::{FoundTier, FoundTool, SEMANTIC_SCAN_MAX, SearchRequest, SearchScope, Searched};
 
 use thiserror::Error;
 

@@ -82,6 +82,25 @@ pub struct FoundTool {
     pub score: f64,
 }
 
+/// A search's answer: the tools found and, when the semantic ranking could
+/// not be used (the embedder failed), a warning saying the results are
+/// lexical only. A failing embedder is never an error.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Searched {
+    /// The tools found, best first.
+    pub tools: Vec<FoundTool>,
+    /// What the caller should know about how they were ranked (empty when
+    /// every configured ranking was used).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Most visible forged tools the semantic ranking scores beyond the
+/// lexical candidates: a caller who sees more gets the semantic ranking
+/// of the lexical candidates only (so a search embeds no more than this
+/// many texts, each once per model while the embedder's cache holds it).
+pub const SEMANTIC_SCAN_MAX: usize = 1_000;
+
 /// What to look for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchRequest {
@@ -111,6 +130,17 @@ pub struct SearchScope<'a> {
 /// built at (one at a time: bounded).
 pub(crate) type HubIndex = std::sync::Mutex<Option<(u64, Arc<MemoryIndex>)>>;
 
+/// The text a tool is embedded from: its name as words and its
+/// description (`parse_csv_rows` and "Parses CSV…" give
+/// `parse csv rows: Parses CSV…`), as the retrieval bench embeds it.
+fn embedding_text(name: &str, description: &str) -> String {
+    let words = temper_store::name_words(name);
+    match description.trim() {
+        "" => words,
+        d => format!("{words}: {d}"),
+    }
+}
+
 /// `text` cut to at most `max` characters (an ellipsis marks a cut).
 pub fn clip(text: &str, max: usize) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -123,12 +153,25 @@ pub fn clip(text: &str, max: usize) -> String {
 impl Forge {
     /// The tools matching `request` among those `scope` lets `ctx` see,
     /// best first (see the module docs). An empty query finds nothing.
+    /// [`Forge::search_tools_warned`] also says when the semantic ranking
+    /// could not be used; here that is only logged.
     pub async fn search_tools(
         &self,
         ctx: &ForgeContext,
         request: &SearchRequest,
         scope: SearchScope<'_>,
     ) -> Result<Vec<FoundTool>, StoreError> {
+        Ok(self.search_tools_warned(ctx, request, scope).await?.tools)
+    }
+
+    /// [`Forge::search_tools`], with the warnings of a semantic ranking
+    /// that failed (the results are then the lexical ranking alone).
+    pub async fn search_tools_warned(
+        &self,
+        ctx: &ForgeContext,
+        request: &SearchRequest,
+        scope: SearchScope<'_>,
+    ) -> Result<Searched, StoreError> {
         let limit = request.limit.clamp(1, MAX_SEARCH_LIMIT);
         // A capability filter drops hits after ranking: rank more.
         let fetch = if request.capability.is_some() {
@@ -199,12 +242,30 @@ impl Forge {
         let lexical: Vec<String> = infos.iter().map(|t| t.name.clone()).collect();
         let hub_ranking: Vec<String> = hub_hits.iter().map(|h| h.name.clone()).collect();
         let mut rankings: Vec<&[String]> = vec![lexical.as_slice(), hub_ranking.as_slice()];
-        let semantic = self.semantic(&request.query, &infos, &hub_hits);
+        let mut warnings = Vec::new();
+        let semantic = if self.embedder().is_some() {
+            // The semantic ranking may find what shares no word with the
+            // query: it scores the visible tools too (at most
+            // SEMANTIC_SCAN_MAX of them), within the same tiers and filter.
+            let extra = self
+                .semantic_candidates(ctx, tiers, request, &infos)
+                .await?;
+            infos.extend(extra);
+            match self.semantic(&request.query, &infos, &hub_hits) {
+                Ok(ranked) => Some(ranked),
+                Err(warning) => {
+                    warnings.push(warning);
+                    None
+                }
+            }
+        } else {
+            None
+        };
         if let Some(s) = &semantic {
             rankings.push(s);
         }
         let fused = fuse_rrf(&rankings);
-        Ok(fused
+        let tools = fused
             .into_iter()
             .filter_map(|(name, score)| {
                 let score = (score * 1e6).round() / 1e6;
@@ -218,33 +279,71 @@ impl Forge {
                 }
             })
             .take(limit)
-            .collect())
+            .collect();
+        Ok(Searched { tools, warnings })
     }
 
-    /// The semantic ranking of the lexical candidates, when an embedder is
-    /// configured (a failing embedder leaves the lexical ranking alone).
+    /// The visible forged tools in `tiers` (and matching the request's
+    /// capability filter) that are not among `lexical`, when the caller
+    /// sees at most [`SEMANTIC_SCAN_MAX`] tools; none otherwise.
+    async fn semantic_candidates(
+        &self,
+        ctx: &ForgeContext,
+        tiers: SearchTiers,
+        request: &SearchRequest,
+        lexical: &[ToolInfo],
+    ) -> Result<Vec<ToolInfo>, StoreError> {
+        let mut visible = self.visible_tools_async(ctx).await?;
+        if visible.len() > SEMANTIC_SCAN_MAX {
+            return Ok(Vec::new());
+        }
+        let cap = request.capability.as_ref().map(|c| c.to_lowercase());
+        visible.retain(|t| {
+            let in_tier = match t.tier {
+                Tier::Session => tiers.session,
+                Tier::Agent => tiers.agent,
+                Tier::Shared => tiers.shared,
+            };
+            in_tier
+                && ctx.grant().allows_tier(t.tier)
+                && !lexical.iter().any(|l| l.name == t.name)
+                && cap
+                    .as_ref()
+                    .is_none_or(|c| t.allowlist.iter().any(|a| a.to_lowercase().contains(c)))
+        });
+        Ok(visible)
+    }
+
+    /// The semantic ranking of the candidates, when an embedder is
+    /// configured; a failing embedder gives the warning the answer carries
+    /// (and is logged), and the lexical ranking stands alone.
     fn semantic(
         &self,
         query: &str,
         infos: &[ToolInfo],
         hub: &[NativeToolSpec],
-    ) -> Option<Vec<String>> {
-        let embedder = self.embedder()?;
+    ) -> Result<Vec<String>, String> {
+        let Some(embedder) = self.embedder() else {
+            return Ok(Vec::new());
+        };
         let docs: Vec<(String, String)> = infos
             .iter()
-            .map(|t| (t.name.clone(), format!("{}: {}", t.name, t.description)))
+            .map(|t| (t.name.clone(), embedding_text(&t.name, &t.description)))
             .chain(
                 hub.iter()
-                    .map(|h| (h.name.clone(), format!("{}: {}", h.name, h.description))),
+                    .map(|h| (h.name.clone(), embedding_text(&h.name, &h.description))),
             )
             .collect();
-        match semantic_ranking(embedder.as_ref(), query, &docs) {
-            Ok(ranked) => Some(ranked),
-            Err(e) => {
-                tracing::warn!("search_tools: semantic ranking skipped: {e}");
-                None
-            }
-        }
+        semantic_ranking(embedder.as_ref(), query, &docs).map_err(|e| {
+            tracing::warn!(
+                model = embedder.model_id(),
+                "search_tools: semantic ranking skipped: {e}"
+            );
+            format!(
+                "semantic ranking unavailable ({e}); these results are lexical only: \
+                 search with words a tool's name or description would use"
+            )
+        })
     }
 
     /// The hub tools in `visible` matching `query`, best first, at most

@@ -490,7 +490,8 @@ pub(crate) fn name_granted_dirs(error: &mut RunError, policy: &temper_policy::Ho
         && !error.message.contains("; the granted directories: ")
     {
         error.message.push_str(&format!(
-            "; the granted directories: {} (read a path inside one, like {}/FILE)",
+            "; the granted directories: {} (read a path inside one, like {}/FILE; a link \
+             inside one that leads out of it is refused too)",
             policy.granted_dirs(),
             policy
                 .read_dirs

@@ -72,7 +72,9 @@ async fn no_judge_rejects_everything() {
     assert_eq!(verdict.reasons, [NO_JUDGE_REASON]);
     assert_eq!(
         NO_JUDGE_REASON,
-        "no judge configured: forge requests are rejected (fail closed)"
+        "no judge configured: forge requests are rejected (fail closed); only the host's \
+         operator can enable forging by naming a judge (`--judge rules` or `--judge llm` on \
+         the command line, `judge` in the Python and Node packages)"
     );
     assert_eq!(verdict.judge, "none");
     assert_eq!(
