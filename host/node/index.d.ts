@@ -282,7 +282,7 @@ export interface RuntimeCreateOptions {
   cacheDir?: string
 }
 
-/** `Forge.search`'s options. */
+/** `forge.search`'s options. */
 export interface SearchOptions {
   /** Most results (default 5, at most 50). */
   limit?: number

@@ -64,7 +64,12 @@ def hub(tmp_path: Path) -> tuple[str, str, Path]:
     log = tmp_path / "upstream.log"
     tools = tmp_path / "tools.toml"
     command = json.dumps([sys.executable, str(UPSTREAM), str(log)])
-    tools.write_text(f'[upstream.nice]\ncommand = {command}\ntools = ["*"]\nprefix = "nice."\n')
+    # The forges' tests call nice.admin for real (allow_live_tests): what
+    # is checked here is the calls made after the narrowing.
+    tools.write_text(
+        f'[upstream.nice]\ncommand = {command}\ntools = ["*"]\nprefix = "nice."\n'
+        "allow_live_tests = true\n"
+    )
     policy = tmp_path / "policy.toml"
     policy.write_text('[tools]\nallow = ["nice.*"]\n')
     return str(tools), str(policy), log
