@@ -43,7 +43,9 @@ test('allowTools narrows the hub tools at every depth', async () => {
     const log = join(dir.dir, 'upstream.log')
     const tools = join(dir.dir, 'tools.toml')
     const command = JSON.stringify(['python3', join(root, 'tests', 'fixtures', 'hub', 'recording_upstream.py'), log])
-    writeFileSync(tools, `[upstream.nice]\ncommand = ${command}\ntools = ["*"]\nprefix = "nice."\n`)
+    // The forges' tests call nice.admin for real (allow_live_tests): what is
+    // checked here is the calls made after the narrowing.
+    writeFileSync(tools, `[upstream.nice]\ncommand = ${command}\ntools = ["*"]\nprefix = "nice."\nallow_live_tests = true\n`)
     const policy = { tools: { allow: ['nice.*'] } }
     const markers = () => existsSync(log)
       ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((c) => c.tool === 'admin').map((c) => c.arguments.marker)
