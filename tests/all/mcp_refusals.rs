@@ -266,3 +266,29 @@ fn agent_code_sees_no_temper_internals() {
     );
     c.close();
 }
+
+/// `promote_tool` states how many successful calls a promotion needs: the
+/// default, and what the operator's forge configuration sets.
+#[test]
+fn promote_tool_states_the_calls_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = start(dir.path());
+    let default = temper::forge::config::DEFAULT_PROMOTION_USES;
+    let text = description(&mut c, "promote_tool");
+    assert!(
+        text.contains(&format!("It needs at least {default} successful calls (calls from run_code and compose tools count")),
+        "{text}"
+    );
+    c.close();
+    let config = dir.path().join("forge.json");
+    std::fs::write(&config, r#"{"promotionThreshold": {"uses": 2}}"#).unwrap();
+    let config = config.display().to_string();
+    let mut c = Client::start_with(&dir.path().join("store2"), &["--forge-config", &config]);
+    c.ok("initialize", json!({"protocolVersion": "2025-06-18"}));
+    let text = description(&mut c, "promote_tool");
+    assert!(
+        text.contains("It needs at least 2 successful calls"),
+        "{text}"
+    );
+    c.close();
+}

@@ -273,7 +273,8 @@ impl Handler {
             list.push(tools::delete_tool_definition());
         }
         if self.access().session && self.access().agent {
-            list.push(tools::promote_tool_definition());
+            let uses = self.forge.config().promotion_threshold.uses;
+            list.push(tools::promote_tool_definition(uses));
         }
         list.push(tools::stats_tool_definition());
         let mut visible = self.visible().await?;

@@ -60,15 +60,17 @@ pub fn session_cap_line(max: usize, left: usize) -> String {
     )
 }
 
-/// The `promote_tool` definition.
-pub fn promote_tool_definition() -> Value {
+/// The `promote_tool` definition; `uses` is the successful calls a
+/// promotion needs (the forge configuration's `promotionThreshold`).
+pub fn promote_tool_definition(uses: u64) -> Value {
     json!({
         "name": PROMOTE_TOOL,
         "title": "Promote Tool",
-        "description": "Promote a tool you forged in this session to your agent tier, so that \
-            your later sessions can call it too. It needs enough successful calls, a confident \
+        "description": format!("Promote a tool you forged in this session to your agent tier, so \
+            that your later sessions can call it too. It needs at least {uses} successful calls \
+            (calls from run_code and compose tools count; tool_stats shows them), a confident \
             forge verdict and the review panel's approval. `source` (optional) is the tool's \
-            JavaScript when the host did not keep it.",
+            JavaScript when the host did not keep it."),
         "inputSchema": {
             "type": "object",
             "properties": {
